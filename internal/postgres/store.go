@@ -1,0 +1,465 @@
+// Package postgres is the voucher store over PostgreSQL: the sqlc queries of
+// sql/ in transactions, with database errors mapped to the domain's codes.
+package postgres
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"voucherd/internal/voucher"
+	"voucherd/sql/db"
+)
+
+// Store implements voucher.Store.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+}
+
+var _ voucher.Store = (*Store)(nil)
+
+// New returns a store over the pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: db.New(pool)}
+}
+
+// Pool is the connection pool, for health checks.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// withTx runs fn in one transaction, committed when fn returns nil.
+func (s *Store) withTx(ctx context.Context, opts pgx.TxOptions, fn func(q *db.Queries) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, opts, func(tx pgx.Tx) error {
+		return fn(s.q.WithTx(tx))
+	})
+}
+
+// CreateVoucher inserts a voucher. Errors: VOUCHER_EXISTS.
+func (s *Store) CreateVoucher(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error) {
+	row, err := s.q.VoucherInsert(ctx, db.VoucherInsertParams{
+		Code:           n.Code,
+		DiscountAmount: n.DiscountAmount,
+		MinOrderAmount: n.MinOrderAmount,
+		TotalLimit:     int32(n.TotalLimit),
+		PerUserLimit:   int32(n.PerUserLimit),
+		StartsAt:       n.StartsAt,
+		EndsAt:         n.EndsAt,
+		Flash:          n.Flash,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return voucher.Voucher{}, voucher.Errorf(voucher.VoucherExists, "voucher %s already exists", n.Code)
+	}
+	if err != nil {
+		return voucher.Voucher{}, mapError(err)
+	}
+	return toVoucher(row), nil
+}
+
+// Voucher reads a voucher. Errors: NOT_FOUND.
+func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
+	row, err := s.q.VoucherGetByCode(ctx, code)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return voucher.Voucher{}, voucherNotFound(code)
+	}
+	if err != nil {
+		return voucher.Voucher{}, mapError(err)
+	}
+	return toVoucher(row), nil
+}
+
+// Vouchers lists vouchers newest first. Errors: INVALID_INPUT (after).
+func (s *Store) Vouchers(ctx context.Context, first int, after string) (voucher.Page, error) {
+	var rows []db.Voucher
+	var err error
+	limit := int32(first + 1) // one more tells whether there is a next page
+	if after == "" {
+		rows, err = s.q.VoucherListFirst(ctx, limit)
+	} else {
+		createdAt, code, cerr := decodeCursor(after)
+		if cerr != nil {
+			return voucher.Page{}, voucher.Invalid("after", "after is not a cursor this server gave")
+		}
+		rows, err = s.q.VoucherListAfter(ctx, db.VoucherListAfterParams{Limit: limit, AfterCreatedAt: createdAt, AfterCode: code})
+	}
+	if err != nil {
+		return voucher.Page{}, mapError(err)
+	}
+	page := voucher.Page{HasNext: len(rows) > first}
+	if page.HasNext {
+		rows = rows[:first]
+	}
+	for _, r := range rows {
+		page.Vouchers = append(page.Vouchers, toVoucher(r))
+		page.Cursors = append(page.Cursors, encodeCursor(r.CreatedAt, r.Code))
+	}
+	if n := len(page.Cursors); n > 0 {
+		page.EndCursor = page.Cursors[n-1]
+	}
+	return page, nil
+}
+
+// FlashVouchers lists every flash voucher.
+func (s *Store) FlashVouchers(ctx context.Context) ([]voucher.Voucher, error) {
+	rows, err := s.q.VoucherListFlash(ctx)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.Voucher, len(rows))
+	for i, r := range rows {
+		out[i] = toVoucher(r)
+	}
+	return out, nil
+}
+
+// Reserve applies the contract's reserve rules in one transaction. The
+// orderId is claimed first (a concurrent identical request waits on its
+// unique key, then finds it), then the customer's bound, then the voucher's
+// conditional update: the same lock order as release and expiry, so they
+// cannot deadlock.
+func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
+	for attempt := 0; ; attempt++ {
+		res, created, err := s.reserveOnce(ctx, r, ttl, path)
+		if !errors.Is(err, errOrderTaken) || attempt == 3 {
+			return res, created, err
+		}
+		// Another request held the orderId and rolled back: try again.
+	}
+}
+
+// errOrderTaken: the orderId insert found a row, but it was gone by the time
+// we read it (its transaction rolled back).
+var errOrderTaken = errors.New("order id claimed by a concurrent transaction")
+
+func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
+	var res voucher.Reservation
+	var created bool
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		vr, err := q.VoucherGetForReserve(ctx, r.Code)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return voucherNotFound(r.Code)
+		}
+		if err != nil {
+			return err
+		}
+		v, now := toVoucher(vr.Voucher), vr.DbNow
+
+		if earlier, err := q.VoucherRedemptionGetByOrderID(ctx, r.OrderID); err == nil {
+			res, err = r.Retry(toReservation(earlier))
+			return err
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err := v.CheckEligible(now, r.OrderAmount); err != nil {
+			return err
+		}
+
+		row, err := q.VoucherRedemptionInsert(ctx, db.VoucherRedemptionInsertParams{
+			OrderID:        r.OrderID,
+			VoucherCode:    r.Code,
+			CustomerID:     r.CustomerID,
+			OrderAmount:    r.OrderAmount,
+			DiscountAmount: v.DiscountAmount,
+			CreatedAt:      now,
+			ExpiresAt:      now.Add(ttl),
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// A concurrent request inserted it first and has committed.
+			return errConcurrentOrder
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := q.VoucherCustomerUseTake(ctx, db.VoucherCustomerUseTakeParams{
+			VoucherCode: r.Code, CustomerID: r.CustomerID, UseLimit: int32(v.PerUserLimit),
+		}); errors.Is(err, pgx.ErrNoRows) {
+			return voucher.Errorf(voucher.AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, r.Code)
+		} else if err != nil {
+			return err
+		}
+		if _, err := q.VoucherUseTake(ctx, r.Code); errors.Is(err, pgx.ErrNoRows) {
+			// Sold out, or the window closed since the transaction began.
+			return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", r.Code)
+		} else if err != nil {
+			return err
+		}
+		if err := q.ReservationEventInsert(ctx, event(row, "reserved", path)); err != nil {
+			return err
+		}
+		res, created = toReservation(row), true
+		return nil
+	})
+	if errors.Is(err, errConcurrentOrder) {
+		// The order was reserved by a concurrent identical (or conflicting)
+		// request: answer as a retry.
+		earlier, gerr := s.q.VoucherRedemptionGetByOrderID(ctx, r.OrderID)
+		if errors.Is(gerr, pgx.ErrNoRows) {
+			return voucher.Reservation{}, false, errOrderTaken
+		}
+		if gerr != nil {
+			return voucher.Reservation{}, false, mapError(gerr)
+		}
+		res, err = r.Retry(toReservation(earlier))
+		return res, false, err
+	}
+	if err != nil {
+		return voucher.Reservation{}, false, mapError(err)
+	}
+	return res, created, nil
+}
+
+var errConcurrentOrder = errors.New("order id inserted by a concurrent transaction")
+
+// Confirm makes a live reservation final. Errors: NOT_FOUND, RESERVATION_RELEASED.
+func (s *Store) Confirm(ctx context.Context, code, orderID string, path voucher.Path) (voucher.Reservation, error) {
+	var res voucher.Reservation
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		row, err := q.VoucherRedemptionConfirm(ctx, db.VoucherRedemptionConfirmParams{OrderID: orderID, VoucherCode: code})
+		if err == nil {
+			if err := q.VoucherUseConfirm(ctx, code); err != nil {
+				return err
+			}
+			res = toReservation(row)
+			return q.ReservationEventInsert(ctx, event(row, "confirmed", path))
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && current.VoucherCode != code) {
+			return reservationNotFound(code, orderID)
+		}
+		if err != nil {
+			return err
+		}
+		switch voucher.Status(current.Status) {
+		case voucher.StatusConfirmed:
+			res = toReservation(current)
+			return nil
+		case voucher.StatusReleased:
+			return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s was released", orderID)
+		}
+		// Still RESERVED but past expiresAt: the sweep has not run yet.
+		return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s expired at %s", orderID, current.ExpiresAt.UTC().Format(time.RFC3339))
+	})
+	if err != nil {
+		return voucher.Reservation{}, mapError(err)
+	}
+	return res, nil
+}
+
+// Release gives a held use back. Errors: NOT_FOUND, ALREADY_CONFIRMED.
+func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.Path) (voucher.Reservation, bool, error) {
+	var res voucher.Reservation
+	var released bool
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		row, err := q.VoucherRedemptionRelease(ctx, db.VoucherRedemptionReleaseParams{OrderID: orderID, VoucherCode: code})
+		if err == nil {
+			res, released = toReservation(row), true
+			return giveBack(ctx, q, row, "released", path)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && current.VoucherCode != code) {
+			return reservationNotFound(code, orderID)
+		}
+		if err != nil {
+			return err
+		}
+		if voucher.Status(current.Status) == voucher.StatusConfirmed {
+			return voucher.Errorf(voucher.AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
+		}
+		res = toReservation(current) // released before: unchanged
+		return nil
+	})
+	if err != nil {
+		return voucher.Reservation{}, false, mapError(err)
+	}
+	return res, released, nil
+}
+
+// giveBack returns a released use to the customer and the voucher, in the
+// lock order reserve uses (redemption, customer, voucher).
+func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind string, path voucher.Path) error {
+	if err := q.VoucherCustomerUseGiveBack(ctx, db.VoucherCustomerUseGiveBackParams{VoucherCode: row.VoucherCode, CustomerID: row.CustomerID}); err != nil {
+		return err
+	}
+	if err := q.VoucherUseGiveBack(ctx, row.VoucherCode); err != nil {
+		return err
+	}
+	return q.ReservationEventInsert(ctx, event(row, kind, path))
+}
+
+// Reservation reads a reservation by orderId. Errors: NOT_FOUND.
+func (s *Store) Reservation(ctx context.Context, orderID string) (voucher.Reservation, error) {
+	row, err := s.q.VoucherRedemptionGetByOrderID(ctx, orderID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return voucher.Reservation{}, voucher.Errorf(voucher.NotFound, "no reservation for order %s", orderID)
+	}
+	if err != nil {
+		return voucher.Reservation{}, mapError(err)
+	}
+	return toReservation(row), nil
+}
+
+// ExpireDue releases up to limit reservations past their deadline, each in
+// its own transaction whose conditional update lets exactly one sweeping
+// instance release it.
+func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation, error) {
+	due, err := s.q.VoucherRedemptionListDue(ctx, int32(limit))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	var expired []voucher.Reservation
+	for _, orderID := range due {
+		err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+			row, err := q.VoucherRedemptionExpire(ctx, orderID)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // confirmed, released or expired by another instance meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			expired = append(expired, toReservation(row))
+			return giveBack(ctx, q, row, "expired", voucher.PathExpiry)
+		})
+		if err != nil {
+			return expired, mapError(err)
+		}
+	}
+	return expired, nil
+}
+
+// GateSnapshot reads a flash voucher's remaining uses, customers' counts and
+// live orders in one repeatable-read snapshot. Errors: NOT_FOUND.
+func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.GateSnapshot, error) {
+	var snap voucher.GateSnapshot
+	err := s.withTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(q *db.Queries) error {
+		row, err := q.VoucherGetByCode(ctx, code)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return voucherNotFound(code)
+		}
+		if err != nil {
+			return err
+		}
+		v := toVoucher(row)
+		snap = voucher.GateSnapshot{
+			Code:         code,
+			Remaining:    v.Remaining(),
+			PerUserLimit: v.PerUserLimit,
+			Customers:    map[int64]int{},
+			ExpireAt:     v.EndsAt.Add(7 * 24 * time.Hour),
+		}
+		customers, err := q.VoucherCustomerListHolding(ctx, code)
+		if err != nil {
+			return err
+		}
+		for _, c := range customers {
+			snap.Customers[c.CustomerID] = int(c.UsedCount)
+		}
+		orders, err := q.VoucherRedemptionListLive(ctx, code)
+		if err != nil {
+			return err
+		}
+		for _, o := range orders {
+			snap.Orders = append(snap.Orders, voucher.GateOrder{OrderID: o.OrderID, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount})
+		}
+		return nil
+	})
+	if err != nil {
+		return voucher.GateSnapshot{}, mapError(err)
+	}
+	return snap, nil
+}
+
+func voucherNotFound(code string) error {
+	return voucher.Errorf(voucher.NotFound, "no voucher with code %s", code)
+}
+
+func reservationNotFound(code, orderID string) error {
+	return voucher.Errorf(voucher.NotFound, "no reservation for order %s on voucher %s", orderID, code)
+}
+
+func event(row db.VoucherRedemption, kind string, path voucher.Path) db.ReservationEventInsertParams {
+	return db.ReservationEventInsertParams{
+		OrderID: row.OrderID, VoucherCode: row.VoucherCode, CustomerID: row.CustomerID, Kind: kind, Path: string(path),
+	}
+}
+
+// mapError keeps domain errors, turns a violated constraint into the refusal
+// it stands for, and wraps anything else (to be logged, never shown).
+func mapError(err error) error {
+	if err == nil || voucher.IsRefusal(err) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.ConstraintName == "voucher_used_within_limit":
+			return voucher.Errorf(voucher.OutOfStock, "the voucher is sold out")
+		case pgErr.ConstraintName == "voucher_customer_within_limit":
+			return voucher.Errorf(voucher.AlreadyUsed, "the customer already holds the voucher's per-customer limit")
+		case pgErr.Code == "23505" && strings.HasPrefix(pgErr.ConstraintName, "voucher_redemption"):
+			return voucher.Errorf(voucher.OrderConflict, "the orderId was already used")
+		}
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+func toVoucher(r db.Voucher) voucher.Voucher {
+	return voucher.Voucher{
+		Code:           r.Code,
+		DiscountAmount: r.DiscountAmount,
+		MinOrderAmount: r.MinOrderAmount,
+		TotalLimit:     int(r.TotalLimit),
+		PerUserLimit:   int(r.PerUserLimit),
+		UsedCount:      int(r.UsedCount),
+		ReservedCount:  int(r.ReservedCount),
+		ConfirmedCount: int(r.ConfirmedCount),
+		StartsAt:       r.StartsAt,
+		EndsAt:         r.EndsAt,
+		Flash:          r.Flash,
+		CreatedAt:      r.CreatedAt,
+	}
+}
+
+func toReservation(r db.VoucherRedemption) voucher.Reservation {
+	return voucher.Reservation{
+		OrderID:        r.OrderID,
+		VoucherCode:    r.VoucherCode,
+		CustomerID:     r.CustomerID,
+		OrderAmount:    r.OrderAmount,
+		DiscountAmount: r.DiscountAmount,
+		Status:         voucher.Status(r.Status),
+		CreatedAt:      r.CreatedAt,
+		ExpiresAt:      r.ExpiresAt,
+		ConfirmedAt:    r.ConfirmedAt,
+		ReleasedAt:     r.ReleasedAt,
+	}
+}
+
+// A cursor is the position (created_at, code) of the last voucher of a page.
+func encodeCursor(createdAt time.Time, code string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(createdAt.UTC().Format(time.RFC3339Nano) + "|" + code))
+}
+
+func decodeCursor(cursor string) (time.Time, string, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return time.Time{}, "", err
+	}
+	ts, code, ok := strings.Cut(string(raw), "|")
+	if !ok {
+		return time.Time{}, "", errors.New("malformed cursor")
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	return t, code, err
+}

@@ -1,0 +1,86 @@
+package voucher
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrorCode is one of the contract's error codes (VoucherErrorCode), plus the
+// transport-level FORBIDDEN and INTERNAL.
+type ErrorCode string
+
+// The contract's codes. Every refusal the service returns carries one.
+const (
+	OutOfStock          ErrorCode = "OUT_OF_STOCK"
+	AlreadyUsed         ErrorCode = "ALREADY_USED"
+	NotEligible         ErrorCode = "NOT_ELIGIBLE"
+	NotFound            ErrorCode = "NOT_FOUND"
+	OrderConflict       ErrorCode = "ORDER_CONFLICT"
+	ReservationReleased ErrorCode = "RESERVATION_RELEASED"
+	AlreadyConfirmed    ErrorCode = "ALREADY_CONFIRMED"
+	VoucherExists       ErrorCode = "VOUCHER_EXISTS"
+	InvalidInput        ErrorCode = "INVALID_INPUT"
+	Unavailable         ErrorCode = "UNAVAILABLE"
+	// Forbidden is a caller without the role for an operation; it is a
+	// GraphQL error (extensions.code), not a payload error.
+	Forbidden ErrorCode = "FORBIDDEN"
+	// Internal is anything unexpected: logged with its cause, shown generically.
+	Internal ErrorCode = "INTERNAL"
+)
+
+// Error is the service's one error type: a code for programs, a sentence for
+// people and, for INVALID_INPUT, the input field at fault.
+type Error struct {
+	Code    ErrorCode
+	Message string
+	Field   string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s (%s)", e.Code, e.Message, e.Field)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Errorf returns an *Error with the code and a formatted message.
+func Errorf(code ErrorCode, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid returns an INVALID_INPUT error naming the field as the schema spells it.
+func Invalid(field, message string) *Error {
+	return &Error{Code: InvalidInput, Message: message, Field: field}
+}
+
+// ErrorCodeOf returns the code of err, or Internal for anything that is not an *Error.
+func ErrorCodeOf(err error) ErrorCode {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// AsError returns err as an *Error; anything unexpected becomes a generic
+// INTERNAL error whose message reveals nothing of the cause.
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: Internal, Message: "internal error"}
+}
+
+// IsRefusal reports whether err is one of the contract's refusals (data for the
+// caller) rather than a fault.
+func IsRefusal(err error) bool {
+	switch ErrorCodeOf(err) {
+	case "", Internal, Forbidden:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,255 @@
+package voucher
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// GateVerdict is the Redis gate's atomic answer to a reserve on a flash voucher.
+type GateVerdict string
+
+// The gate's verdicts.
+const (
+	GateAdmitted      GateVerdict = "ADMITTED"       // one use taken for this order; write it to the database
+	GateDuplicate     GateVerdict = "DUPLICATE"      // the orderId passed before with the same customer and amount
+	GateReleased      GateVerdict = "RELEASED"       // the orderId passed before, same customer and amount, and was released
+	GateOrderConflict GateVerdict = "ORDER_CONFLICT" // the orderId passed before with another customer or amount
+	GateAlreadyUsed   GateVerdict = "ALREADY_USED"   // the customer holds perUserLimit uses
+	GateOutOfStock    GateVerdict = "OUT_OF_STOCK"   // no use left
+	GateNotLoaded     GateVerdict = "NOT_LOADED"     // the gate holds nothing for the voucher: warm it up
+)
+
+// GateOrder is an orderId the gate remembers with the values it was reserved with.
+type GateOrder struct {
+	OrderID     string
+	CustomerID  int64
+	OrderAmount int64
+	Released    bool
+}
+
+// GateSnapshot is what the gate of one flash voucher holds: the remaining
+// uses, the uses held per customer and the orders that passed.
+type GateSnapshot struct {
+	Code         string
+	Remaining    int
+	PerUserLimit int
+	Customers    map[int64]int
+	Orders       []GateOrder
+	// ExpireAt is when the gate may forget the voucher (after its window).
+	ExpireAt time.Time
+}
+
+// Gate is the Redis gate of flash vouchers: each call is one atomic script.
+type Gate interface {
+	// Reserve decides one reserve: duplicate orderId, per-customer count, stock.
+	Reserve(ctx context.Context, code string, perUserLimit int, r ReserveRequest) (GateVerdict, error)
+	// Release gives the order's use back if the gate holds it live; false when
+	// it did not (unknown or already released), so nothing is given back twice.
+	Release(ctx context.Context, code, orderID string) (bool, error)
+	// Load installs a snapshot atomically unless the gate already holds the
+	// voucher; false when it did, so two instances warming at once load once.
+	Load(ctx context.Context, snap GateSnapshot) (bool, error)
+	// Snapshot reads what the gate holds for a voucher; ok is false when it
+	// holds nothing.
+	Snapshot(ctx context.Context, code string) (snap GateSnapshot, ok bool, err error)
+	// Remaining reads the gate's counter; ok is false when it holds nothing.
+	Remaining(ctx context.Context, code string) (n int, ok bool, err error)
+	// Unload forgets a voucher so the next warm-up rebuilds it from the database.
+	Unload(ctx context.Context, code string) error
+}
+
+// GateRemaining reads the gate's counter of a flash voucher; ok is false when
+// the voucher is not flash or the gate holds nothing for it. Errors: UNAVAILABLE.
+func (s *Service) GateRemaining(ctx context.Context, v Voucher) (n int, ok bool, err error) {
+	if !v.Flash || s.gate == nil {
+		return 0, false, nil
+	}
+	n, ok, err = s.gate.Remaining(ctx, v.Code)
+	if err != nil {
+		return 0, false, unavailable(err)
+	}
+	return n, ok, nil
+}
+
+// WarmGate loads a flash voucher's gate from the database unless it is loaded
+// already. The load is atomic and never raises a loaded gate, so it is safe at
+// any time from any number of instances. Errors: NOT_FOUND, UNAVAILABLE.
+func (s *Service) WarmGate(ctx context.Context, code string) error {
+	if s.gate == nil {
+		return nil
+	}
+	snap, err := s.store.GateSnapshot(ctx, code)
+	if err != nil {
+		return err
+	}
+	loaded, err := s.gate.Load(ctx, snap)
+	if err != nil {
+		return unavailable(err)
+	}
+	if loaded {
+		s.logger.InfoContext(ctx, "gate loaded from the database", "code", code, "remaining", snap.Remaining, "orders", len(snap.Orders))
+	}
+	return nil
+}
+
+// reserveFlash passes the gate first so only winners reach the database.
+func (s *Service) reserveFlash(ctx context.Context, v Voucher, r ReserveRequest) (Reservation, error) {
+	if err := v.CheckEligible(time.Now(), r.OrderAmount); err != nil {
+		return Reservation{}, err
+	}
+	if verdict, ok := s.soldOut.verdict(v.Code, r); ok {
+		return s.afterGate(ctx, v, r, verdict)
+	}
+	verdict, err := s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
+	if err == nil && verdict == GateNotLoaded {
+		if err = s.WarmGate(ctx, v.Code); err == nil {
+			verdict, err = s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
+		}
+		if err == nil && verdict == GateNotLoaded {
+			return Reservation{}, Errorf(Unavailable, "the sale is starting; retry with the same orderId")
+		}
+	}
+	if err != nil {
+		if IsRefusal(err) {
+			return Reservation{}, err
+		}
+		return Reservation{}, unavailable(err)
+	}
+	if verdict == GateOutOfStock {
+		s.noteSoldOut(ctx, v.Code)
+	}
+	return s.afterGate(ctx, v, r, verdict)
+}
+
+// afterGate turns the gate's verdict into the answer.
+func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
+	switch verdict {
+	case GateAdmitted:
+		res, created, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+		if err != nil || !created {
+			// The database refused or failed, or the order was already
+			// there: the use this request took in the gate goes back.
+			if _, gerr := s.gate.Release(ctx, v.Code, r.OrderID); gerr != nil {
+				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
+			}
+		}
+		if err != nil && !IsRefusal(err) {
+			return Reservation{}, unavailable(err)
+		}
+		return res, err
+	case GateDuplicate, GateReleased, GateOrderConflict:
+		// The order passed the gate before: the database has the answer
+		// (and takes no second use for an identical retry).
+		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+		if err != nil && !IsRefusal(err) {
+			return Reservation{}, unavailable(err)
+		}
+		return res, err
+	case GateAlreadyUsed:
+		return Reservation{}, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
+	case GateOutOfStock:
+		return Reservation{}, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
+	}
+	return Reservation{}, Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
+}
+
+// releaseGate gives a released flash use back to the gate. A failure leaves
+// the gate too low (undersell), which reconciliation repairs.
+func (s *Service) releaseGate(ctx context.Context, res Reservation) {
+	if s.gate == nil {
+		return
+	}
+	v, err := s.meta.get(ctx, res.VoucherCode, s.store.Voucher)
+	if err != nil || !v.Flash {
+		return
+	}
+	if _, err := s.gate.Release(ctx, res.VoucherCode, res.OrderID); err != nil {
+		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
+	}
+}
+
+// noteSoldOut remembers, for a few seconds, which orders and customers the
+// gate of a sold-out voucher knows, so the late crowd is answered from memory
+// with the same verdicts the gate would give (retries still find their
+// reservation, customers at their limit still get ALREADY_USED).
+func (s *Service) noteSoldOut(ctx context.Context, code string) {
+	if !s.soldOut.enabled() || s.soldOut.fresh(code) {
+		return
+	}
+	snap, ok, err := s.gate.Snapshot(ctx, code)
+	if err != nil || !ok || snap.Remaining > 0 {
+		return
+	}
+	s.soldOut.put(snap)
+}
+
+func unavailable(err error) error {
+	if IsRefusal(err) {
+		return err
+	}
+	return &Error{Code: Unavailable, Message: "a dependency is unavailable; nothing was held; retry with the same orderId"}
+}
+
+// soldOutCache holds recent snapshots of sold-out gates.
+type soldOutCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]soldOutEntry
+}
+
+type soldOutEntry struct {
+	until     time.Time
+	orders    map[string]GateOrder
+	customers map[int64]int
+	limit     int
+}
+
+func newSoldOutCache(ttl time.Duration) *soldOutCache {
+	return &soldOutCache{ttl: ttl, m: make(map[string]soldOutEntry)}
+}
+
+func (c *soldOutCache) enabled() bool { return c.ttl > 0 }
+
+func (c *soldOutCache) fresh(code string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[code]
+	return ok && time.Now().Before(e.until)
+}
+
+func (c *soldOutCache) put(snap GateSnapshot) {
+	orders := make(map[string]GateOrder, len(snap.Orders))
+	for _, o := range snap.Orders {
+		orders[o.OrderID] = o
+	}
+	c.mu.Lock()
+	c.m[snap.Code] = soldOutEntry{until: time.Now().Add(c.ttl), orders: orders, customers: snap.Customers, limit: snap.PerUserLimit}
+	c.mu.Unlock()
+}
+
+// verdict answers as the gate would from a fresh sold-out snapshot.
+func (c *soldOutCache) verdict(code string, r ReserveRequest) (GateVerdict, bool) {
+	if !c.enabled() {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[code]
+	if !ok || time.Now().After(e.until) {
+		return "", false
+	}
+	if o, ok := e.orders[r.OrderID]; ok {
+		switch {
+		case o.CustomerID != r.CustomerID || o.OrderAmount != r.OrderAmount:
+			return GateOrderConflict, true
+		case o.Released:
+			return GateReleased, true
+		}
+		return GateDuplicate, true
+	}
+	if e.customers[r.CustomerID] >= e.limit {
+		return GateAlreadyUsed, true
+	}
+	return GateOutOfStock, true
+}

@@ -1,0 +1,236 @@
+package voucher
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Store is PostgreSQL, the truth. Each method is one transaction and returns
+// *Error refusals with the codes listed.
+type Store interface {
+	// CreateVoucher: VOUCHER_EXISTS.
+	CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, error)
+	// Voucher: NOT_FOUND.
+	Voucher(ctx context.Context, code string) (Voucher, error)
+	// Vouchers lists newest first after an opaque cursor: INVALID_INPUT (after).
+	Vouchers(ctx context.Context, first int, after string) (Page, error)
+	// FlashVouchers lists every flash voucher.
+	FlashVouchers(ctx context.Context) ([]Voucher, error)
+	// Reserve applies the contract's reserve rules 1-6 on the database's clock:
+	// NOT_FOUND, ORDER_CONFLICT, RESERVATION_RELEASED, NOT_ELIGIBLE,
+	// ALREADY_USED, OUT_OF_STOCK. created is false for an identical retry.
+	Reserve(ctx context.Context, r ReserveRequest, ttl time.Duration, path Path) (res Reservation, created bool, err error)
+	// Confirm: NOT_FOUND, RESERVATION_RELEASED (also once past expiresAt).
+	Confirm(ctx context.Context, code, orderID string, path Path) (Reservation, error)
+	// Release: NOT_FOUND, ALREADY_CONFIRMED. released is false when it was
+	// released before (nothing is given back twice).
+	Release(ctx context.Context, code, orderID string, path Path) (res Reservation, released bool, err error)
+	// Reservation: NOT_FOUND.
+	Reservation(ctx context.Context, orderID string) (Reservation, error)
+	// ExpireDue releases up to limit reservations past their deadline, each
+	// once however many instances sweep, and returns them.
+	ExpireDue(ctx context.Context, limit int) ([]Reservation, error)
+	// GateSnapshot reads, in one consistent snapshot, what the gate of a flash
+	// voucher must hold: NOT_FOUND.
+	GateSnapshot(ctx context.Context, code string) (GateSnapshot, error)
+}
+
+// Page is one page of vouchers, newest first.
+type Page struct {
+	Vouchers  []Voucher
+	Cursors   []string // Cursors[i] is the cursor after Vouchers[i]
+	HasNext   bool
+	EndCursor string
+}
+
+// Config tunes the service.
+type Config struct {
+	ReservationTTL time.Duration // how long a reservation is held; default 15m
+	// MetadataTTL is how long a voucher's terms are cached in the process for
+	// the flash path's eligibility check; default 2s.
+	MetadataTTL time.Duration
+	// SoldOutTTL is how long an instance answers a sold-out flash voucher from
+	// memory without asking Redis; default 2s, negative turns it off.
+	SoldOutTTL time.Duration
+	Logger     *slog.Logger
+}
+
+// Service is the voucher service: every transport calls it.
+type Service struct {
+	store  Store
+	gate   Gate // nil: flash vouchers take the database path too
+	ttl    time.Duration
+	logger *slog.Logger
+
+	meta    *metadataCache
+	soldOut *soldOutCache
+	warmMu  sync.Mutex // one warm-up at a time in this process
+}
+
+// NewService returns a service over the store and, for flash vouchers, the gate.
+func NewService(store Store, gate Gate, cfg Config) *Service {
+	if cfg.ReservationTTL <= 0 {
+		cfg.ReservationTTL = 15 * time.Minute
+	}
+	if cfg.MetadataTTL <= 0 {
+		cfg.MetadataTTL = 2 * time.Second
+	}
+	if cfg.SoldOutTTL == 0 {
+		cfg.SoldOutTTL = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{
+		store:   store,
+		gate:    gate,
+		ttl:     cfg.ReservationTTL,
+		logger:  cfg.Logger,
+		meta:    newMetadataCache(cfg.MetadataTTL),
+		soldOut: newSoldOutCache(cfg.SoldOutTTL),
+	}
+}
+
+// ReservationTTL is how long a reservation is held before it expires.
+func (s *Service) ReservationTTL() time.Duration { return s.ttl }
+
+// CreateVoucher creates a voucher and, for a flash voucher, loads its gate.
+// Errors: INVALID_INPUT, VOUCHER_EXISTS.
+func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, error) {
+	if err := n.Validate(); err != nil {
+		return Voucher{}, err
+	}
+	v, err := s.store.CreateVoucher(ctx, n)
+	if err != nil {
+		return Voucher{}, err
+	}
+	if v.Flash && s.gate != nil {
+		// A failure here is not fatal: the first reserve warms the gate.
+		if err := s.WarmGate(ctx, v.Code); err != nil {
+			s.logger.WarnContext(ctx, "gate warm-up at creation failed", "code", v.Code, "err", err)
+		}
+	}
+	return v, nil
+}
+
+// Voucher returns a voucher by code. Errors: INVALID_INPUT, NOT_FOUND.
+func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
+	if err := ValidateCode(code); err != nil {
+		return Voucher{}, err
+	}
+	return s.store.Voucher(ctx, code)
+}
+
+// Vouchers lists vouchers newest first. Errors: INVALID_INPUT (first, after).
+func (s *Service) Vouchers(ctx context.Context, first int, after string) (Page, error) {
+	if first < 0 || first > 200 {
+		return Page{}, Invalid("first", "first must be between 0 and 200")
+	}
+	return s.store.Vouchers(ctx, first, after)
+}
+
+// Reservation returns a reservation by orderId. Errors: INVALID_INPUT, NOT_FOUND.
+func (s *Service) Reservation(ctx context.Context, orderID string) (Reservation, error) {
+	if err := ValidateOrderID(orderID); err != nil {
+		return Reservation{}, err
+	}
+	return s.store.Reservation(ctx, orderID)
+}
+
+// Reserve holds one use of a voucher for an order, idempotently by orderId.
+// Errors: INVALID_INPUT, NOT_FOUND, ORDER_CONFLICT, RESERVATION_RELEASED,
+// NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, UNAVAILABLE.
+func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, error) {
+	if err := r.Validate(); err != nil {
+		return Reservation{}, err
+	}
+	if s.gate != nil {
+		v, err := s.meta.get(ctx, r.Code, s.store.Voucher)
+		if err != nil {
+			return Reservation{}, err
+		}
+		if v.Flash {
+			return s.reserveFlash(ctx, v, r)
+		}
+	}
+	res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
+	return res, err
+}
+
+// Confirm makes a held use final. Errors: INVALID_INPUT, NOT_FOUND,
+// RESERVATION_RELEASED, UNAVAILABLE.
+func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservation, error) {
+	if err := ValidateCode(code); err != nil {
+		return Reservation{}, err
+	}
+	if err := ValidateOrderID(orderID); err != nil {
+		return Reservation{}, err
+	}
+	return s.store.Confirm(ctx, code, orderID, PathDatabase)
+}
+
+// Release gives a held use back to the voucher and the customer, once.
+// Errors: INVALID_INPUT, NOT_FOUND, ALREADY_CONFIRMED, UNAVAILABLE.
+func (s *Service) Release(ctx context.Context, code, orderID string) (Reservation, error) {
+	if err := ValidateCode(code); err != nil {
+		return Reservation{}, err
+	}
+	if err := ValidateOrderID(orderID); err != nil {
+		return Reservation{}, err
+	}
+	res, released, err := s.store.Release(ctx, code, orderID, PathDatabase)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if released {
+		s.releaseGate(ctx, res)
+	}
+	return res, nil
+}
+
+// ExpireDue releases up to limit reservations past their deadline and
+// returns how many it released.
+func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
+	expired, err := s.store.ExpireDue(ctx, limit)
+	for _, res := range expired {
+		s.releaseGate(ctx, res)
+	}
+	return len(expired), err
+}
+
+// metadataCache keeps vouchers' terms for a short while so the flash path can
+// decide eligibility without a database round trip per request.
+type metadataCache struct {
+	ttl time.Duration
+	mu  sync.Mutex
+	m   map[string]cachedVoucher
+}
+
+type cachedVoucher struct {
+	v       Voucher
+	fetched time.Time
+}
+
+func newMetadataCache(ttl time.Duration) *metadataCache {
+	return &metadataCache{ttl: ttl, m: make(map[string]cachedVoucher)}
+}
+
+func (c *metadataCache) get(ctx context.Context, code string, load func(context.Context, string) (Voucher, error)) (Voucher, error) {
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.m[code]
+	c.mu.Unlock()
+	if ok && now.Sub(e.fetched) < c.ttl {
+		return e.v, nil
+	}
+	v, err := load(ctx, code)
+	if err != nil {
+		return Voucher{}, err
+	}
+	c.mu.Lock()
+	c.m[code] = cachedVoucher{v: v, fetched: now}
+	c.mu.Unlock()
+	return v, nil
+}

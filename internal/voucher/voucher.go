@@ -1,0 +1,197 @@
+// Package voucher is the domain of the voucher service: vouchers,
+// reservations, their rules and error codes. It imports no driver; stores
+// and the gate plug in through the interfaces in service.go.
+package voucher
+
+import (
+	"regexp"
+	"strconv"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Status is the state of a reservation: RESERVED -> CONFIRMED, or
+// RESERVED -> RELEASED. Nothing leaves CONFIRMED or RELEASED.
+type Status string
+
+// The reservation states.
+const (
+	StatusReserved  Status = "RESERVED"
+	StatusConfirmed Status = "CONFIRMED"
+	StatusReleased  Status = "RELEASED"
+)
+
+// Path says how a change reached the database, for the audit log and metrics.
+type Path string
+
+// The write paths.
+const (
+	PathDatabase Path = "database" // an ordinary voucher: the conditional update alone
+	PathGateSync Path = "gate-sync" // a flash winner written in the request
+	PathKafka    Path = "kafka"     // a flash winner written by the consumer
+	PathExpiry   Path = "expiry"    // the expiry sweep, or a confirm that found it expired
+)
+
+// Voucher is a discount with a limited number of uses.
+type Voucher struct {
+	Code           string
+	DiscountAmount int64
+	MinOrderAmount int64
+	TotalLimit     int
+	PerUserLimit   int
+	UsedCount      int // RESERVED + CONFIRMED, per the database
+	ReservedCount  int
+	ConfirmedCount int
+	StartsAt       time.Time
+	EndsAt         time.Time
+	Flash          bool
+	CreatedAt      time.Time
+}
+
+// Remaining is how many uses are neither held nor sold.
+func (v Voucher) Remaining() int { return v.TotalLimit - v.UsedCount }
+
+// CheckEligible returns NOT_ELIGIBLE when now is outside the voucher's window
+// or the order is below its minimum amount.
+func (v Voucher) CheckEligible(now time.Time, orderAmount int64) error {
+	if now.Before(v.StartsAt) {
+		return Errorf(NotEligible, "voucher %s is not valid before %s", v.Code, v.StartsAt.UTC().Format(time.RFC3339))
+	}
+	if now.After(v.EndsAt) {
+		return Errorf(NotEligible, "voucher %s expired at %s", v.Code, v.EndsAt.UTC().Format(time.RFC3339))
+	}
+	if orderAmount < v.MinOrderAmount {
+		return Errorf(NotEligible, "order amount %d is below the minimum %d", orderAmount, v.MinOrderAmount)
+	}
+	return nil
+}
+
+// NewVoucher is what a marketer gives to create a voucher.
+type NewVoucher struct {
+	Code           string
+	DiscountAmount int64
+	MinOrderAmount int64
+	TotalLimit     int
+	PerUserLimit   int
+	StartsAt       time.Time
+	EndsAt         time.Time
+	Flash          bool
+}
+
+// Validate returns INVALID_INPUT naming the first field at fault.
+func (n NewVoucher) Validate() error {
+	if err := ValidateCode(n.Code); err != nil {
+		return err
+	}
+	switch {
+	case n.DiscountAmount <= 0:
+		return Invalid("discountAmount", "discountAmount must be greater than 0")
+	case n.MinOrderAmount < 0:
+		return Invalid("minOrderAmount", "minOrderAmount must be 0 or more")
+	case n.TotalLimit < 1:
+		return Invalid("totalLimit", "totalLimit must be at least 1")
+	case n.PerUserLimit < 1:
+		return Invalid("perUserLimit", "perUserLimit must be at least 1")
+	case n.StartsAt.IsZero():
+		return Invalid("startsAt", "startsAt is required")
+	case n.EndsAt.IsZero():
+		return Invalid("endsAt", "endsAt is required")
+	case !n.StartsAt.Before(n.EndsAt):
+		return Invalid("endsAt", "endsAt must be after startsAt")
+	}
+	return nil
+}
+
+// Reservation is one use of a voucher held for, or sold to, one order.
+type Reservation struct {
+	OrderID        string
+	VoucherCode    string
+	CustomerID     int64
+	OrderAmount    int64
+	DiscountAmount int64
+	Status         Status
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	ConfirmedAt    *time.Time
+	ReleasedAt     *time.Time
+}
+
+// ReserveRequest asks to hold one use of a voucher for an order.
+type ReserveRequest struct {
+	Code        string
+	CustomerID  int64
+	OrderID     string
+	OrderAmount int64
+}
+
+// Validate returns INVALID_INPUT naming the first field at fault.
+func (r ReserveRequest) Validate() error {
+	if err := ValidateCode(r.Code); err != nil {
+		return err
+	}
+	if r.CustomerID <= 0 {
+		return Invalid("customerId", "customerId must be a positive 64-bit integer")
+	}
+	if err := ValidateOrderID(r.OrderID); err != nil {
+		return err
+	}
+	if r.OrderAmount < 0 {
+		return Invalid("orderAmount", "orderAmount must be 0 or more")
+	}
+	return nil
+}
+
+// Retry applies the contract's rule 2 to an orderId that was reserved before:
+// the same code, customer and amount get the earlier reservation back (or
+// RESERVATION_RELEASED once it is released); anything else is ORDER_CONFLICT.
+func (r ReserveRequest) Retry(earlier Reservation) (Reservation, error) {
+	if earlier.VoucherCode != r.Code || earlier.CustomerID != r.CustomerID || earlier.OrderAmount != r.OrderAmount {
+		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher, customer or amount", r.OrderID)
+	}
+	if earlier.Status == StatusReleased {
+		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
+	}
+	return earlier, nil
+}
+
+var codePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+// ValidateCode checks a voucher code: 1-32 characters of A-Z a-z 0-9 _ -.
+func ValidateCode(code string) error {
+	if !codePattern.MatchString(code) {
+		return Invalid("code", "code must be 1-32 characters of A-Z, a-z, 0-9, _ and -")
+	}
+	return nil
+}
+
+// ValidateOrderID checks an orderId: 1-64 characters of valid UTF-8 with no
+// control characters (the database could not store a NUL byte).
+func ValidateOrderID(orderID string) error {
+	if n := utf8.RuneCountInString(orderID); n < 1 || n > 64 {
+		return Invalid("orderId", "orderId must be 1-64 characters")
+	}
+	if !utf8.ValidString(orderID) {
+		return Invalid("orderId", "orderId must be valid UTF-8")
+	}
+	for _, c := range orderID {
+		if unicode.IsControl(c) {
+			return Invalid("orderId", "orderId must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// ParseCustomerID reads a customerId given as decimal digits.
+func ParseCustomerID(s string) (int64, error) {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, Invalid("customerId", "customerId must be the decimal digits of a positive 64-bit integer")
+		}
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, Invalid("customerId", "customerId must be the decimal digits of a positive 64-bit integer")
+	}
+	return id, nil
+}

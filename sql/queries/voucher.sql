@@ -1,0 +1,48 @@
+-- name: VoucherInsert :one
+INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (code) DO NOTHING
+RETURNING *;
+
+-- name: VoucherGetByCode :one
+SELECT * FROM voucher WHERE code = $1;
+
+-- name: VoucherListFirst :many
+SELECT * FROM voucher
+ORDER BY created_at DESC, code DESC
+LIMIT $1;
+
+-- name: VoucherListAfter :many
+SELECT * FROM voucher
+WHERE (created_at, code) < (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_code)::text)
+ORDER BY created_at DESC, code DESC
+LIMIT $1;
+
+-- name: VoucherListFlash :many
+SELECT * FROM voucher WHERE flash ORDER BY code;
+
+-- VoucherUseTake holds one use if any is left and the window is open by the
+-- database's clock. No row back means sold out or outside the window.
+-- name: VoucherUseTake :one
+UPDATE voucher
+SET used_count = used_count + 1, reserved_count = reserved_count + 1
+WHERE code = $1
+  AND used_count < total_limit
+  AND now() BETWEEN starts_at AND ends_at
+RETURNING *;
+
+-- name: VoucherUseGiveBack :exec
+UPDATE voucher
+SET used_count = used_count - 1, reserved_count = reserved_count - 1
+WHERE code = $1;
+
+-- name: VoucherUseConfirm :exec
+UPDATE voucher
+SET reserved_count = reserved_count - 1, confirmed_count = confirmed_count + 1
+WHERE code = $1;
+
+-- VoucherGetForReserve reads a voucher with the database's clock, which
+-- decides the window and stamps the reservation.
+-- name: VoucherGetForReserve :one
+SELECT sqlc.embed(voucher), now()::timestamptz AS db_now
+FROM voucher WHERE code = $1;
