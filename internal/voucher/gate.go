@@ -18,6 +18,7 @@ const (
 	GateAlreadyUsed   GateVerdict = "ALREADY_USED"   // the customer holds perUserLimit uses
 	GateOutOfStock    GateVerdict = "OUT_OF_STOCK"   // no use left
 	GateNotLoaded     GateVerdict = "NOT_LOADED"     // the gate holds nothing for the voucher: warm it up
+	GatePaused        GateVerdict = "PAUSED"         // an operator is rebuilding the gate: try again shortly
 )
 
 // GateOrder is an orderId the gate remembers with the values it was reserved with.
@@ -57,6 +58,20 @@ type Gate interface {
 	Remaining(ctx context.Context, code string) (n int, ok bool, err error)
 	// Unload forgets a voucher so the next warm-up rebuilds it from the database.
 	Unload(ctx context.Context, code string) error
+	// Lower takes up to n uses off the counter (never below zero) and returns
+	// what remains: reconciliation's only automatic repair of the count.
+	Lower(ctx context.Context, code string, n int) (int, error)
+	// Pause makes Reserve answer PAUSED until Replace.
+	Pause(ctx context.Context, code string) error
+	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
+	Replace(ctx context.Context, snap GateSnapshot) error
+}
+
+// PendingWrites is the Kafka write path's view of admitted reserves whose
+// database write is still on its way.
+type PendingWrites interface {
+	// Settle waits until every write produced before the call is applied.
+	Settle(ctx context.Context) error
 }
 
 // GateRemaining reads the gate's counter of a flash voucher; ok is false when
@@ -116,8 +131,11 @@ func (s *Service) reserveFlash(ctx context.Context, v Voucher, r ReserveRequest)
 		}
 		return Reservation{}, unavailable(err)
 	}
-	if verdict == GateOutOfStock {
+	switch verdict {
+	case GateOutOfStock:
 		s.noteSoldOut(ctx, v.Code)
+	case GatePaused:
+		return Reservation{}, Errorf(Unavailable, "voucher %s is being rebuilt; retry with the same orderId", v.Code)
 	}
 	return s.afterGate(ctx, v, r, verdict)
 }
@@ -126,24 +144,37 @@ func (s *Service) reserveFlash(ctx context.Context, v Voucher, r ReserveRequest)
 func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
 	switch verdict {
 	case GateAdmitted:
-		res, created, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
-		if err != nil || !created {
-			// The database refused or failed, or the order was already
-			// there: the use this request took in the gate goes back.
+		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+		if err != nil {
+			// The database refused or failed: the use this request took in
+			// the gate goes back. (A success for an order the database
+			// already held keeps it: a concurrent duplicate of this order
+			// wrote the row, or the gate was loaded from a snapshot taken
+			// before the row was written; either way this gate use backs it.)
 			if _, gerr := s.gate.Release(ctx, v.Code, r.OrderID); gerr != nil {
 				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
-		}
-		if err != nil && !IsRefusal(err) {
-			return Reservation{}, unavailable(err)
+			if !IsRefusal(err) {
+				return Reservation{}, unavailable(err)
+			}
 		}
 		return res, err
 	case GateDuplicate, GateReleased, GateOrderConflict:
-		// The order passed the gate before: the database has the answer
-		// (and takes no second use for an identical retry).
-		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+		// The order passed the gate before: the database has the answer and
+		// takes no second use for an identical retry. A duplicate whose
+		// first request died before its write writes it now, backed by the
+		// use the gate took then.
+		res, created, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
 		if err != nil && !IsRefusal(err) {
 			return Reservation{}, unavailable(err)
+		}
+		if created && verdict == GateReleased {
+			// The gate gave this order's use back (a leak returned by
+			// reconciliation) but the database has now taken one: the gate
+			// must count it too.
+			if _, gerr := s.gate.Lower(ctx, v.Code, 1); gerr != nil {
+				s.logger.ErrorContext(ctx, "gate not lowered; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
+			}
 		}
 		return res, err
 	case GateAlreadyUsed:
@@ -211,6 +242,12 @@ func newSoldOutCache(ttl time.Duration) *soldOutCache {
 
 func (c *soldOutCache) enabled() bool { return c.ttl > 0 }
 
+func (c *soldOutCache) forget(code string) {
+	c.mu.Lock()
+	delete(c.m, code)
+	c.mu.Unlock()
+}
+
 func (c *soldOutCache) fresh(code string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -252,4 +289,26 @@ func (c *soldOutCache) verdict(code string, r ReserveRequest) (GateVerdict, bool
 		return GateAlreadyUsed, true
 	}
 	return GateOutOfStock, true
+}
+
+// WarmGates loads the gate of every flash voucher that has not ended, unless
+// it is loaded already. Errors: UNAVAILABLE.
+func (s *Service) WarmGates(ctx context.Context) error {
+	if s.gate == nil {
+		return nil
+	}
+	vouchers, err := s.store.FlashVouchers(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, v := range vouchers {
+		if now.After(v.EndsAt) {
+			continue
+		}
+		if err := s.WarmGate(ctx, v.Code); err != nil {
+			return err
+		}
+	}
+	return nil
 }

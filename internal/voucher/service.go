@@ -35,6 +35,7 @@ type Store interface {
 	// GateSnapshot reads, in one consistent snapshot, what the gate of a flash
 	// voucher must hold: NOT_FOUND.
 	GateSnapshot(ctx context.Context, code string) (GateSnapshot, error)
+	DriftStore
 }
 
 // Page is one page of vouchers, newest first.
@@ -43,6 +44,16 @@ type Page struct {
 	Cursors   []string // Cursors[i] is the cursor after Vouchers[i]
 	HasNext   bool
 	EndCursor string
+}
+
+// Deps are what the service runs on.
+type Deps struct {
+	Store Store
+	// Gate is the Redis gate of flash vouchers; nil sends flash vouchers
+	// down the database path too.
+	Gate Gate
+	// Pending is the Kafka write path; nil in sync mode.
+	Pending PendingWrites
 }
 
 // Config tunes the service.
@@ -54,23 +65,29 @@ type Config struct {
 	// SoldOutTTL is how long an instance answers a sold-out flash voucher from
 	// memory without asking Redis; default 2s, negative turns it off.
 	SoldOutTTL time.Duration
-	Logger     *slog.Logger
+	// RebuildGrace is how long a gate rebuild waits, paused, for requests
+	// that passed the gate to finish their write; default 2s.
+	RebuildGrace time.Duration
+	Logger       *slog.Logger
 }
 
 // Service is the voucher service: every transport calls it.
 type Service struct {
-	store  Store
-	gate   Gate // nil: flash vouchers take the database path too
-	ttl    time.Duration
-	logger *slog.Logger
+	store        Store
+	drift        DriftStore
+	gate         Gate // nil: flash vouchers take the database path too
+	pending      PendingWrites
+	ttl          time.Duration
+	rebuildGrace time.Duration
+	logger       *slog.Logger
 
 	meta    *metadataCache
 	soldOut *soldOutCache
 	warmMu  sync.Mutex // one warm-up at a time in this process
 }
 
-// NewService returns a service over the store and, for flash vouchers, the gate.
-func NewService(store Store, gate Gate, cfg Config) *Service {
+// NewService returns the service over its dependencies.
+func NewService(deps Deps, cfg Config) *Service {
 	if cfg.ReservationTTL <= 0 {
 		cfg.ReservationTTL = 15 * time.Minute
 	}
@@ -80,16 +97,22 @@ func NewService(store Store, gate Gate, cfg Config) *Service {
 	if cfg.SoldOutTTL == 0 {
 		cfg.SoldOutTTL = 2 * time.Second
 	}
+	if cfg.RebuildGrace <= 0 {
+		cfg.RebuildGrace = 2 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	return &Service{
-		store:   store,
-		gate:    gate,
-		ttl:     cfg.ReservationTTL,
-		logger:  cfg.Logger,
-		meta:    newMetadataCache(cfg.MetadataTTL),
-		soldOut: newSoldOutCache(cfg.SoldOutTTL),
+		store:        deps.Store,
+		drift:        deps.Store,
+		gate:         deps.Gate,
+		pending:      deps.Pending,
+		ttl:          cfg.ReservationTTL,
+		rebuildGrace: cfg.RebuildGrace,
+		logger:       cfg.Logger,
+		meta:         newMetadataCache(cfg.MetadataTTL),
+		soldOut:      newSoldOutCache(cfg.SoldOutTTL),
 	}
 }
 
@@ -99,6 +122,9 @@ func (s *Service) ReservationTTL() time.Duration { return s.ttl }
 // CreateVoucher creates a voucher and, for a flash voucher, loads its gate.
 // Errors: INVALID_INPUT, VOUCHER_EXISTS.
 func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, error) {
+	if err := authorize(ctx, OpManageVoucher); err != nil {
+		return Voucher{}, err
+	}
 	if err := n.Validate(); err != nil {
 		return Voucher{}, err
 	}
@@ -117,6 +143,9 @@ func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, err
 
 // Voucher returns a voucher by code. Errors: INVALID_INPUT, NOT_FOUND.
 func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
+	if err := authorize(ctx, OpRead); err != nil {
+		return Voucher{}, err
+	}
 	if err := ValidateCode(code); err != nil {
 		return Voucher{}, err
 	}
@@ -125,6 +154,9 @@ func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
 
 // Vouchers lists vouchers newest first. Errors: INVALID_INPUT (first, after).
 func (s *Service) Vouchers(ctx context.Context, first int, after string) (Page, error) {
+	if err := authorize(ctx, OpRead); err != nil {
+		return Page{}, err
+	}
 	if first < 0 || first > 200 {
 		return Page{}, Invalid("first", "first must be between 0 and 200")
 	}
@@ -133,6 +165,9 @@ func (s *Service) Vouchers(ctx context.Context, first int, after string) (Page, 
 
 // Reservation returns a reservation by orderId. Errors: INVALID_INPUT, NOT_FOUND.
 func (s *Service) Reservation(ctx context.Context, orderID string) (Reservation, error) {
+	if err := authorize(ctx, OpRead); err != nil {
+		return Reservation{}, err
+	}
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
@@ -143,6 +178,9 @@ func (s *Service) Reservation(ctx context.Context, orderID string) (Reservation,
 // Errors: INVALID_INPUT, NOT_FOUND, ORDER_CONFLICT, RESERVATION_RELEASED,
 // NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, UNAVAILABLE.
 func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, error) {
+	if err := authorize(ctx, OpCheckout); err != nil {
+		return Reservation{}, err
+	}
 	if err := r.Validate(); err != nil {
 		return Reservation{}, err
 	}
@@ -162,6 +200,9 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 // Confirm makes a held use final. Errors: INVALID_INPUT, NOT_FOUND,
 // RESERVATION_RELEASED, UNAVAILABLE.
 func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservation, error) {
+	if err := authorize(ctx, OpCheckout); err != nil {
+		return Reservation{}, err
+	}
 	if err := ValidateCode(code); err != nil {
 		return Reservation{}, err
 	}
@@ -174,6 +215,9 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservatio
 // Release gives a held use back to the voucher and the customer, once.
 // Errors: INVALID_INPUT, NOT_FOUND, ALREADY_CONFIRMED, UNAVAILABLE.
 func (s *Service) Release(ctx context.Context, code, orderID string) (Reservation, error) {
+	if err := authorize(ctx, OpCheckout); err != nil {
+		return Reservation{}, err
+	}
 	if err := ValidateCode(code); err != nil {
 		return Reservation{}, err
 	}

@@ -27,7 +27,7 @@ type Path string
 
 // The write paths.
 const (
-	PathDatabase Path = "database" // an ordinary voucher: the conditional update alone
+	PathDatabase Path = "database"  // an ordinary voucher: the conditional update alone
 	PathGateSync Path = "gate-sync" // a flash winner written in the request
 	PathKafka    Path = "kafka"     // a flash winner written by the consumer
 	PathExpiry   Path = "expiry"    // the expiry sweep, or a confirm that found it expired

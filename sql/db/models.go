@@ -8,6 +8,26 @@ import (
 	"time"
 )
 
+type DriftReport struct {
+	ID                int64
+	VoucherCode       string
+	DatabaseRemaining int32
+	GateRemaining     *int32
+	InFlight          int32
+	Drift             int32
+	OrdersOnlyInGate  []string
+	OrdersOnlyInDb    []string
+	Repaired          string
+	Alert             bool
+	CheckedAt         time.Time
+}
+
+type JobLease struct {
+	Name   string
+	Holder string
+	Until  time.Time
+}
+
 type ReservationEvent struct {
 	ID          int64
 	OrderID     string

@@ -1,0 +1,22 @@
+// Command voucherd is the voucher service: `voucherd serve` (the default)
+// runs it, `voucherd migrate` applies the database migrations.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"voucherd/internal/app"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "voucherd:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,106 @@
+package graph
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"voucherd/graph/model"
+	"voucherd/internal/voucher"
+)
+
+func toVoucher(v voucher.Voucher) *model.Voucher {
+	return &model.Voucher{
+		Code:           v.Code,
+		DiscountAmount: v.DiscountAmount,
+		MinOrderAmount: v.MinOrderAmount,
+		TotalLimit:     v.TotalLimit,
+		PerUserLimit:   v.PerUserLimit,
+		UsedCount:      v.UsedCount,
+		ReservedCount:  v.ReservedCount,
+		ConfirmedCount: v.ConfirmedCount,
+		Remaining:      v.Remaining(),
+		StartsAt:       v.StartsAt,
+		EndsAt:         v.EndsAt,
+		Flash:          v.Flash,
+	}
+}
+
+func toReservation(r voucher.Reservation) *model.Reservation {
+	return &model.Reservation{
+		OrderID:        r.OrderID,
+		VoucherCode:    r.VoucherCode,
+		CustomerID:     strconv.FormatInt(r.CustomerID, 10),
+		OrderAmount:    r.OrderAmount,
+		DiscountAmount: r.DiscountAmount,
+		Status:         model.ReservationStatus(r.Status),
+		CreatedAt:      r.CreatedAt,
+		ExpiresAt:      r.ExpiresAt,
+	}
+}
+
+// payloadError turns a refusal into the payload's error; anything else (a
+// fault, FORBIDDEN) is returned as a GraphQL error for the presenter.
+func payloadError(err error) (*model.VoucherError, error) {
+	if !voucher.IsRefusal(err) {
+		return nil, err
+	}
+	e := voucher.AsError(err)
+	out := &model.VoucherError{Code: model.VoucherErrorCode(e.Code), Message: e.Message}
+	if e.Field != "" {
+		out.Field = &e.Field
+	}
+	return out, nil
+}
+
+func reservationPayload(res voucher.Reservation, err error) (*model.ReservationPayload, error) {
+	if err != nil {
+		verr, err := payloadError(err)
+		if err != nil {
+			return nil, err
+		}
+		return &model.ReservationPayload{Error: verr}, nil
+	}
+	return &model.ReservationPayload{Reservation: toReservation(res)}, nil
+}
+
+func voucherPayload(v voucher.Voucher, err error) (*model.VoucherPayload, error) {
+	if err != nil {
+		verr, err := payloadError(err)
+		if err != nil {
+			return nil, err
+		}
+		return &model.VoucherPayload{Error: verr}, nil
+	}
+	return &model.VoucherPayload{Voucher: toVoucher(v)}, nil
+}
+
+// queryError turns an error from a query resolver into a GraphQL error: a
+// refusal keeps its code and message; faults go to the presenter.
+func queryError(err error) error {
+	if voucher.IsRefusal(err) {
+		e := voucher.AsError(err)
+		ext := map[string]any{"code": string(e.Code)}
+		if e.Field != "" {
+			ext["field"] = e.Field
+		}
+		return &gqlerror.Error{Message: e.Message, Extensions: ext}
+	}
+	return err
+}
+
+func isNotFound(err error) bool {
+	var e *voucher.Error
+	return errors.As(err, &e) && e.Code == voucher.NotFound
+}
+
+func toDriftReport(d voucher.DriftReport) *model.DriftReport {
+	return &model.DriftReport{
+		VoucherCode:       d.VoucherCode,
+		DatabaseRemaining: d.DatabaseRemaining,
+		GateRemaining:     d.GateRemaining,
+		Drift:             d.Drift,
+		CheckedAt:         d.CheckedAt,
+	}
+}

@@ -1,0 +1,152 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"voucherd/graph/generated"
+	"voucherd/internal/voucher"
+)
+
+// Limits refused before any work is done.
+const (
+	// MaxComplexity lets the largest real query (a page of vouchers with
+	// every field) through and refuses batches such as 500 aliased mutations.
+	MaxComplexity = 200
+	// MaxDepth refuses queries nested deeper than any real one.
+	MaxDepth = 8
+)
+
+// Options configure the GraphQL handler.
+type Options struct {
+	Logger *slog.Logger
+	// Introspection is allowed outside production only.
+	Introspection bool
+}
+
+// NewHandler returns the POST /graphql handler over the service.
+func NewHandler(svc *voucher.Service, opts Options) http.Handler {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	srv := handler.New(generated.NewExecutableSchema(generated.Config{
+		Resolvers: &Resolver{Service: svc, Logger: logger},
+	}))
+	srv.AddTransport(transport.POST{})
+	// Parsed and validated operations are cached: a flash sale repeats one
+	// operation text thousands of times a second.
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](1000)})
+	if opts.Introspection {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
+	srv.Use(depthLimit{max: MaxDepth})
+	srv.SetErrorPresenter(errorPresenter(logger))
+	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
+		logger.ErrorContext(ctx, "panic in a GraphQL resolver", "panic", p)
+		return errors.New("internal error")
+	})
+	return srv
+}
+
+// Playground serves GraphiQL at GET /graphql outside production.
+func Playground() http.Handler {
+	return playground.Handler("voucher service", "/graphql")
+}
+
+// errorPresenter gives every GraphQL error a code in extensions.code and
+// hides the cause of anything unexpected (logged instead).
+func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
+	return func(ctx context.Context, err error) *gqlerror.Error {
+		var verr *voucher.Error
+		if errors.As(err, &verr) && verr.Code != voucher.Internal {
+			gerr := graphql.DefaultErrorPresenter(ctx, err)
+			gerr.Message = verr.Message
+			gerr.Extensions = map[string]any{"code": string(verr.Code)}
+			if verr.Field != "" {
+				gerr.Extensions["field"] = verr.Field
+			}
+			return gerr
+		}
+		var gerr *gqlerror.Error
+		if errors.As(err, &gerr) && gerr.Err == nil {
+			// Parse, validation and limit errors, or our own refusals from
+			// queries: they describe the request, not the server.
+			return gerr
+		}
+		if errors.As(err, &gerr) && errors.As(gerr.Err, &verr) {
+			return errorPresenter(logger)(ctx, gerr.Err)
+		}
+		logger.ErrorContext(ctx, "GraphQL request failed", "err", err)
+		out := &gqlerror.Error{Message: "internal error", Extensions: map[string]any{"code": string(voucher.Internal)}}
+		if fc := graphql.GetFieldContext(ctx); fc != nil {
+			out.Path = fc.Path()
+		}
+		return out
+	}
+}
+
+// depthLimit refuses an operation whose selections nest deeper than max.
+type depthLimit struct{ max int }
+
+var _ interface {
+	graphql.OperationContextMutator
+	graphql.HandlerExtension
+} = depthLimit{}
+
+func (depthLimit) ExtensionName() string                   { return "DepthLimit" }
+func (depthLimit) Validate(graphql.ExecutableSchema) error { return nil }
+func (d depthLimit) MutateOperationContext(_ context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
+	op := opCtx.Doc.Operations.ForName(opCtx.OperationName)
+	if op == nil {
+		return nil
+	}
+	if depth := selectionDepth(op.SelectionSet, 0, d.max+1); depth > d.max {
+		err := gqlerror.Errorf("operation is nested %d levels deep, which exceeds the limit of %d", depth, d.max)
+		errcode.Set(err, "DEPTH_LIMIT_EXCEEDED")
+		return err
+	}
+	return nil
+}
+
+// selectionDepth measures nesting, stopping at stop so a hostile query costs
+// little to measure.
+func selectionDepth(set ast.SelectionSet, depth, stop int) int {
+	if depth >= stop {
+		return depth
+	}
+	deepest := depth
+	for _, sel := range set {
+		var d int
+		switch s := sel.(type) {
+		case *ast.Field:
+			if len(s.SelectionSet) == 0 {
+				d = depth + 1
+			} else {
+				d = selectionDepth(s.SelectionSet, depth+1, stop)
+			}
+		case *ast.InlineFragment:
+			d = selectionDepth(s.SelectionSet, depth, stop)
+		case *ast.FragmentSpread:
+			if s.Definition != nil {
+				d = selectionDepth(s.Definition.SelectionSet, depth, stop)
+			}
+		}
+		deepest = max(deepest, d)
+	}
+	return deepest
+}

@@ -1,0 +1,15 @@
+// Package graph is the GraphQL transport: thin resolvers over the voucher
+// service, generated code under generated/ and model/.
+package graph
+
+import (
+	"log/slog"
+
+	"voucherd/internal/voucher"
+)
+
+// Resolver is the one place the GraphQL layer's dependencies are injected.
+type Resolver struct {
+	Service *voucher.Service
+	Logger  *slog.Logger
+}

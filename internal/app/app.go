@@ -1,0 +1,188 @@
+// Package app wires the voucher service together from its settings: the
+// stores, the gate, the jobs and the HTTP server. cmd/voucherd calls Run.
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/gate"
+	"voucherd/internal/job"
+	"voucherd/internal/postgres"
+	"voucherd/internal/voucher"
+	"voucherd/migrations"
+	"voucherd/server"
+)
+
+// Run runs the voucherd command: `serve` (the default) or `migrate`.
+// It returns when ctx is cancelled (after a graceful shutdown) or on error.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	logger := newLogger(cfg, stderr)
+	switch cmd {
+	case "serve":
+		return serve(ctx, cfg, logger, stdout)
+	case "migrate":
+		return migrate(ctx, cfg, logger)
+	case "help", "-h", "--help":
+		fmt.Fprintln(stdout, "usage: voucherd [serve|migrate]")
+		return nil
+	}
+	return fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
+}
+
+func newLogger(cfg config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func migrate(ctx context.Context, cfg config, logger *slog.Logger) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return migrateUp(ctx, pool, logger)
+}
+
+func migrateUp(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer func(db *sql.DB) { _ = db.Close() }(db)
+	results, err := migrations.Up(ctx, db)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, r := range results {
+		logger.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path)
+	}
+	return nil
+}
+
+func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, errors.New("DATABASE_URL is not a PostgreSQL URL")
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres does not answer: %w", err)
+	}
+	return pool, nil
+}
+
+func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := migrateUp(ctx, pool, logger); err != nil {
+		return err
+	}
+	store := postgres.New(pool)
+
+	rdb, err := gate.NewClient(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	defer func(rdb redis.UniversalClient) { _ = rdb.Close() }(rdb)
+
+	svc := voucher.NewService(voucher.Deps{Store: store, Gate: gate.New(rdb)}, voucher.Config{
+		ReservationTTL: cfg.ReservationTTL,
+		Logger:         logger,
+	})
+
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())
+	jobs := []*job.Periodic{
+		job.Expiry(svc, cfg.ExpiryInterval, logger),
+		job.Reconcile(svc, store, holder, cfg.ReconcileInterval, logger),
+		job.WarmUp(svc, cfg.WarmUpInterval, logger),
+	}
+	for _, j := range jobs {
+		j.Start(ctx)
+	}
+	defer func() {
+		for _, j := range jobs {
+			j.Stop()
+		}
+	}()
+
+	handler := server.NewServer(svc, server.Config{
+		StorefrontTokens: cfg.StorefrontTokens,
+		AdminTokens:      cfg.AdminTokens,
+		Production:       cfg.Production,
+		Logger:           logger,
+		Ready: func(ctx context.Context) error {
+			if err := pool.Ping(ctx); err != nil {
+				return fmt.Errorf("postgres: %w", err)
+			}
+			return rdb.Ping(ctx).Err()
+		},
+	})
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stdout, "voucherd listening on http://%s\n", ln.Addr())
+	if cfg.DevTokens {
+		fmt.Fprintf(stdout, "development tokens: storefront %q, admin %q (set STOREFRONT_TOKENS and ADMIN_TOKENS to replace them)\n", devStorefrontToken, devAdminToken)
+	}
+	logger.Info("serving", "addr", ln.Addr().String(), "flash_write_path", cfg.FlashWritePath, "production", cfg.Production)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	// Stop accepting, let requests in flight finish, then stop the jobs
+	// (deferred above) and close the pools.
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

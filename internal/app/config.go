@@ -1,0 +1,130 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Development tokens, used outside production when none are set.
+const (
+	devStorefrontToken = "dev-storefront-token"
+	devAdminToken      = "dev-admin-token"
+)
+
+// config is the service's settings, read from the environment (README lists
+// every one).
+type config struct {
+	HTTPAddr          string
+	DatabaseURL       string
+	RedisURL          string
+	KafkaBrokers      []string
+	FlashWritePath    string
+	StorefrontTokens  []string
+	AdminTokens       []string
+	ReservationTTL    time.Duration
+	ExpiryInterval    time.Duration
+	ReconcileInterval time.Duration
+	WarmUpInterval    time.Duration
+	ShutdownTimeout   time.Duration
+	Production        bool
+	LogFormat         string
+	LogLevel          string
+	DevTokens         bool // the token lists are the development defaults
+}
+
+// loadConfig reads and checks every setting; the error names each bad one.
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		HTTPAddr:       or(getenv("HTTP_ADDR"), ":8080"),
+		DatabaseURL:    or(getenv("DATABASE_URL"), "postgres://voucher@127.0.0.1:5432/voucher?sslmode=disable"),
+		RedisURL:       or(getenv("REDIS_URL"), "redis://localhost:6379/0"),
+		KafkaBrokers:   list(getenv("KAFKA_BROKERS")),
+		FlashWritePath: or(getenv("FLASH_WRITE_PATH"), "sync"),
+		Production:     getenv("APP_ENV") == "production",
+		LogLevel:       or(getenv("LOG_LEVEL"), "info"),
+	}
+	var errs []error
+	duration := func(name, def string) time.Duration {
+		d, err := time.ParseDuration(or(getenv(name), def))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be a positive duration such as %s", name, def))
+		}
+		return d
+	}
+	c.ReservationTTL = duration("RESERVATION_TTL", "15m")
+	c.ExpiryInterval = duration("EXPIRY_INTERVAL", "1m")
+	c.ReconcileInterval = duration("RECONCILE_INTERVAL", "1m")
+	c.WarmUpInterval = duration("WARMUP_INTERVAL", "1m")
+	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
+
+	c.LogFormat = getenv("LOG_FORMAT")
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+		if c.Production {
+			c.LogFormat = "json"
+		}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, errors.New("LOG_FORMAT must be text or json"))
+	}
+	if c.FlashWritePath != "sync" && c.FlashWritePath != "kafka" {
+		errs = append(errs, errors.New("FLASH_WRITE_PATH must be sync or kafka"))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, errors.New("LOG_LEVEL must be debug, info, warn or error"))
+	}
+
+	c.StorefrontTokens = list(getenv("STOREFRONT_TOKENS"))
+	c.AdminTokens = list(getenv("ADMIN_TOKENS"))
+	if c.Production {
+		if len(c.StorefrontTokens) == 0 || len(c.AdminTokens) == 0 {
+			errs = append(errs, errors.New("APP_ENV=production needs STOREFRONT_TOKENS and ADMIN_TOKENS"))
+		}
+		for _, t := range append(append([]string{}, c.StorefrontTokens...), c.AdminTokens...) {
+			if t == devStorefrontToken || t == devAdminToken {
+				errs = append(errs, errors.New("APP_ENV=production refuses the development tokens"))
+				break
+			}
+			if len(t) < 16 {
+				errs = append(errs, errors.New("APP_ENV=production needs tokens of at least 16 characters"))
+				break
+			}
+		}
+	} else {
+		if len(c.StorefrontTokens) == 0 {
+			c.StorefrontTokens, c.DevTokens = []string{devStorefrontToken}, true
+		}
+		if len(c.AdminTokens) == 0 {
+			c.AdminTokens, c.DevTokens = []string{devAdminToken}, true
+		}
+	}
+	for _, s := range c.StorefrontTokens {
+		for _, a := range c.AdminTokens {
+			if s == a {
+				errs = append(errs, errors.New("a token may not be both a storefront and an admin token"))
+			}
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+func or(v, def string) string {
+	if strings.TrimSpace(v) == "" {
+		return def
+	}
+	return strings.TrimSpace(v)
+}
+
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,301 @@
+// Package e2e tests the voucher service end to end: the real server (app.Run)
+// on a free port, over HTTP, against the real PostgreSQL and Redis.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"voucherd/internal/app"
+)
+
+const (
+	storefrontToken = "test-storefront-token-0123456789"
+	adminToken      = "test-admin-token-0123456789abcdef"
+)
+
+var (
+	databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
+	redisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// server is one running voucherd.
+type server struct {
+	URL    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startServer runs voucherd with the test settings plus env, and stops it at
+// the end of the test.
+func startServer(t testing.TB, env map[string]string) *server {
+	t.Helper()
+	s := launch(t, env)
+	t.Cleanup(s.stop)
+	return s
+}
+
+func launch(t testing.TB, env map[string]string) *server {
+	t.Helper()
+	settings := map[string]string{
+		"HTTP_ADDR":          "127.0.0.1:0",
+		"DATABASE_URL":       databaseURL,
+		"REDIS_URL":          redisURL,
+		"STOREFRONT_TOKENS":  storefrontToken,
+		"ADMIN_TOKENS":       adminToken,
+		"EXPIRY_INTERVAL":    "1m",
+		"RECONCILE_INTERVAL": "1m",
+		"LOG_LEVEL":          "error",
+	}
+	for k, v := range env {
+		settings[k] = v
+	}
+	getenv := func(k string) string { return settings[k] }
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	s := &server{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := app.Run(ctx, []string{"serve"}, getenv, pw, io.Discard)
+		_ = pw.CloseWithError(fmt.Errorf("voucherd stopped: %v", err))
+		s.done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		if addr, ok := strings.CutPrefix(lines.Text(), "voucherd listening on "); ok {
+			s.URL = addr
+			break
+		}
+	}
+	if s.URL == "" {
+		cancel()
+		t.Fatalf("voucherd did not start: %v", lines.Err())
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	waitHealthy(t, s.URL)
+	return s
+}
+
+func (s *server) stop() {
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+func waitHealthy(t testing.TB, url string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("voucherd at %s never became healthy", url)
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *server
+	sharedErr  string
+)
+
+// sharedServer is one server for the many tests that need no special settings.
+func sharedServer(t testing.TB) *server {
+	t.Helper()
+	sharedOnce.Do(func() {
+		ft := &onceT{TB: t}
+		func() {
+			defer func() { _ = recover() }()
+			shared = launch(ft, nil)
+		}()
+		sharedErr = ft.msg
+	})
+	if shared == nil {
+		t.Fatalf("shared server did not start: %s", sharedErr)
+	}
+	return shared
+}
+
+// onceT lets launch fail without failing the first test for all others.
+type onceT struct {
+	testing.TB
+	msg string
+}
+
+func (o *onceT) Fatalf(format string, args ...any) {
+	o.msg = fmt.Sprintf(format, args...)
+	panic(o.msg)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.stop()
+	}
+	os.Exit(code)
+}
+
+var (
+	poolOnce sync.Once
+	pool     *pgxpool.Pool
+)
+
+// database is a pool on the test database, to check what the API says
+// against what is stored.
+func database(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	poolOnce.Do(func() {
+		var err error
+		pool, err = pgxpool.New(context.Background(), databaseURL)
+		if err != nil {
+			panic(err)
+		}
+	})
+	return pool
+}
+
+// uniqueCode returns a fresh voucher code so tests never share a voucher.
+func uniqueCode(prefix string) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+func uniqueOrder() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "o-" + hex.EncodeToString(b)
+}
+
+var httpClient = &http.Client{
+	Timeout:   30 * time.Second,
+	Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 512},
+}
+
+// response is an HTTP answer with its JSON body decoded.
+type response struct {
+	Status int
+	Body   map[string]any
+	Raw    string
+}
+
+func do(t testing.TB, method, url, token string, body any) response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, url, err)
+		return response{}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	out := response{Status: resp.StatusCode, Raw: string(raw)}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	_ = dec.Decode(&out.Body)
+	assertNothingLeaked(t, out.Raw)
+	return out
+}
+
+// assertNothingLeaked fails when an answer carries SQL, driver errors, stack
+// traces or internal addresses.
+func assertNothingLeaked(t testing.TB, body string) {
+	t.Helper()
+	lower := strings.ToLower(body)
+	for _, bad := range []string{"sqlstate", "pgx", "postgres", "redis", "select ", "insert ", "update voucher", "goroutine", ".go:", "panic", "127.0.0.1", "dial tcp", "constraint"} {
+		if strings.Contains(lower, bad) {
+			t.Errorf("an answer leaks internals (%q): %s", bad, body)
+		}
+	}
+}
+
+// gql posts a GraphQL operation and returns data and errors.
+func gql(t testing.TB, s *server, token, query string, vars map[string]any) response {
+	t.Helper()
+	return do(t, http.MethodPost, s.URL+"/graphql", token, map[string]any{"query": query, "variables": vars})
+}
+
+// path digs into a decoded JSON body: path(body, "data", "reserveVoucher", "error", "code").
+func path(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func str(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case json.Number:
+		return v.String()
+	}
+	return fmt.Sprint(v)
+}
+
+func num(t testing.TB, v any) int64 {
+	t.Helper()
+	n, ok := v.(json.Number)
+	if !ok {
+		t.Fatalf("not a JSON integer: %#v", v)
+	}
+	i, err := n.Int64()
+	if err != nil {
+		t.Fatalf("not a JSON integer: %v", n)
+	}
+	return i
+}

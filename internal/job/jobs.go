@@ -1,0 +1,70 @@
+package job
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"voucherd/internal/voucher"
+)
+
+// expiryBatch bounds one sweep's batch; a pass repeats batches until done.
+const expiryBatch = 500
+
+// Expiry releases reservations past their deadline every interval. Each
+// reservation's release is a conditional update, so any number of instances
+// may sweep at once and each reservation is released once.
+func Expiry(svc *voucher.Service, interval time.Duration, logger *slog.Logger) *Periodic {
+	return &Periodic{
+		Name:     "expiry",
+		Interval: interval,
+		Logger:   logger,
+		RunOnce: func(ctx context.Context) error {
+			for {
+				n, err := svc.ExpireDue(ctx, expiryBatch)
+				if n > 0 {
+					logger.InfoContext(ctx, "expired reservations released", "count", n)
+				}
+				if err != nil || n < expiryBatch {
+					return err
+				}
+			}
+		},
+	}
+}
+
+// Leases lets one instance of many run a job per period.
+type Leases interface {
+	TakeLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+}
+
+// Reconcile compares every flash gate with the database every interval. A
+// lease in the database makes one instance per interval do it.
+func Reconcile(svc *voucher.Service, leases Leases, holder string, interval time.Duration, logger *slog.Logger) *Periodic {
+	return &Periodic{
+		Name:     "reconcile",
+		Interval: interval,
+		Logger:   logger,
+		RunOnce: func(ctx context.Context) error {
+			// A lease slightly shorter than the interval: the holder's next
+			// pass finds it lapsed, and so would anyone else's.
+			ok, err := leases.TakeLease(ctx, "reconcile", holder, interval*9/10)
+			if err != nil || !ok {
+				return err
+			}
+			_, err = svc.Reconcile(ctx)
+			return err
+		},
+	}
+}
+
+// WarmUp loads the gates of flash vouchers that are live or start soon. The
+// load is atomic and never touches a loaded gate, so instances may race.
+func WarmUp(svc *voucher.Service, interval time.Duration, logger *slog.Logger) *Periodic {
+	return &Periodic{
+		Name:     "warm-up",
+		Interval: interval,
+		Logger:   logger,
+		RunOnce:  svc.WarmGates,
+	}
+}

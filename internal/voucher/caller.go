@@ -1,0 +1,83 @@
+package voucher
+
+import "context"
+
+// Role is what a caller may do: storefront and admin come with bearer
+// tokens; marketer, operator and admin are dashboard users.
+type Role string
+
+// The roles.
+const (
+	RoleStorefront Role = "storefront"
+	RoleAdmin      Role = "admin"
+	RoleMarketer   Role = "marketer"
+	RoleOperator   Role = "operator"
+)
+
+// Valid reports whether r is one of the roles.
+func (r Role) Valid() bool {
+	switch r {
+	case RoleStorefront, RoleAdmin, RoleMarketer, RoleOperator:
+		return true
+	}
+	return false
+}
+
+// Operation names a group of service calls that one set of roles may make.
+type Operation string
+
+// The operations.
+const (
+	OpCheckout      Operation = "checkout"       // reserve, confirm, release
+	OpRead          Operation = "read"           // voucher, vouchers, reservation
+	OpManageVoucher Operation = "manage-voucher" // create and change vouchers
+	OpOperate       Operation = "operate"        // drift, reconciliation, gate rebuild
+)
+
+var permissions = map[Operation][]Role{
+	OpCheckout:      {RoleStorefront, RoleAdmin},
+	OpRead:          {RoleStorefront, RoleAdmin, RoleMarketer, RoleOperator},
+	OpManageVoucher: {RoleAdmin, RoleMarketer},
+	OpOperate:       {RoleAdmin, RoleOperator},
+}
+
+// Caller is who makes a request; transports put it in the context after
+// authenticating.
+type Caller struct {
+	Role Role
+	Name string // the dashboard user, or "token" for a bearer token
+}
+
+// Can reports whether the caller may perform op.
+func (c Caller) Can(op Operation) bool {
+	for _, r := range permissions[op] {
+		if r == c.Role {
+			return true
+		}
+	}
+	return false
+}
+
+type callerKey struct{}
+
+// WithCaller returns a context carrying the caller.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFrom returns the caller in ctx; ok is false for the service's own
+// jobs, which carry none.
+func CallerFrom(ctx context.Context) (Caller, bool) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	return c, ok
+}
+
+// authorize returns FORBIDDEN when the context's caller may not perform op.
+// A context without a caller is the service itself (jobs, subcommands).
+func authorize(ctx context.Context, op Operation) error {
+	c, ok := CallerFrom(ctx)
+	if !ok || c.Can(op) {
+		return nil
+	}
+	return Errorf(Forbidden, "role %s may not %s", c.Role, op)
+}

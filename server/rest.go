@@ -1,0 +1,195 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"voucherd/internal/voucher"
+)
+
+// statusOf is the one table from the service's error codes to HTTP statuses.
+var statusOf = map[voucher.ErrorCode]int{
+	voucher.OutOfStock:          http.StatusConflict,
+	voucher.AlreadyUsed:         http.StatusConflict,
+	voucher.OrderConflict:       http.StatusConflict,
+	voucher.ReservationReleased: http.StatusConflict,
+	voucher.AlreadyConfirmed:    http.StatusConflict,
+	voucher.VoucherExists:       http.StatusConflict,
+	voucher.NotEligible:         http.StatusUnprocessableEntity,
+	voucher.NotFound:            http.StatusNotFound,
+	voucher.InvalidInput:        http.StatusBadRequest,
+	voucher.Unavailable:         http.StatusServiceUnavailable,
+	voucher.Forbidden:           http.StatusForbidden,
+	voucher.Internal:            http.StatusInternalServerError,
+}
+
+// reservationJSON is a reservation in REST answers.
+type reservationJSON struct {
+	OrderID        string    `json:"orderId"`
+	VoucherCode    string    `json:"voucherCode"`
+	CustomerID     int64     `json:"customerId"`
+	OrderAmount    int64     `json:"orderAmount"`
+	DiscountAmount int64     `json:"discountAmount"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"createdAt"`
+	ExpiresAt      time.Time `json:"expiresAt"`
+}
+
+func toReservationJSON(r voucher.Reservation) reservationJSON {
+	return reservationJSON{
+		OrderID:        r.OrderID,
+		VoucherCode:    r.VoucherCode,
+		CustomerID:     r.CustomerID,
+		OrderAmount:    r.OrderAmount,
+		DiscountAmount: r.DiscountAmount,
+		Status:         string(r.Status),
+		CreatedAt:      r.CreatedAt.UTC(),
+		ExpiresAt:      r.ExpiresAt.UTC(),
+	}
+}
+
+// reserveBody is POST /vouchers/{code}/reservations. Raw fields tell a
+// missing field from a zero one and accept customerId as a number or digits.
+type reserveBody struct {
+	CustomerID  json.RawMessage `json:"customerId"`
+	OrderID     json.RawMessage `json:"orderId"`
+	OrderAmount json.RawMessage `json:"orderAmount"`
+}
+
+func (b reserveBody) request(code string) (voucher.ReserveRequest, error) {
+	r := voucher.ReserveRequest{Code: code}
+	var err error
+	if r.CustomerID, err = parseCustomerID(b.CustomerID); err != nil {
+		return r, err
+	}
+	if len(b.OrderID) == 0 || json.Unmarshal(b.OrderID, &r.OrderID) != nil {
+		return r, voucher.Invalid("orderId", "orderId must be a string of 1-64 characters")
+	}
+	if r.OrderAmount, err = parseMoney("orderAmount", b.OrderAmount); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func parseCustomerID(raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, voucher.Invalid("customerId", "customerId is required")
+	}
+	digits := string(raw)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &digits); err != nil {
+			return 0, voucher.Invalid("customerId", "customerId must be a positive 64-bit integer")
+		}
+	}
+	return voucher.ParseCustomerID(digits)
+}
+
+// parseMoney accepts a JSON integer only: never a float or a string.
+func parseMoney(field string, raw json.RawMessage) (int64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, voucher.Invalid(field, field+" is required")
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, voucher.Invalid(field, field+" must be an integer amount in minor units")
+	}
+	return n, nil
+}
+
+func handleReserve(svc *voucher.Service, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body reserveBody
+		if err := decodeJSON(r, &body); err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		req, err := body.request(r.PathValue("code"))
+		if err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		res, err := svc.Reserve(r.Context(), req)
+		if err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, toReservationJSON(res))
+	})
+}
+
+func handleConfirm(svc *voucher.Service, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, err := svc.Confirm(r.Context(), r.PathValue("code"), r.PathValue("orderId"))
+		if err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toReservationJSON(res))
+	})
+}
+
+func handleRelease(svc *voucher.Service, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res, err := svc.Release(r.Context(), r.PathValue("code"), r.PathValue("orderId"))
+		if err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toReservationJSON(res))
+	})
+}
+
+// decodeJSON reads one JSON object; anything else is INVALID_INPUT (body).
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	if err := dec.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return voucher.Invalid(typeErr.Field, typeErr.Field+" has the wrong type")
+		}
+		return voucher.Invalid("body", "the body must be a JSON object")
+	}
+	if dec.More() {
+		return voucher.Invalid("body", "the body must be one JSON object")
+	}
+	return nil
+}
+
+// errorJSON is a refused REST call.
+type errorJSON struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// writeError answers with the code's status; a fault is logged with its
+// cause and shown as a generic internal error.
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	e := voucher.AsError(err)
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if status >= 500 {
+		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+	}
+	writeJSON(w, status, errorJSON{Error: string(e.Code), Message: e.Message, Field: e.Field})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"error":"INTERNAL","message":"internal error"}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

@@ -1,0 +1,36 @@
+package server
+
+import (
+	"net/http"
+
+	"voucherd/graph"
+	"voucherd/internal/voucher"
+)
+
+// addRoutes lists every route of the service in one place.
+func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
+	tokens := newTokenAuth(cfg.StorefrontTokens, cfg.AdminTokens)
+	api := func(route string, h http.Handler) {
+		mux.Handle(route, cfg.Observe(route, limitBody(tokens.require(h))))
+	}
+
+	mux.Handle("GET /healthz", handleHealthz())
+	mux.Handle("GET /readyz", handleReadyz(cfg.Ready, cfg.Logger))
+	if cfg.Metrics != nil {
+		mux.Handle("GET /metrics", cfg.Metrics)
+	}
+
+	api("POST /graphql", graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Introspection: !cfg.Production}))
+	if !cfg.Production {
+		mux.Handle("GET /graphql", graph.Playground())
+	}
+
+	api("POST /vouchers/{code}/reservations", handleReserve(svc, cfg.Logger))
+	api("POST /vouchers/{code}/reservations/{orderId}/confirm", handleConfirm(svc, cfg.Logger))
+	api("DELETE /vouchers/{code}/reservations/{orderId}", handleRelease(svc, cfg.Logger))
+
+	if cfg.Dashboard != nil {
+		mux.Handle("/admin", cfg.Dashboard)
+		mux.Handle("/admin/", cfg.Dashboard)
+	}
+}

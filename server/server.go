@@ -1,0 +1,48 @@
+// Package server is the HTTP transport: routes, REST handlers, bearer-token
+// auth, request limits and health. It calls the voucher service and nothing
+// below it.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"voucherd/internal/voucher"
+)
+
+// MaxBodyBytes is the largest request body accepted (the contract's 1 MiB).
+const MaxBodyBytes = 1 << 20
+
+// Config is what the HTTP server needs besides the service.
+type Config struct {
+	// StorefrontTokens and AdminTokens are the accepted bearer tokens.
+	StorefrontTokens []string
+	AdminTokens      []string
+	// Production turns off GraphiQL and introspection.
+	Production bool
+	Logger     *slog.Logger
+	// Ready reports whether the dependencies answer (GET /readyz).
+	Ready func(ctx context.Context) error
+	// Metrics serves GET /metrics; nil: not mounted.
+	Metrics http.Handler
+	// Dashboard serves /admin; nil: not mounted.
+	Dashboard http.Handler
+	// Observe wraps every route for metrics; nil: none.
+	Observe func(route string, next http.Handler) http.Handler
+}
+
+// NewServer returns the service's whole HTTP surface.
+func NewServer(svc *voucher.Service, cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Observe == nil {
+		cfg.Observe = func(_ string, next http.Handler) http.Handler { return next }
+	}
+	mux := http.NewServeMux()
+	addRoutes(mux, svc, cfg)
+	var h http.Handler = mux
+	h = recoverPanics(cfg.Logger, h)
+	return h
+}
