@@ -1,0 +1,91 @@
+-- load.lua: install a snapshot of a flash voucher's gate in one atomic step.
+--
+-- Mode "load" (warm-up) installs it only if the gate holds nothing for the
+-- voucher, so it never raises a loaded gate: a loaded counter may be lower
+-- than the database says, never higher. Mode "replace" (an operator's
+-- rebuild, done while reserves are paused) installs it over whatever the
+-- gate holds and lifts the pause.
+--
+-- KEYS[1] voucher:{CODE}:stock      written last; its presence means "loaded"
+-- KEYS[2] voucher:{CODE}:customers  hash customerId -> uses held
+-- KEYS[3] voucher:{CODE}:orders     hash orderId -> "customerId:amount[:released]"
+-- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms)
+-- KEYS[5] voucher:{CODE}:load:TOKEN:customers  staged by stage.lua (may be absent)
+-- KEYS[6] voucher:{CODE}:load:TOKEN:orders     staged by stage.lua (may be absent)
+-- KEYS[7] voucher:{CODE}:paused
+-- ARGV[1] "load" or "replace"
+-- ARGV[2] remaining, ARGV[3] perUserLimit, ARGV[4] expireAt in Unix ms (0: never)
+-- ARGV[5] how many customers were staged, ARGV[6] how many orders were staged
+-- ARGV[7] n, then n customer pairs (customerId, count), then order pairs
+--         (orderId, value): the last chunk of the snapshot, inline.
+--
+-- Returns 1 installed, 0 already loaded (mode "load"; the staged chunks are
+-- dropped).
+--
+-- Why staging: a large snapshot goes in several calls, and two instances may
+-- warm the same voucher at once from different database snapshots. Writing
+-- chunks straight into the live hashes with the stock key last would keep
+-- reserve at NOT_LOADED until the end, but could merge the two snapshots'
+-- orders and counts into a gate that matches neither (an order released in
+-- one snapshot, still live in the other, with the other's counter: one use
+-- too many). Each load stages into its own keys, and this script alone
+-- decides, swapping them in whole or dropping them.
+
+local stock, customers, orders, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local stagedCustomers, stagedOrders, paused = KEYS[5], KEYS[6], KEYS[7]
+
+if ARGV[1] == 'load' and redis.call('EXISTS', stock) == 1 then
+  redis.call('DEL', stagedCustomers, stagedOrders)
+  return 0
+end
+
+-- A staged chunk that expired before this commit would install half a gate.
+if redis.call('HLEN', stagedCustomers) ~= tonumber(ARGV[5])
+  or redis.call('HLEN', stagedOrders) ~= tonumber(ARGV[6]) then
+  redis.call('DEL', stagedCustomers, stagedOrders)
+  return redis.error_reply('GATE_LOAD staged chunks are missing; load again')
+end
+
+local function hset_pairs(key, first, last)
+  -- Batches keep unpack within Lua's C stack limit (about 8000 values).
+  local batch = {}
+  for i = first, last, 2 do
+    batch[#batch + 1] = ARGV[i]
+    batch[#batch + 1] = ARGV[i + 1]
+    if #batch == 1000 then
+      redis.call('HSET', key, unpack(batch))
+      batch = {}
+    end
+  end
+  if #batch > 0 then
+    redis.call('HSET', key, unpack(batch))
+  end
+end
+
+-- What the gate held (or leftovers of an evicted stock key) must not leak
+-- into the new gate.
+redis.call('DEL', customers, orders, meta)
+if tonumber(ARGV[5]) > 0 then
+  redis.call('RENAME', stagedCustomers, customers)
+end
+if tonumber(ARGV[6]) > 0 then
+  redis.call('RENAME', stagedOrders, orders)
+end
+local n = tonumber(ARGV[7])
+hset_pairs(customers, 8, 7 + 2 * n)
+hset_pairs(orders, 8 + 2 * n, #ARGV)
+redis.call('HSET', meta, 'perUserLimit', ARGV[3], 'expireAt', ARGV[4])
+redis.call('SET', stock, ARGV[2])
+
+for _, key in ipairs({stock, customers, orders, meta}) do
+  if tonumber(ARGV[4]) > 0 then
+    redis.call('PEXPIREAT', key, ARGV[4])
+  else
+    -- RENAME kept the staged keys' short TTL.
+    redis.call('PERSIST', key)
+  end
+end
+if ARGV[1] == 'replace' then
+  redis.call('DEL', paused)
+end
+return 1

@@ -1,0 +1,26 @@
+-- release.lua: give a released order's use back to a flash voucher's gate.
+--
+-- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
+-- KEYS[3] voucher:{CODE}:orders (layout in reserve.lua)
+-- ARGV[1] orderId
+--
+-- Returns 1 when this call flipped the order from live to released and gave
+-- its use back, 0 otherwise: the voucher is not loaded (a later load rebuilds
+-- it from the database), the order is unknown (it took no use here), or it
+-- was released before (nothing is given back twice).
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+local known = redis.call('HGET', KEYS[3], ARGV[1])
+if not known or string.sub(known, -9) == ':released' then
+  return 0
+end
+
+local customer = string.match(known, '^([^:]+):')
+redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
+redis.call('INCR', KEYS[1])
+if redis.call('HINCRBY', KEYS[2], customer, -1) <= 0 then
+  redis.call('HDEL', KEYS[2], customer)
+end
+return 1
