@@ -1,0 +1,373 @@
+// Package gate is the Redis gate of flash vouchers: typed calls of the
+// scripts in lua/, each decision one atomic script on the voucher's keys.
+//
+// The keys of voucher CODE, all in one Redis Cluster slot through the hash
+// tag {CODE}:
+//
+//	voucher:{CODE}:stock      remaining uses; present means "loaded"
+//	voucher:{CODE}:customers  hash customerId -> uses held (no zero counts)
+//	voucher:{CODE}:orders     hash orderId -> "customerId:amount" while live,
+//	                          "customerId:amount:released" once released
+//	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never)
+//	voucher:{CODE}:paused     present while an operator rebuilds the gate
+//
+// and, during a large load, voucher:{CODE}:load:TOKEN:{customers,orders}.
+// The first four expire at the snapshot's ExpireAt, so a sold voucher does
+// not stay in Redis for good; a pause and staged chunks lapse sooner.
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/voucher"
+	"voucherd/lua"
+)
+
+var _ voucher.Gate = (*Gate)(nil)
+
+// The scripts, run with EVALSHA and sent again with EVAL after a NOSCRIPT
+// (a restarted or flushed Redis), as redis.Script.Run does.
+var (
+	reserveScript = redis.NewScript(lua.Reserve)
+	releaseScript = redis.NewScript(lua.Release)
+	stageScript   = redis.NewScript(lua.Stage)
+	loadScript    = redis.NewScript(lua.Load)
+	lowerScript   = redis.NewScript(lua.Lower)
+)
+
+const (
+	// chunkSize bounds the customers and orders sent in one script call, so
+	// a large snapshot neither builds one huge command nor blocks Redis for
+	// long; a snapshot of up to chunkSize entries loads in one call.
+	chunkSize = 2000
+	// stagingTTL is how long the chunks of an unfinished load may linger.
+	stagingTTL = time.Minute
+	// pauseTTL bounds a pause whose rebuild never calls Replace; a rebuild
+	// takes seconds (its grace period and one database snapshot).
+	pauseTTL = 10 * time.Minute
+)
+
+// Gate is the Redis gate of flash vouchers over a single Redis or a Redis
+// Cluster; it is safe for concurrent use.
+type Gate struct {
+	rdb redis.UniversalClient
+}
+
+// New returns the gate over a client from NewClient (or any go-redis client).
+func New(rdb redis.UniversalClient) *Gate {
+	return &Gate{rdb: rdb}
+}
+
+// keys names one voucher's keys; the hash tag puts them in one cluster slot,
+// as a multi-key script requires.
+type keys struct {
+	prefix                                 string
+	stock, customers, orders, meta, paused string
+}
+
+func keysOf(code string) keys {
+	p := "voucher:{" + code + "}:"
+	return keys{prefix: p, stock: p + "stock", customers: p + "customers", orders: p + "orders", meta: p + "meta", paused: p + "paused"}
+}
+
+// Reserve decides one reserve in one script: PAUSED, NOT_LOADED, DUPLICATE,
+// RELEASED, ORDER_CONFLICT, ALREADY_USED, OUT_OF_STOCK or ADMITTED (one use
+// taken).
+func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest) (voucher.GateVerdict, error) {
+	k := keysOf(code)
+	answer, err := reserveScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.paused},
+		r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit).Text()
+	if err != nil {
+		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, err)
+	}
+	switch v := voucher.GateVerdict(answer); v {
+	case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
+		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateNotLoaded, voucher.GatePaused:
+		return v, nil
+	}
+	return "", fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", r.OrderID, code, answer)
+}
+
+// Release gives the order's use back to the voucher and its customer if the
+// gate holds the order live; false for an unknown or released order, or a
+// voucher the gate does not hold.
+func (g *Gate) Release(ctx context.Context, code, orderID string) (bool, error) {
+	k := keysOf(code)
+	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders}, orderID).Int()
+	if err != nil {
+		return false, fmt.Errorf("gate: release %s on %s: %w", orderID, code, err)
+	}
+	return n == 1, nil
+}
+
+// Load installs the snapshot atomically unless the gate holds the voucher;
+// false when it did. A snapshot whose ExpireAt has passed is not loaded
+// either (false): its keys would expire at once, and the sale is over.
+func (g *Gate) Load(ctx context.Context, snap voucher.GateSnapshot) (bool, error) {
+	if expired(snap) {
+		return false, nil
+	}
+	return g.install(ctx, snap, "load")
+}
+
+// Replace installs the snapshot over whatever the gate holds and lifts a
+// pause, in one step; a snapshot whose ExpireAt has passed leaves the gate
+// holding nothing (and not paused).
+func (g *Gate) Replace(ctx context.Context, snap voucher.GateSnapshot) error {
+	if expired(snap) {
+		k := keysOf(snap.Code)
+		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused).Err(); err != nil {
+			return fmt.Errorf("gate: replace %s: %w", snap.Code, err)
+		}
+		return nil
+	}
+	_, err := g.install(ctx, snap, "replace")
+	return err
+}
+
+// Pause makes Reserve answer PAUSED until Replace. The pause lapses after
+// pauseTTL so a rebuild that dies half-way does not stop the sale for good.
+func (g *Gate) Pause(ctx context.Context, code string) error {
+	if err := g.rdb.Set(ctx, keysOf(code).paused, 1, pauseTTL).Err(); err != nil {
+		return fmt.Errorf("gate: pause %s: %w", code, err)
+	}
+	return nil
+}
+
+// Lower takes up to n uses off the counter, never below zero, and returns
+// what remains; 0, changing nothing, when the gate does not hold the voucher.
+// Unlike the other scripts it is not idempotent: if the client retries it
+// after a lost reply it lowers twice, which undersells until the next
+// reconciliation reports it, and never oversells.
+func (g *Gate) Lower(ctx context.Context, code string, n int) (int, error) {
+	left, err := lowerScript.Run(ctx, g.rdb, []string{keysOf(code).stock}, n).Int()
+	if err != nil {
+		return 0, fmt.Errorf("gate: lower %s by %d: %w", code, n, err)
+	}
+	return left, nil
+}
+
+func expired(snap voucher.GateSnapshot) bool {
+	return !snap.ExpireAt.IsZero() && !snap.ExpireAt.After(time.Now())
+}
+
+// install runs load.lua in mode "load" or "replace". Snapshots larger than
+// chunkSize entries are staged in several calls and swapped in by one, so
+// reserve never sees half a gate.
+func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode string) (bool, error) {
+	var expireAt int64
+	if !snap.ExpireAt.IsZero() {
+		expireAt = snap.ExpireAt.UnixMilli()
+	}
+	k := keysOf(snap.Code)
+	chunks := split(customerEntries(snap.Customers), orderEntries(snap.Orders))
+	last := chunks[len(chunks)-1]
+
+	token, err := newToken()
+	if err != nil {
+		return false, err
+	}
+	stagedCustomers, stagedOrders := k.prefix+"load:"+token+":customers", k.prefix+"load:"+token+":orders"
+	var nCustomers, nOrders int
+	if len(chunks) > 1 {
+		if mode == "load" {
+			// Staging is work; skip it when the gate is plainly loaded.
+			n, err := g.rdb.Exists(ctx, k.stock).Result()
+			if err != nil {
+				return false, fmt.Errorf("gate: %s %s: %w", mode, snap.Code, err)
+			}
+			if n == 1 {
+				return false, nil
+			}
+		}
+		for _, c := range chunks[:len(chunks)-1] {
+			args := append([]any{stagingTTL.Milliseconds()}, c.args()...)
+			if err := stageScript.Run(ctx, g.rdb, []string{stagedCustomers, stagedOrders}, args...).Err(); err != nil {
+				return false, fmt.Errorf("gate: %s %s: stage: %w", mode, snap.Code, err)
+			}
+			nCustomers += len(c.customers)
+			nOrders += len(c.orders)
+		}
+	}
+	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders}, last.args()...)
+	n, err := loadScript.Run(ctx, g.rdb,
+		[]string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused}, args...).Int()
+	if err != nil {
+		return false, fmt.Errorf("gate: %s %s: %w", mode, snap.Code, err)
+	}
+	return n == 1, nil
+}
+
+// Snapshot reads the voucher's gate in one MULTI; ok is false when the gate
+// holds nothing for it. Orders come sorted by orderId.
+func (g *Gate) Snapshot(ctx context.Context, code string) (voucher.GateSnapshot, bool, error) {
+	k := keysOf(code)
+	pipe := g.rdb.TxPipeline()
+	stock := pipe.Get(ctx, k.stock)
+	meta := pipe.HGetAll(ctx, k.meta)
+	customers := pipe.HGetAll(ctx, k.customers)
+	orders := pipe.HGetAll(ctx, k.orders)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return voucher.GateSnapshot{}, false, fmt.Errorf("gate: snapshot %s: %w", code, err)
+	}
+	if errors.Is(stock.Err(), redis.Nil) {
+		return voucher.GateSnapshot{}, false, nil
+	}
+	for _, c := range []redis.Cmder{stock, meta, customers, orders} {
+		if err := c.Err(); err != nil {
+			return voucher.GateSnapshot{}, false, fmt.Errorf("gate: snapshot %s: %w", code, err)
+		}
+	}
+	snap, err := parseSnapshot(code, stock.Val(), meta.Val(), customers.Val(), orders.Val())
+	if err != nil {
+		return voucher.GateSnapshot{}, false, fmt.Errorf("gate: snapshot %s: %w", code, err)
+	}
+	return snap, true, nil
+}
+
+// Remaining reads the voucher's stock counter; ok is false when the gate
+// holds nothing for it.
+func (g *Gate) Remaining(ctx context.Context, code string) (int, bool, error) {
+	n, err := g.rdb.Get(ctx, keysOf(code).stock).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("gate: remaining %s: %w", code, err)
+	}
+	return n, true, nil
+}
+
+// Unload deletes the voucher's keys in one command (UNLINK frees large hashes
+// off Redis's main thread), so the next warm-up rebuilds it from the database;
+// a pause stays until Replace or its timeout.
+func (g *Gate) Unload(ctx context.Context, code string) error {
+	k := keysOf(code)
+	if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta).Err(); err != nil {
+		return fmt.Errorf("gate: unload %s: %w", code, err)
+	}
+	return nil
+}
+
+// entry is one hash field of a snapshot: a customer's count or an order.
+type entry struct{ field, value string }
+
+// chunk is what one script call carries: n, n customer pairs, order pairs.
+type chunk struct{ customers, orders []entry }
+
+func (c chunk) args() []any {
+	args := make([]any, 0, 1+2*(len(c.customers)+len(c.orders)))
+	args = append(args, len(c.customers))
+	for _, e := range slices.Concat(c.customers, c.orders) {
+		args = append(args, e.field, e.value)
+	}
+	return args
+}
+
+// split cuts the entries into chunks of at most chunkSize; there is always
+// at least one chunk, the one load.lua carries.
+func split(customers, orders []entry) []chunk {
+	chunks := []chunk{{}}
+	for i, e := range slices.Concat(customers, orders) {
+		c := &chunks[len(chunks)-1]
+		if len(c.customers)+len(c.orders) == chunkSize {
+			chunks = append(chunks, chunk{})
+			c = &chunks[len(chunks)-1]
+		}
+		if i < len(customers) {
+			c.customers = append(c.customers, e)
+		} else {
+			c.orders = append(c.orders, e)
+		}
+	}
+	return chunks
+}
+
+func customerEntries(customers map[int64]int) []entry {
+	var es []entry
+	for id, n := range customers {
+		if n > 0 { // the gate keeps no zero counts (release.lua deletes them)
+			es = append(es, entry{strconv.FormatInt(id, 10), strconv.Itoa(n)})
+		}
+	}
+	return es
+}
+
+func orderEntries(orders []voucher.GateOrder) []entry {
+	es := make([]entry, 0, len(orders))
+	for _, o := range orders {
+		v := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
+		if o.Released {
+			v += ":released"
+		}
+		es = append(es, entry{o.OrderID, v})
+	}
+	return es
+}
+
+func parseSnapshot(code, stock string, meta, customers, orders map[string]string) (voucher.GateSnapshot, error) {
+	snap := voucher.GateSnapshot{Code: code, Customers: make(map[int64]int, len(customers))}
+	var err error
+	if snap.Remaining, err = strconv.Atoi(stock); err != nil {
+		return snap, fmt.Errorf("stock %q: %w", stock, err)
+	}
+	if snap.PerUserLimit, err = strconv.Atoi(meta["perUserLimit"]); err != nil {
+		return snap, fmt.Errorf("perUserLimit %q: %w", meta["perUserLimit"], err)
+	}
+	ms, err := strconv.ParseInt(meta["expireAt"], 10, 64)
+	if err != nil {
+		return snap, fmt.Errorf("expireAt %q: %w", meta["expireAt"], err)
+	}
+	if ms > 0 {
+		snap.ExpireAt = time.UnixMilli(ms)
+	}
+	for id, n := range customers {
+		cid, err1 := strconv.ParseInt(id, 10, 64)
+		count, err2 := strconv.Atoi(n)
+		if err := errors.Join(err1, err2); err != nil {
+			return snap, fmt.Errorf("customer %q: %w", id, err)
+		}
+		snap.Customers[cid] = count
+	}
+	for id, v := range orders {
+		o, err := parseOrder(id, v)
+		if err != nil {
+			return snap, err
+		}
+		snap.Orders = append(snap.Orders, o)
+	}
+	slices.SortFunc(snap.Orders, func(a, b voucher.GateOrder) int { return strings.Compare(a.OrderID, b.OrderID) })
+	return snap, nil
+}
+
+// parseOrder reads "customerId:amount" or "customerId:amount:released".
+func parseOrder(id, v string) (voucher.GateOrder, error) {
+	o := voucher.GateOrder{OrderID: id}
+	rest, released := strings.CutSuffix(v, ":released")
+	customer, amount, ok := strings.Cut(rest, ":")
+	cid, err1 := strconv.ParseInt(customer, 10, 64)
+	amt, err2 := strconv.ParseInt(amount, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return o, fmt.Errorf("order %q: malformed value %q", id, v)
+	}
+	o.CustomerID, o.OrderAmount, o.Released = cid, amt, released
+	return o, nil
+}
+
+func newToken() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
