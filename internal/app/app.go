@@ -20,6 +20,7 @@ import (
 
 	"voucherd/internal/gate"
 	"voucherd/internal/job"
+	"voucherd/internal/metrics"
 	"voucherd/internal/postgres"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
@@ -117,7 +118,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 	defer func(rdb redis.UniversalClient) { _ = rdb.Close() }(rdb)
 
-	svc := voucher.NewService(voucher.Deps{Store: store, Gate: gate.New(rdb)}, voucher.Config{
+	m := metrics.New()
+	svc := voucher.NewService(voucher.Deps{Store: store, Gate: gate.New(rdb), Observer: m}, voucher.Config{
 		ReservationTTL: cfg.ReservationTTL,
 		Logger:         logger,
 	})
@@ -143,6 +145,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		AdminTokens:      cfg.AdminTokens,
 		Production:       cfg.Production,
 		Logger:           logger,
+		Metrics:          m.Handler(),
+		Observe:          m.ObserveHTTP,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("postgres: %w", err)

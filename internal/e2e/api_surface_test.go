@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -228,5 +229,30 @@ func TestOperations_HealthReadinessAndGraphiQL(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "text/html") {
 		t.Errorf("GET /graphql outside production: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+func TestOperations_MetricsCountReservesByOutcomeAndPath(t *testing.T) {
+	s := sharedServer(t)
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 1})
+	restAPI{s}.reserve(t, code, 1, uniqueOrder(), 100)
+	restAPI{s}.reserve(t, code, 2, uniqueOrder(), 100)
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	_, _ = io.Copy(&b, resp.Body)
+	for _, want := range []string{
+		`voucher_reserve_total{outcome="ok",path="database"}`,
+		`voucher_reserve_total{outcome="OUT_OF_STOCK",path="database"}`,
+		`voucher_database_writes_total{op="reserve"}`,
+		`voucher_http_requests_total{route="POST /vouchers/{code}/reservations",status="201"}`,
+		`voucher_reserve_duration_seconds_bucket{path="database",le="0.1"}`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

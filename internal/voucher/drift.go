@@ -168,6 +168,7 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	} else if d.Drift != 0 || len(d.OrdersOnlyInStore) > 0 {
 		s.logger.WarnContext(ctx, "gate drift", "code", code, "drift", d.Drift, "only_in_store", len(d.OrdersOnlyInStore))
 	}
+	s.obs.DriftChecked(d)
 	return s.drift.SaveDriftReport(ctx, d)
 }
 

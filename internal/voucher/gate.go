@@ -109,13 +109,15 @@ func (s *Service) WarmGate(ctx context.Context, code string) error {
 }
 
 // reserveFlash passes the gate first so only winners reach the database.
-func (s *Service) reserveFlash(ctx context.Context, v Voucher, r ReserveRequest) (Reservation, error) {
+func (s *Service) reserveFlash(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
 	if err := v.CheckEligible(time.Now(), r.OrderAmount); err != nil {
 		return Reservation{}, err
 	}
 	if verdict, ok := s.soldOut.verdict(v.Code, r); ok {
+		*path = PathGateMemory
 		return s.afterGate(ctx, v, r, verdict)
 	}
+	*path = PathGateSync
 	verdict, err := s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
 	if err == nil && verdict == GateNotLoaded {
 		if err = s.WarmGate(ctx, v.Code); err == nil {
@@ -144,6 +146,7 @@ func (s *Service) reserveFlash(ctx context.Context, v Voucher, r ReserveRequest)
 func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
 	switch verdict {
 	case GateAdmitted:
+		s.obs.DatabaseWrite("reserve")
 		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
 		if err != nil {
 			// The database refused or failed: the use this request took in
@@ -164,6 +167,7 @@ func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, ve
 		// takes no second use for an identical retry. A duplicate whose
 		// first request died before its write writes it now, backed by the
 		// use the gate took then.
+		s.obs.DatabaseWrite("reserve")
 		res, created, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
 		if err != nil && !IsRefusal(err) {
 			return Reservation{}, unavailable(err)

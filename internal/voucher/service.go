@@ -54,6 +54,8 @@ type Deps struct {
 	Gate Gate
 	// Pending is the Kafka write path; nil in sync mode.
 	Pending PendingWrites
+	// Observer receives metrics; nil: none.
+	Observer Observer
 }
 
 // Config tunes the service.
@@ -80,6 +82,7 @@ type Service struct {
 	ttl          time.Duration
 	rebuildGrace time.Duration
 	logger       *slog.Logger
+	obs          Observer
 
 	meta    *metadataCache
 	soldOut *soldOutCache
@@ -103,7 +106,14 @@ func NewService(deps Deps, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if deps.Observer == nil {
+		deps.Observer = nopObserver{}
+	}
+	if deps.Gate != nil {
+		deps.Gate = observedGate{Gate: deps.Gate, obs: deps.Observer}
+	}
 	return &Service{
+		obs:          deps.Observer,
 		store:        deps.Store,
 		drift:        deps.Store,
 		gate:         deps.Gate,
@@ -184,16 +194,23 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 	if err := r.Validate(); err != nil {
 		return Reservation{}, err
 	}
-	if s.gate != nil {
-		v, err := s.meta.get(ctx, r.Code, s.store.Voucher)
-		if err != nil {
-			return Reservation{}, err
+	start := time.Now()
+	path := PathDatabase
+	res, err := func() (Reservation, error) {
+		if s.gate != nil {
+			v, err := s.meta.get(ctx, r.Code, s.store.Voucher)
+			if err != nil {
+				return Reservation{}, err
+			}
+			if v.Flash {
+				return s.reserveFlash(ctx, v, r, &path)
+			}
 		}
-		if v.Flash {
-			return s.reserveFlash(ctx, v, r)
-		}
-	}
-	res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
+		s.obs.DatabaseWrite("reserve")
+		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
+		return res, err
+	}()
+	s.obs.ReserveDone(path, ErrorCodeOf(err), time.Since(start))
 	return res, err
 }
 
@@ -209,6 +226,7 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
+	s.obs.DatabaseWrite("confirm")
 	return s.store.Confirm(ctx, code, orderID, PathDatabase)
 }
 
@@ -224,6 +242,7 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
+	s.obs.DatabaseWrite("release")
 	res, released, err := s.store.Release(ctx, code, orderID, PathDatabase)
 	if err != nil {
 		return Reservation{}, err
@@ -241,6 +260,7 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 	for _, res := range expired {
 		s.releaseGate(ctx, res)
 	}
+	s.obs.ReservationsExpired(len(expired))
 	return len(expired), err
 }
 

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfig_ProductionRefusesToStartWithoutRealTokens(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc string
+		env  map[string]string
+		want string
+	}{
+		{"no tokens", map[string]string{"APP_ENV": "production"}, "needs STOREFRONT_TOKENS and ADMIN_TOKENS"},
+		{"only storefront tokens", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token"}, "needs STOREFRONT_TOKENS and ADMIN_TOKENS"},
+		{"development tokens", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": devStorefrontToken, "ADMIN_TOKENS": devAdminToken}, "refuses the development tokens"},
+		{"short tokens", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "short", "ADMIN_TOKENS": "tiny"}, "at least 16 characters"},
+	} {
+		// Run refuses before it touches any dependency.
+		err := Run(context.Background(), []string{"serve"}, env(tc.env), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Run = %v, want an error saying %q", tc.desc, err, tc.want)
+		}
+	}
+}
+
+func TestConfig_DevelopmentDefaultsAndValidation(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DevTokens || c.StorefrontTokens[0] != devStorefrontToken || c.AdminTokens[0] != devAdminToken {
+		t.Errorf("development tokens = %v %v", c.StorefrontTokens, c.AdminTokens)
+	}
+	if c.HTTPAddr != ":8080" || c.FlashWritePath != "sync" || c.ReservationTTL.String() != "15m0s" || c.LogFormat != "text" {
+		t.Errorf("defaults = %+v", c)
+	}
+	for _, tc := range []struct{ name, value, want string }{
+		{"RESERVATION_TTL", "soon", "RESERVATION_TTL"},
+		{"EXPIRY_INTERVAL", "-1s", "EXPIRY_INTERVAL"},
+		{"FLASH_WRITE_PATH", "carrier-pigeon", "FLASH_WRITE_PATH"},
+		{"LOG_FORMAT", "xml", "LOG_FORMAT"},
+	} {
+		if _, err := loadConfig(env(map[string]string{tc.name: tc.value})); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v", tc.name, tc.value, err)
+		}
+	}
+	if _, err := loadConfig(env(map[string]string{"STOREFRONT_TOKENS": "same-token", "ADMIN_TOKENS": "same-token"})); err == nil {
+		t.Error("a token both storefront and admin was accepted")
+	}
+	c, _ = loadConfig(env(map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "storefront-token-0001", "ADMIN_TOKENS": "admin-token-00000001"}))
+	if c.LogFormat != "json" {
+		t.Errorf("production log format = %s, want json", c.LogFormat)
+	}
+}

@@ -1,0 +1,152 @@
+// Package metrics exposes what operators watch on /metrics (Prometheus):
+// reserve outcomes and latency per path, gate calls, database writes,
+// expiry, drift, and HTTP traffic. It implements voucher.Observer.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"voucherd/internal/voucher"
+)
+
+// Metrics is the service's Prometheus registry and its instruments.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	reserves       *prometheus.CounterVec
+	reserveLatency *prometheus.HistogramVec
+	gateCalls      *prometheus.CounterVec
+	gateLatency    *prometheus.HistogramVec
+	databaseWrites *prometheus.CounterVec
+	expired        prometheus.Counter
+	gateDrift      *prometheus.GaugeVec
+	driftAlert     *prometheus.GaugeVec
+	ordersOnlyGate *prometheus.GaugeVec
+	httpRequests   *prometheus.CounterVec
+	httpLatency    *prometheus.HistogramVec
+}
+
+var _ voucher.Observer = (*Metrics)(nil)
+
+// latencyBuckets resolve the sub-millisecond answers of the gate and the
+// 100 ms p99 target alike.
+var latencyBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+
+// New registers every instrument on a fresh registry, with Go and process
+// collectors.
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{Registry: reg}
+	m.reserves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voucher_reserve_total", Help: "Reserve calls by outcome (ok or the error code) and path.",
+	}, []string{"outcome", "path"})
+	m.reserveLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "voucher_reserve_duration_seconds", Help: "Reserve latency in the service, by path.", Buckets: latencyBuckets,
+	}, []string{"path"})
+	m.gateCalls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voucher_gate_calls_total", Help: "Redis gate calls by operation and result (ok or error).",
+	}, []string{"op", "result"})
+	m.gateLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "voucher_gate_call_duration_seconds", Help: "Redis gate call latency by operation.", Buckets: latencyBuckets,
+	}, []string{"op"})
+	m.databaseWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voucher_database_writes_total", Help: "Write transactions sent to PostgreSQL by operation.",
+	}, []string{"op"})
+	m.expired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "voucher_reservations_expired_total", Help: "Reservations released by expiry.",
+	})
+	m.gateDrift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "voucher_gate_drift", Help: "Latest gate drift per flash voucher: gate remaining minus what the database allows.",
+	}, []string{"voucher"})
+	m.driftAlert = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "voucher_gate_drift_alert", Help: "1 while a voucher's drift has persisted past one reconciliation interval.",
+	}, []string{"voucher"})
+	m.ordersOnlyGate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "voucher_gate_orders_in_flight", Help: "Orders the gate admitted that the database does not hold yet, at the latest reconciliation.",
+	}, []string{"voucher"})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voucher_http_requests_total", Help: "HTTP requests by route and status.",
+	}, []string{"route", "status"})
+	m.httpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "voucher_http_request_duration_seconds", Help: "HTTP latency by route.", Buckets: latencyBuckets,
+	}, []string{"route"})
+	for _, c := range []prometheus.Collector{m.reserves, m.reserveLatency, m.gateCalls, m.gateLatency, m.databaseWrites,
+		m.expired, m.gateDrift, m.driftAlert, m.ordersOnlyGate, m.httpRequests, m.httpLatency} {
+		f(c)
+	}
+	return m
+}
+
+// Handler serves the registry for GET /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// ReserveDone implements voucher.Observer.
+func (m *Metrics) ReserveDone(path voucher.Path, outcome voucher.ErrorCode, d time.Duration) {
+	o := "ok"
+	if outcome != "" {
+		o = string(outcome)
+	}
+	m.reserves.WithLabelValues(o, string(path)).Inc()
+	m.reserveLatency.WithLabelValues(string(path)).Observe(d.Seconds())
+}
+
+// GateCall implements voucher.Observer.
+func (m *Metrics) GateCall(op string, err error, d time.Duration) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.gateCalls.WithLabelValues(op, result).Inc()
+	m.gateLatency.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// DatabaseWrite implements voucher.Observer.
+func (m *Metrics) DatabaseWrite(op string) { m.databaseWrites.WithLabelValues(op).Inc() }
+
+// ReservationsExpired implements voucher.Observer.
+func (m *Metrics) ReservationsExpired(n int) { m.expired.Add(float64(n)) }
+
+// DriftChecked implements voucher.Observer.
+func (m *Metrics) DriftChecked(d voucher.DriftReport) {
+	m.gateDrift.WithLabelValues(d.VoucherCode).Set(float64(d.Drift))
+	alert := 0.0
+	if d.Alert {
+		alert = 1
+	}
+	m.driftAlert.WithLabelValues(d.VoucherCode).Set(alert)
+	m.ordersOnlyGate.WithLabelValues(d.VoucherCode).Set(float64(d.InFlight))
+}
+
+// ObserveHTTP counts and times the requests of one route.
+func (m *Metrics) ObserveHTTP(route string, next http.Handler) http.Handler {
+	latency := m.httpLatency.WithLabelValues(route)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		latency.Observe(time.Since(start).Seconds())
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
