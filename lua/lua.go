@@ -11,7 +11,8 @@ import _ "embed"
 //go:embed reserve.lua
 var Reserve string
 
-// Release gives an order's use back once, only if the gate holds it live.
+// Release gives an order's use back once, only if the gate holds it live,
+// marking it released or (mode forget) deleting it.
 //
 //go:embed release.lua
 var Release string

@@ -1,13 +1,17 @@
--- release.lua: give a released order's use back to a flash voucher's gate.
+-- release.lua: give an order's use back to a flash voucher's gate.
 --
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
 -- KEYS[3] voucher:{CODE}:orders (layout in reserve.lua)
 -- ARGV[1] orderId
+-- ARGV[2] 'release' (default): mark the order released, so a retry of it is
+--         answered RELEASED; 'forget': delete the order, so a retry is
+--         decided from scratch (the database refused it, or it never reached
+--         the database: it holds no reservation to answer a retry with).
 --
--- Returns 1 when this call flipped the order from live to released and gave
--- its use back, 0 otherwise: the voucher is not loaded (a later load rebuilds
--- it from the database), the order is unknown (it took no use here), or it
--- was released before (nothing is given back twice).
+-- Returns 1 when this call took the order out of the live set and gave its
+-- use back, 0 otherwise: the voucher is not loaded (a later load rebuilds it
+-- from the database), the order is unknown (it took no use here), or it was
+-- released before (nothing is given back twice).
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
@@ -18,7 +22,11 @@ if not known or string.sub(known, -9) == ':released' then
 end
 
 local customer = string.match(known, '^([^:]+):')
-redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
+if ARGV[2] == 'forget' then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+else
+  redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
+end
 redis.call('INCR', KEYS[1])
 if redis.call('HINCRBY', KEYS[2], customer, -1) <= 0 then
   redis.call('HDEL', KEYS[2], customer)

@@ -232,3 +232,11 @@ func each(t *testing.T, s *server, fn func(t *testing.T, api checkoutAPI, flash 
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// deref shows an optional figure in failure messages.
+func deref(p *int) string {
+	if p == nil {
+		return "null"
+	}
+	return itoa(int64(*p))
+}

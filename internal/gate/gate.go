@@ -102,10 +102,21 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int, r vou
 // gate holds the order live; false for an unknown or released order, or a
 // voucher the gate does not hold.
 func (g *Gate) Release(ctx context.Context, code, orderID string) (bool, error) {
+	return g.giveBack(ctx, code, orderID, "release")
+}
+
+// Forget gives a live order's use back and deletes the order, so a retry of
+// it is decided from scratch: for an order the database refused, or one that
+// never reached the database.
+func (g *Gate) Forget(ctx context.Context, code, orderID string) (bool, error) {
+	return g.giveBack(ctx, code, orderID, "forget")
+}
+
+func (g *Gate) giveBack(ctx context.Context, code, orderID, mode string) (bool, error) {
 	k := keysOf(code)
-	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders}, orderID).Int()
+	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders}, orderID, mode).Int()
 	if err != nil {
-		return false, fmt.Errorf("gate: release %s on %s: %w", orderID, code, err)
+		return false, fmt.Errorf("gate: %s %s on %s: %w", mode, orderID, code, err)
 	}
 	return n == 1, nil
 }

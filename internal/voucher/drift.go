@@ -151,7 +151,9 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 		if !slices.Contains(previous.OrdersOnlyInGate, id) {
 			continue
 		}
-		if _, err := s.gate.Release(ctx, code, id); err != nil {
+		// Forgotten, not released: the order holds no reservation, so a
+		// retry of it must be decided afresh.
+		if _, err := s.gate.Forget(ctx, code, id); err != nil {
 			s.logger.ErrorContext(ctx, "could not return a leaked use", "code", code, "order", id, "err", err)
 			continue
 		}

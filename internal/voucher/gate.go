@@ -48,6 +48,9 @@ type Gate interface {
 	// Release gives the order's use back if the gate holds it live; false when
 	// it did not (unknown or already released), so nothing is given back twice.
 	Release(ctx context.Context, code, orderID string) (bool, error)
+	// Forget gives a live order's use back like Release but deletes the
+	// order, so a retry of it is decided from scratch.
+	Forget(ctx context.Context, code, orderID string) (bool, error)
 	// Load installs a snapshot atomically unless the gate already holds the
 	// voucher; false when it did, so two instances warming at once load once.
 	Load(ctx context.Context, snap GateSnapshot) (bool, error)
@@ -148,37 +151,35 @@ func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, ve
 	case GateAdmitted:
 		s.obs.DatabaseWrite("reserve")
 		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
-		if err != nil {
-			// The database refused or failed: the use this request took in
-			// the gate goes back. (A success for an order the database
-			// already held keeps it: a concurrent duplicate of this order
-			// wrote the row, or the gate was loaded from a snapshot taken
-			// before the row was written; either way this gate use backs it.)
-			if _, gerr := s.gate.Release(ctx, v.Code, r.OrderID); gerr != nil {
+		switch {
+		case err == nil:
+			// A success for an order the database already held keeps the
+			// use too: a concurrent duplicate of this order wrote the row,
+			// or the gate was loaded from a snapshot taken before the row
+			// was written; either way this gate use backs it.
+			return res, nil
+		case IsRefusal(err):
+			// The database said no: the use goes back and the order is
+			// forgotten, so a retry is decided afresh.
+			if _, gerr := s.gate.Forget(ctx, v.Code, r.OrderID); gerr != nil {
 				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
-			if !IsRefusal(err) {
-				return Reservation{}, unavailable(err)
-			}
+			return Reservation{}, err
 		}
-		return res, err
+		// The outcome is unknown (the write may have committed): the use
+		// stays held. A retry finds the order (DUPLICATE) and the database
+		// answers it; if the write never happened, reconciliation returns
+		// the use an interval later.
+		return Reservation{}, unavailable(err)
 	case GateDuplicate, GateReleased, GateOrderConflict:
 		// The order passed the gate before: the database has the answer and
 		// takes no second use for an identical retry. A duplicate whose
 		// first request died before its write writes it now, backed by the
 		// use the gate took then.
 		s.obs.DatabaseWrite("reserve")
-		res, created, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
 		if err != nil && !IsRefusal(err) {
 			return Reservation{}, unavailable(err)
-		}
-		if created && verdict == GateReleased {
-			// The gate gave this order's use back (a leak returned by
-			// reconciliation) but the database has now taken one: the gate
-			// must count it too.
-			if _, gerr := s.gate.Lower(ctx, v.Code, 1); gerr != nil {
-				s.logger.ErrorContext(ctx, "gate not lowered; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
-			}
 		}
 		return res, err
 	case GateAlreadyUsed:

@@ -53,6 +53,13 @@ func (g observedGate) Release(ctx context.Context, code, orderID string) (bool, 
 	return ok, err
 }
 
+func (g observedGate) Forget(ctx context.Context, code, orderID string) (bool, error) {
+	start := time.Now()
+	ok, err := g.Gate.Forget(ctx, code, orderID)
+	g.obs.GateCall("forget", err, time.Since(start))
+	return ok, err
+}
+
 func (g observedGate) Load(ctx context.Context, snap GateSnapshot) (bool, error) {
 	start := time.Now()
 	ok, err := g.Gate.Load(ctx, snap)
