@@ -8,6 +8,29 @@ import (
 	"time"
 )
 
+type DashboardSession struct {
+	TokenHash []byte
+	UserID    int64
+	CsrfToken string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+type DashboardSignInFailure struct {
+	ID       int64
+	Address  string
+	FailedAt time.Time
+}
+
+type DashboardUser struct {
+	ID           int64
+	Email        string
+	Name         string
+	Role         string
+	PasswordHash string
+	CreatedAt    time.Time
+}
+
 type DriftReport struct {
 	ID                int64
 	VoucherCode       string
@@ -53,6 +76,16 @@ type Voucher struct {
 	CreatedAt      time.Time
 }
 
+type VoucherAudit struct {
+	ID          int64
+	VoucherCode string
+	Actor       string
+	ActorRole   string
+	Action      string
+	Detail      string
+	OccurredAt  time.Time
+}
+
 type VoucherCustomer struct {
 	VoucherCode string
 	CustomerID  int64
@@ -71,4 +104,12 @@ type VoucherRedemption struct {
 	ExpiresAt      time.Time
 	ConfirmedAt    *time.Time
 	ReleasedAt     *time.Time
+}
+
+type VoucherSample struct {
+	VoucherCode string
+	SampledAt   time.Time
+	Remaining   int32
+	Reserved    int32
+	Confirmed   int32
 }

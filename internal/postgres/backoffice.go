@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"voucherd/internal/voucher"
+	"voucherd/sql/db"
+)
+
+var _ voucher.BackofficeStore = (*Store)(nil)
+
+// SearchVouchers lists vouchers newest first by a filter.
+func (s *Store) SearchVouchers(ctx context.Context, f voucher.VoucherFilter) ([]voucher.Voucher, error) {
+	rows, err := s.q.VoucherSearch(ctx, db.VoucherSearchParams{
+		Search:    likeEscape(strings.ToLower(f.Search)),
+		State:     string(f.State),
+		FlashOnly: f.FlashOnly,
+		MaxRows:   int32(f.Limit),
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.Voucher, len(rows))
+	for i, r := range rows {
+		out[i] = toVoucher(r)
+	}
+	return out, nil
+}
+
+// likeEscape makes s match itself in a LIKE pattern (backslash is the
+// default escape character).
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// UpdateVoucher replaces the terms of a voucher that has not started, with
+// its audit row, in one transaction. Errors: NOT_FOUND, VOUCHER_STARTED,
+// VOUCHER_EXISTS.
+func (s *Store) UpdateVoucher(ctx context.Context, code string, n voucher.NewVoucher, audit voucher.AuditEvent) (voucher.Voucher, error) {
+	var out voucher.Voucher
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		row, err := q.VoucherUpdateBeforeStart(ctx, db.VoucherUpdateBeforeStartParams{
+			Code:           code,
+			NewCode:        n.Code,
+			DiscountAmount: n.DiscountAmount,
+			MinOrderAmount: n.MinOrderAmount,
+			TotalLimit:     int32(n.TotalLimit),
+			PerUserLimit:   int32(n.PerUserLimit),
+			StartsAt:       n.StartsAt,
+			EndsAt:         n.EndsAt,
+			Flash:          n.Flash,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, gerr := q.VoucherGetByCode(ctx, code); errors.Is(gerr, pgx.ErrNoRows) {
+				return voucherNotFound(code)
+			}
+			return voucher.Errorf(voucher.VoucherStarted, "voucher %s has started; it can only be ended now", code)
+		}
+		if isUniqueViolation(err, "voucher_pkey") {
+			return voucher.Errorf(voucher.VoucherExists, "voucher %s already exists", n.Code)
+		}
+		if err != nil {
+			return err
+		}
+		out = toVoucher(row)
+		return q.VoucherAuditInsert(ctx, auditParams(audit))
+	})
+	if err != nil {
+		return voucher.Voucher{}, mapError(err)
+	}
+	return out, nil
+}
+
+// EndVoucher closes a live voucher's window now, with its audit row, in one
+// transaction. Errors: NOT_FOUND, VOUCHER_NOT_LIVE.
+func (s *Store) EndVoucher(ctx context.Context, code string, audit voucher.AuditEvent) (voucher.Voucher, error) {
+	var out voucher.Voucher
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		row, err := q.VoucherEndNow(ctx, code)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, gerr := q.VoucherGetByCode(ctx, code); errors.Is(gerr, pgx.ErrNoRows) {
+				return voucherNotFound(code)
+			}
+			return voucher.Errorf(voucher.VoucherNotLive, "voucher %s is not live: it has not started or has ended", code)
+		}
+		if err != nil {
+			return err
+		}
+		out = toVoucher(row)
+		return q.VoucherAuditInsert(ctx, auditParams(audit))
+	})
+	if err != nil {
+		return voucher.Voucher{}, mapError(err)
+	}
+	return out, nil
+}
+
+// AddAuditEvent records one change of a voucher.
+func (s *Store) AddAuditEvent(ctx context.Context, e voucher.AuditEvent) error {
+	return mapError(s.q.VoucherAuditInsert(ctx, auditParams(e)))
+}
+
+// AuditEvents returns a voucher's latest audit events, newest first.
+func (s *Store) AuditEvents(ctx context.Context, code string, limit int) ([]voucher.AuditEvent, error) {
+	rows, err := s.q.VoucherAuditListByVoucher(ctx, db.VoucherAuditListByVoucherParams{VoucherCode: code, Limit: int32(limit)})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.AuditEvent, len(rows))
+	for i, r := range rows {
+		out[i] = voucher.AuditEvent{
+			VoucherCode: r.VoucherCode, Actor: r.Actor, ActorRole: voucher.Role(r.ActorRole),
+			Action: r.Action, Detail: r.Detail, At: r.OccurredAt,
+		}
+	}
+	return out, nil
+}
+
+// ReservationEvents returns a voucher's latest reservation events, newest first.
+func (s *Store) ReservationEvents(ctx context.Context, code string, limit int) ([]voucher.ReservationEvent, error) {
+	rows, err := s.q.ReservationEventListByVoucher(ctx, db.ReservationEventListByVoucherParams{VoucherCode: code, Limit: int32(limit)})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.ReservationEvent, len(rows))
+	for i, r := range rows {
+		out[i] = voucher.ReservationEvent{
+			OrderID: r.OrderID, VoucherCode: r.VoucherCode, CustomerID: r.CustomerID,
+			Kind: r.Kind, Path: voucher.Path(r.Path), At: r.OccurredAt,
+		}
+	}
+	return out, nil
+}
+
+// RecentReservations returns a voucher's latest reservations, newest first.
+func (s *Store) RecentReservations(ctx context.Context, code string, limit int) ([]voucher.Reservation, error) {
+	rows, err := s.q.VoucherRedemptionListRecent(ctx, db.VoucherRedemptionListRecentParams{VoucherCode: code, Limit: int32(limit)})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.Reservation, len(rows))
+	for i, r := range rows {
+		out[i] = toReservation(r)
+	}
+	return out, nil
+}
+
+// RemainingSamples returns a voucher's latest samples, newest first.
+func (s *Store) RemainingSamples(ctx context.Context, code string, limit int) ([]voucher.RemainingSample, error) {
+	rows, err := s.q.VoucherSampleListRecent(ctx, db.VoucherSampleListRecentParams{VoucherCode: code, Limit: int32(limit)})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.RemainingSample, len(rows))
+	for i, r := range rows {
+		out[i] = voucher.RemainingSample{At: r.SampledAt, Remaining: int(r.Remaining), Reserved: int(r.Reserved), Confirmed: int(r.Confirmed)}
+	}
+	return out, nil
+}
+
+// SampleOpenVouchers samples the counters of vouchers in (or just past)
+// their window whose counters changed; it returns how many it sampled.
+func (s *Store) SampleOpenVouchers(ctx context.Context, grace time.Duration) (int, error) {
+	n, err := s.q.VoucherSampleTakeOpen(ctx, grace.Seconds())
+	if err != nil {
+		return 0, mapError(err)
+	}
+	return int(n), nil
+}
+
+func auditParams(e voucher.AuditEvent) db.VoucherAuditInsertParams {
+	return db.VoucherAuditInsertParams{
+		VoucherCode: e.VoucherCode, Actor: e.Actor, ActorRole: string(e.ActorRole), Action: e.Action, Detail: e.Detail,
+	}
+}
+
+func isUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}

@@ -1,0 +1,430 @@
+package voucher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Error codes of changing a voucher (the admin mutations and the dashboard).
+const (
+	// VoucherStarted: the voucher's window has opened (or it holds uses), so
+	// its terms can no longer change; it can only be ended.
+	VoucherStarted ErrorCode = "VOUCHER_STARTED"
+	// VoucherNotLive: only a voucher whose window is open can be ended now.
+	VoucherNotLive ErrorCode = "VOUCHER_NOT_LIVE"
+)
+
+// VoucherState is where a voucher is in its life, for people.
+type VoucherState string
+
+// The states. The SQL of the dashboard's search (VoucherSearch) computes the
+// same, in the same order.
+const (
+	StateScheduled VoucherState = "scheduled" // its window has not opened
+	StateLive      VoucherState = "live"      // open, with uses left
+	StateSoldOut   VoucherState = "sold-out"  // open, every use held or sold
+	StateEnded     VoucherState = "ended"     // its window has closed
+)
+
+// VoucherStates lists the states in the order a sale goes through them.
+var VoucherStates = []VoucherState{StateScheduled, StateLive, StateSoldOut, StateEnded}
+
+// State is the voucher's state at now.
+func (v Voucher) State(now time.Time) VoucherState {
+	switch {
+	case now.After(v.EndsAt):
+		return StateEnded
+	case v.UsedCount >= v.TotalLimit:
+		return StateSoldOut
+	case now.Before(v.StartsAt):
+		return StateScheduled
+	}
+	return StateLive
+}
+
+// FieldErrors checks every field of a new voucher and returns a message per
+// field at fault (keyed as the schema spells it), so a form can show each
+// next to its input. It applies Validate's rules; Validate stops at the first.
+func (n NewVoucher) FieldErrors() map[string]string {
+	out := map[string]string{}
+	if err := ValidateCode(n.Code); err != nil {
+		out["code"] = AsError(err).Message
+	}
+	if n.DiscountAmount <= 0 {
+		out["discountAmount"] = "discountAmount must be greater than 0"
+	}
+	if n.MinOrderAmount < 0 {
+		out["minOrderAmount"] = "minOrderAmount must be 0 or more"
+	}
+	if n.TotalLimit < 1 {
+		out["totalLimit"] = "totalLimit must be at least 1"
+	}
+	if n.PerUserLimit < 1 {
+		out["perUserLimit"] = "perUserLimit must be at least 1"
+	}
+	if n.StartsAt.IsZero() {
+		out["startsAt"] = "startsAt is required"
+	}
+	if n.EndsAt.IsZero() {
+		out["endsAt"] = "endsAt is required"
+	} else if !n.StartsAt.IsZero() && !n.StartsAt.Before(n.EndsAt) {
+		out["endsAt"] = "endsAt must be after startsAt"
+	}
+	return out
+}
+
+// VoucherFilter narrows the dashboard's list.
+type VoucherFilter struct {
+	// Search is a piece of the code, any case.
+	Search string
+	// State keeps one state; empty keeps all.
+	State     VoucherState
+	FlashOnly bool
+	// Limit bounds the list; default 100, at most 500.
+	Limit int
+}
+
+// VoucherOverview is a voucher as the dashboard lists it.
+type VoucherOverview struct {
+	Voucher
+	State VoucherState
+	// Gate is the gate's counter of a flash voucher; nil when it holds
+	// nothing, the voucher is not flash or the gate did not answer.
+	Gate            *int
+	GateUnavailable bool
+}
+
+// AuditEvent is one change of a voucher by a person or a token.
+type AuditEvent struct {
+	VoucherCode string
+	Actor       string // the user's email, or "token"
+	ActorRole   Role
+	Action      string // created, updated, ended
+	Detail      string
+	At          time.Time
+}
+
+// The audit actions.
+const (
+	AuditCreated = "created"
+	AuditUpdated = "updated"
+	AuditEnded   = "ended"
+)
+
+// ReservationEvent is one state change of a reservation from the audit trail
+// (reservation_event).
+type ReservationEvent struct {
+	OrderID     string
+	VoucherCode string
+	CustomerID  int64
+	Kind        string // reserved, confirmed, released, expired
+	Path        Path
+	At          time.Time
+}
+
+// RemainingSample is a voucher's counters at one moment.
+type RemainingSample struct {
+	At        time.Time
+	Remaining int
+	Reserved  int
+	Confirmed int
+}
+
+// VoucherActivity is everything the dashboard's voucher page shows; each
+// list is bounded, so reading it costs the same during a sale as before.
+type VoucherActivity struct {
+	VoucherOverview
+	Samples      []RemainingSample  // oldest first
+	Reservations []Reservation      // newest first
+	Events       []ReservationEvent // newest first
+	Audit        []AuditEvent       // newest first
+}
+
+// How much of a voucher's history its page reads.
+const (
+	ActivitySamples      = 720
+	ActivityReservations = 20
+	ActivityEvents       = 30
+	ActivityAudit        = 30
+)
+
+// BackofficeStore is what the dashboard and the admin mutations read and
+// change beyond Store. Each method is one transaction with bounded reads.
+type BackofficeStore interface {
+	// SearchVouchers lists vouchers newest first by a filter.
+	SearchVouchers(ctx context.Context, f VoucherFilter) ([]Voucher, error)
+	// UpdateVoucher replaces every term of a voucher that has not started
+	// and records the audit event with it: NOT_FOUND, VOUCHER_STARTED,
+	// VOUCHER_EXISTS (the new code is taken).
+	UpdateVoucher(ctx context.Context, code string, n NewVoucher, audit AuditEvent) (Voucher, error)
+	// EndVoucher closes a live voucher's window now and records the audit
+	// event with it: NOT_FOUND, VOUCHER_NOT_LIVE.
+	EndVoucher(ctx context.Context, code string, audit AuditEvent) (Voucher, error)
+	AddAuditEvent(ctx context.Context, e AuditEvent) error
+	AuditEvents(ctx context.Context, code string, limit int) ([]AuditEvent, error)
+	ReservationEvents(ctx context.Context, code string, limit int) ([]ReservationEvent, error)
+	RecentReservations(ctx context.Context, code string, limit int) ([]Reservation, error)
+	// RemainingSamples returns a voucher's latest samples, newest first.
+	RemainingSamples(ctx context.Context, code string, limit int) ([]RemainingSample, error)
+	// SampleOpenVouchers samples the counters of every voucher whose window
+	// is open or closed less than grace ago, where they changed.
+	SampleOpenVouchers(ctx context.Context, grace time.Duration) (int, error)
+}
+
+// Backoffice is what marketers and operators do beyond the contract's
+// operations: list and search, change and end vouchers, read a voucher's
+// activity. It runs on the service and a BackofficeStore.
+type Backoffice struct {
+	svc   *Service
+	store BackofficeStore
+	now   func() time.Time
+}
+
+// NewBackoffice returns the back office over the service and a store.
+func NewBackoffice(svc *Service, store BackofficeStore) *Backoffice {
+	return &Backoffice{svc: svc, store: store, now: time.Now}
+}
+
+// Service is the voucher service the back office runs on.
+func (b *Backoffice) Service() *Service { return b.svc }
+
+// ListVouchers lists vouchers with their state and, for flash vouchers, the
+// gate's counter. A gate that does not answer is shown as such, not as an
+// error. Errors: FORBIDDEN.
+func (b *Backoffice) ListVouchers(ctx context.Context, f VoucherFilter) ([]VoucherOverview, error) {
+	if err := authorize(ctx, OpRead); err != nil {
+		return nil, err
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	f.Limit = min(f.Limit, 500)
+	f.Search = strings.TrimSpace(f.Search)
+	if f.State != "" && !slices.Contains(VoucherStates, f.State) {
+		return nil, Invalid("state", "state must be scheduled, live, sold-out or ended")
+	}
+	vs, err := b.store.SearchVouchers(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VoucherOverview, len(vs))
+	for i, v := range vs {
+		out[i] = b.overview(ctx, v)
+	}
+	return out, nil
+}
+
+func (b *Backoffice) overview(ctx context.Context, v Voucher) VoucherOverview {
+	o := VoucherOverview{Voucher: v, State: v.State(b.now())}
+	n, ok, err := b.svc.GateRemaining(ctx, v)
+	switch {
+	case err != nil:
+		o.GateUnavailable = true
+	case ok:
+		o.Gate = &n
+	}
+	return o
+}
+
+// Voucher returns one voucher's overview. Errors: FORBIDDEN, INVALID_INPUT,
+// NOT_FOUND.
+func (b *Backoffice) Voucher(ctx context.Context, code string) (VoucherOverview, error) {
+	v, err := b.svc.Voucher(ctx, code)
+	if err != nil {
+		return VoucherOverview{}, err
+	}
+	return b.overview(ctx, v), nil
+}
+
+// Activity returns a voucher's page: its figures, samples of its remaining
+// uses, recent reservations, their events and the voucher's audit log.
+// Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND.
+func (b *Backoffice) Activity(ctx context.Context, code string) (VoucherActivity, error) {
+	o, err := b.Voucher(ctx, code)
+	if err != nil {
+		return VoucherActivity{}, err
+	}
+	a := VoucherActivity{VoucherOverview: o}
+	if a.Samples, err = b.store.RemainingSamples(ctx, code, ActivitySamples); err != nil {
+		return VoucherActivity{}, err
+	}
+	slices.Reverse(a.Samples)
+	if a.Reservations, err = b.store.RecentReservations(ctx, code, ActivityReservations); err != nil {
+		return VoucherActivity{}, err
+	}
+	if a.Events, err = b.store.ReservationEvents(ctx, code, ActivityEvents); err != nil {
+		return VoucherActivity{}, err
+	}
+	if a.Audit, err = b.store.AuditEvents(ctx, code, ActivityAudit); err != nil {
+		return VoucherActivity{}, err
+	}
+	return a, nil
+}
+
+// CreateVoucher creates a voucher as the service does and records who did.
+// Errors: FORBIDDEN, INVALID_INPUT, VOUCHER_EXISTS.
+func (b *Backoffice) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, error) {
+	v, err := b.svc.CreateVoucher(ctx, n)
+	if err != nil {
+		return Voucher{}, err
+	}
+	// The audit row follows the voucher in its own transaction: the
+	// contract's createVoucher path (service and store) is not the back
+	// office's to change. A failure here is logged, the voucher stands.
+	if err := b.store.AddAuditEvent(ctx, auditOf(ctx, v.Code, AuditCreated, describeTerms(v))); err != nil {
+		b.svc.logger.ErrorContext(ctx, "could not record a voucher's creation", "code", v.Code, "err", err)
+	}
+	return v, nil
+}
+
+// VoucherChange is a change of a voucher that has not started: nil fields
+// keep their value.
+type VoucherChange struct {
+	Code           *string // a new code
+	DiscountAmount *int64
+	MinOrderAmount *int64
+	TotalLimit     *int
+	PerUserLimit   *int
+	StartsAt       *time.Time
+	EndsAt         *time.Time
+	Flash          *bool
+}
+
+// Apply returns the voucher's terms with the change made.
+func (c VoucherChange) Apply(v Voucher) NewVoucher {
+	n := NewVoucher{
+		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
+		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
+		StartsAt: v.StartsAt, EndsAt: v.EndsAt, Flash: v.Flash,
+	}
+	set(&n.Code, c.Code)
+	set(&n.DiscountAmount, c.DiscountAmount)
+	set(&n.MinOrderAmount, c.MinOrderAmount)
+	set(&n.TotalLimit, c.TotalLimit)
+	set(&n.PerUserLimit, c.PerUserLimit)
+	set(&n.StartsAt, c.StartsAt)
+	set(&n.EndsAt, c.EndsAt)
+	set(&n.Flash, c.Flash)
+	return n
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// UpdateVoucher changes any term of a voucher whose window has not opened,
+// records it in the audit log with who did it and, for a flash voucher,
+// reloads its gate with the new terms.
+// Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND, VOUCHER_STARTED, VOUCHER_EXISTS.
+func (b *Backoffice) UpdateVoucher(ctx context.Context, code string, c VoucherChange) (Voucher, error) {
+	if err := authorize(ctx, OpManageVoucher); err != nil {
+		return Voucher{}, err
+	}
+	before, err := b.svc.Voucher(ctx, code)
+	if err != nil {
+		return Voucher{}, err
+	}
+	if before.State(b.now()) != StateScheduled || before.UsedCount > 0 {
+		return Voucher{}, startedError(code)
+	}
+	n := c.Apply(before)
+	if err := n.Validate(); err != nil {
+		return Voucher{}, err
+	}
+	detail := describeChange(before, n)
+	if detail == "" {
+		return before, nil // nothing changed: nothing to record
+	}
+	after, err := b.store.UpdateVoucher(ctx, code, n, auditOf(ctx, n.Code, AuditUpdated, detail))
+	if err != nil {
+		return Voucher{}, err
+	}
+	b.reloadGate(ctx, before, after)
+	return after, nil
+}
+
+// reloadGate makes the gate follow a changed voucher that has not started
+// (so no reserve can be in flight): the old gate goes, a flash voucher's new
+// one is loaded from the database. A failure is logged: the first reserve
+// or the warm-up job loads the gate anyway.
+func (b *Backoffice) reloadGate(ctx context.Context, before, after Voucher) {
+	gate := b.svc.gate
+	if gate == nil {
+		return
+	}
+	if before.Flash {
+		if err := gate.Unload(ctx, before.Code); err != nil {
+			b.svc.logger.ErrorContext(ctx, "could not unload the gate of a changed voucher", "code", before.Code, "err", err)
+		}
+	}
+	if after.Flash {
+		if err := b.svc.WarmGate(ctx, after.Code); err != nil {
+			b.svc.logger.WarnContext(ctx, "could not load the gate of a changed voucher", "code", after.Code, "err", err)
+		}
+	}
+}
+
+// EndVoucher closes a live voucher's window now: no new reserve is taken,
+// while its reservations keep their rules (a held one may still be confirmed
+// or released until it expires). Recorded in the audit log with who did it.
+// Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND, VOUCHER_NOT_LIVE.
+func (b *Backoffice) EndVoucher(ctx context.Context, code string) (Voucher, error) {
+	if err := authorize(ctx, OpManageVoucher); err != nil {
+		return Voucher{}, err
+	}
+	if err := ValidateCode(code); err != nil {
+		return Voucher{}, err
+	}
+	return b.store.EndVoucher(ctx, code, auditOf(ctx, code, AuditEnded, "ended early, before its window closed"))
+}
+
+// SampleOpenVouchers samples the counters of vouchers in their window, for
+// the chart of remaining uses; the service's own job calls it.
+func (b *Backoffice) SampleOpenVouchers(ctx context.Context) (int, error) {
+	return b.store.SampleOpenVouchers(ctx, time.Minute)
+}
+
+func startedError(code string) error {
+	return Errorf(VoucherStarted, "voucher %s has started; it can only be ended now", code)
+}
+
+// auditOf names the context's caller as the actor; a context without one is
+// the service itself.
+func auditOf(ctx context.Context, code, action, detail string) AuditEvent {
+	e := AuditEvent{VoucherCode: code, Actor: "voucherd", ActorRole: "service", Action: action, Detail: detail}
+	if c, ok := CallerFrom(ctx); ok {
+		e.Actor, e.ActorRole = c.Name, c.Role
+	}
+	return e
+}
+
+func describeTerms(v Voucher) string {
+	return fmt.Sprintf("discountAmount %d, minOrderAmount %d, totalLimit %d, perUserLimit %d, startsAt %s, endsAt %s, flash %t",
+		v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit, stamp(v.StartsAt), stamp(v.EndsAt), v.Flash)
+}
+
+// describeChange says what differs, field by field; empty when nothing does.
+func describeChange(v Voucher, n NewVoucher) string {
+	var parts []string
+	diff := func(field string, a, b any) {
+		if a != b {
+			parts = append(parts, fmt.Sprintf("%s %v → %v", field, a, b))
+		}
+	}
+	diff("code", v.Code, n.Code)
+	diff("discountAmount", v.DiscountAmount, n.DiscountAmount)
+	diff("minOrderAmount", v.MinOrderAmount, n.MinOrderAmount)
+	diff("totalLimit", v.TotalLimit, n.TotalLimit)
+	diff("perUserLimit", v.PerUserLimit, n.PerUserLimit)
+	diff("startsAt", stamp(v.StartsAt), stamp(n.StartsAt))
+	diff("endsAt", stamp(v.EndsAt), stamp(n.EndsAt))
+	diff("flash", v.Flash, n.Flash)
+	return strings.Join(parts, "; ")
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -1,0 +1,256 @@
+package voucher
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Error codes of dashboard accounts. They never reach GraphQL or REST.
+const (
+	// UserExists: another user has the email.
+	UserExists ErrorCode = "USER_EXISTS"
+	// BadCredentials: unknown email or wrong password (the two look alike).
+	BadCredentials ErrorCode = "BAD_CREDENTIALS"
+	// TooManyAttempts: the address failed to sign in too often lately.
+	TooManyAttempts ErrorCode = "TOO_MANY_ATTEMPTS"
+	// SignedOut: no session, or an expired or unknown one.
+	SignedOut ErrorCode = "SIGNED_OUT"
+)
+
+// DashboardRoles are the roles a dashboard user may have.
+var DashboardRoles = []Role{RoleMarketer, RoleOperator, RoleAdmin}
+
+// User is a person who signs in to the dashboard.
+type User struct {
+	ID           int64
+	Email        string
+	Name         string
+	Role         Role
+	PasswordHash []byte
+	CreatedAt    time.Time
+}
+
+// Caller is the user as the service sees them in a request.
+func (u User) Caller() Caller { return Caller{Role: u.Role, Name: u.Email} }
+
+// NewUser is what `voucherd user add` gives.
+type NewUser struct {
+	Email    string
+	Name     string
+	Role     Role
+	Password string
+}
+
+// MinPasswordLength is the shortest password a user may be given.
+const MinPasswordLength = 10
+
+// normalize trims the email and name and lowers the email: one person, one
+// spelling.
+func (n NewUser) normalize() NewUser {
+	n.Email = strings.ToLower(strings.TrimSpace(n.Email))
+	n.Name = strings.TrimSpace(n.Name)
+	return n
+}
+
+// Validate returns INVALID_INPUT naming the first field at fault.
+func (n NewUser) Validate() error {
+	n = n.normalize()
+	if a, err := mail.ParseAddress(n.Email); err != nil || a.Address != n.Email || len(n.Email) > 254 {
+		return Invalid("email", "email must be an address such as name@example.com")
+	}
+	if utf8.RuneCountInString(n.Name) > 100 {
+		return Invalid("name", "name must be at most 100 characters")
+	}
+	switch n.Role {
+	case RoleMarketer, RoleOperator, RoleAdmin:
+	default:
+		return Invalid("role", "role must be marketer, operator or admin")
+	}
+	if utf8.RuneCountInString(n.Password) < MinPasswordLength {
+		return Invalid("password", "password must be at least 10 characters")
+	}
+	if len(n.Password) > 72 {
+		// bcrypt reads 72 bytes; a longer password would be cut silently.
+		return Invalid("password", "password must be at most 72 bytes")
+	}
+	return nil
+}
+
+// Session is a signed-in browser. Only the token's SHA-256 is stored; the
+// token itself lives in the cookie.
+type Session struct {
+	TokenHash []byte
+	UserID    int64
+	CSRFToken string
+	ExpiresAt time.Time
+}
+
+// UserStore keeps dashboard users, sessions and failed sign-ins.
+type UserStore interface {
+	// CreateUser: USER_EXISTS.
+	CreateUser(ctx context.Context, u User) (User, error)
+	// UserByEmail: NOT_FOUND.
+	UserByEmail(ctx context.Context, email string) (User, error)
+	// CreateSession stores a session and forgets expired ones.
+	CreateSession(ctx context.Context, s Session) error
+	// SessionByTokenHash returns a live session and its user: NOT_FOUND.
+	SessionByTokenHash(ctx context.Context, hash []byte) (Session, User, error)
+	DeleteSession(ctx context.Context, hash []byte) error
+	// RecordSignInFailure notes a failure of the address and forgets its
+	// failures older than window.
+	RecordSignInFailure(ctx context.Context, address string, window time.Duration) error
+	// SignInFailures counts the address's failures within window.
+	SignInFailures(ctx context.Context, address string, window time.Duration) (int, error)
+}
+
+// AccountsConfig tunes sign-in.
+type AccountsConfig struct {
+	// MaxFailures is how many failed sign-ins an address may make within
+	// FailureWindow before it is refused; default 5.
+	MaxFailures int
+	// FailureWindow is how far back failures count; default 15m.
+	FailureWindow time.Duration
+	// SessionTTL is how long a session lasts; default 12h.
+	SessionTTL time.Duration
+}
+
+// Accounts signs dashboard users in and out.
+type Accounts struct {
+	store UserStore
+	cfg   AccountsConfig
+	// dummyHash is compared against when the email is unknown, so a wrong
+	// email takes as long as a wrong password.
+	dummyHash []byte
+}
+
+// NewAccounts returns the accounts over a store.
+func NewAccounts(store UserStore, cfg AccountsConfig) *Accounts {
+	if cfg.MaxFailures <= 0 {
+		cfg.MaxFailures = 5
+	}
+	if cfg.FailureWindow <= 0 {
+		cfg.FailureWindow = 15 * time.Minute
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = 12 * time.Hour
+	}
+	dummy, _ := bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost)
+	return &Accounts{store: store, cfg: cfg, dummyHash: dummy}
+}
+
+// AddUser creates a user with a bcrypt hash of the password.
+// Errors: INVALID_INPUT, USER_EXISTS.
+func (a *Accounts) AddUser(ctx context.Context, n NewUser) (User, error) {
+	if err := n.Validate(); err != nil {
+		return User{}, err
+	}
+	n = n.normalize()
+	hash, err := bcrypt.GenerateFromPassword([]byte(n.Password), bcrypt.DefaultCost)
+	if err != nil {
+		return User{}, err
+	}
+	return a.store.CreateUser(ctx, User{Email: n.Email, Name: n.Name, Role: n.Role, PasswordHash: hash})
+}
+
+// EnsureUser creates the user unless one with the email exists; created
+// says which. Errors: INVALID_INPUT.
+func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err error) {
+	_, err = a.AddUser(ctx, n)
+	switch ErrorCodeOf(err) {
+	case "":
+		return true, nil
+	case UserExists:
+		return false, nil
+	}
+	return false, err
+}
+
+// SignIn checks an email and password from a client address and opens a
+// session; token goes into the cookie. An address with MaxFailures failures
+// within FailureWindow is refused before the password is looked at.
+// Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS.
+func (a *Accounts) SignIn(ctx context.Context, address, email, password string) (token string, s Session, u User, err error) {
+	failures, err := a.store.SignInFailures(ctx, address, a.cfg.FailureWindow)
+	if err != nil {
+		return "", Session{}, User{}, err
+	}
+	if failures >= a.cfg.MaxFailures {
+		return "", Session{}, User{}, Errorf(TooManyAttempts, "too many failed sign-ins from this address; try again in %s", a.cfg.FailureWindow)
+	}
+	u, err = a.store.UserByEmail(ctx, strings.ToLower(strings.TrimSpace(email)))
+	hash := u.PasswordHash
+	if err != nil {
+		if ErrorCodeOf(err) != NotFound {
+			return "", Session{}, User{}, err
+		}
+		hash = a.dummyHash
+	}
+	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
+		if rerr := a.store.RecordSignInFailure(ctx, address, a.cfg.FailureWindow); rerr != nil {
+			return "", Session{}, User{}, rerr
+		}
+		return "", Session{}, User{}, Errorf(BadCredentials, "the email or the password is wrong")
+	}
+	token, hashOfToken := newSessionToken()
+	s = Session{TokenHash: hashOfToken, UserID: u.ID, CSRFToken: randomToken(), ExpiresAt: time.Now().Add(a.cfg.SessionTTL)}
+	if err := a.store.CreateSession(ctx, s); err != nil {
+		return "", Session{}, User{}, err
+	}
+	return token, s, u, nil
+}
+
+// SessionUser returns the live session of a cookie's token and its user.
+// Errors: SIGNED_OUT.
+func (a *Accounts) SessionUser(ctx context.Context, token string) (Session, User, error) {
+	if token == "" {
+		return Session{}, User{}, Errorf(SignedOut, "not signed in")
+	}
+	s, u, err := a.store.SessionByTokenHash(ctx, hashToken(token))
+	if ErrorCodeOf(err) == NotFound {
+		return Session{}, User{}, Errorf(SignedOut, "the session has ended; sign in again")
+	}
+	return s, u, err
+}
+
+// SignOut ends the session of a cookie's token.
+func (a *Accounts) SignOut(ctx context.Context, token string) error {
+	if token == "" {
+		return nil
+	}
+	return a.store.DeleteSession(ctx, hashToken(token))
+}
+
+// SessionTTL is how long a session lasts, for the cookie's Max-Age.
+func (a *Accounts) SessionTTL() time.Duration { return a.cfg.SessionTTL }
+
+func newSessionToken() (token string, hash []byte) {
+	token = randomToken()
+	return token, hashToken(token)
+}
+
+func hashToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// randomToken is 32 random bytes, URL-safe.
+func randomToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(errors.New("crypto/rand failed: " + err.Error()))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// RandomToken returns 32 random bytes, URL-safe: for CSRF tokens of pages
+// shown before a session exists.
+func RandomToken() string { return randomToken() }
