@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/testredis"
+)
+
+// wonOrder is an order that got a reservation, with its customer.
+type wonOrder struct {
+	OrderID  string
+	Customer int64
+}
+
+// sale reserves n orders of distinct customers on a voucher, c at a time,
+// and returns the outcomes and the orders that succeeded.
+func sale(t testing.TB, api checkoutAPI, code string, firstCustomer, n, c int) (map[string]int, []wonOrder) {
+	t.Helper()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	var won []wonOrder
+	sem := make(chan struct{}, c)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			order := uniqueOrder()
+			customer := int64(firstCustomer + i)
+			r := api.reserve(t, code, customer, order, 100)
+			mu.Lock()
+			counts[r.Error]++
+			if r.Error == "" {
+				won = append(won, wonOrder{order, customer})
+			}
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	return counts, won
+}
+
+// liveRows counts a voucher's RESERVED and CONFIRMED rows in the database.
+func liveRows(t testing.TB, code string) int {
+	t.Helper()
+	var n int
+	if err := database(t).QueryRow(context.Background(),
+		`SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status <> 'RELEASED'`, code).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestFlash_ThousandConcurrentReservesSellExactlyFifty(t *testing.T) {
+	s := sharedServer(t)
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 50, Flash: true})
+	counts := stampede(1000, func(i int) string {
+		return restAPI{s}.reserve(t, code, int64(10_000+i), uniqueOrder(), 100).Error
+	})
+	if counts[""] != 50 || counts["OUT_OF_STOCK"] != 950 {
+		t.Errorf("1,000 reserves on 50 uses: %v, want 50 successes and 950 OUT_OF_STOCK", counts)
+	}
+	st := readVoucher(t, s, code)
+	if st.Used != 50 || liveRows(t, code) != 50 || st.GateRemaining == nil || *st.GateRemaining != 0 {
+		t.Errorf("after the sale: %+v gate %s, live rows %d; want 50 used and the gate at 0", st, deref(st.GateRemaining), liveRows(t, code))
+	}
+}
+
+func TestFlash_TwoServersShareOneGate(t *testing.T) {
+	t.Parallel()
+	a, b := startServer(t, nil), startServer(t, nil)
+	code := createVoucher(t, a, voucherSpec{TotalLimit: 30, Flash: true})
+	counts := stampede(400, func(i int) string {
+		srv := a
+		if i%2 == 1 {
+			srv = b
+		}
+		return restAPI{srv}.reserve(t, code, int64(20_000+i), uniqueOrder(), 100).Error
+	})
+	if counts[""] != 30 || counts["OUT_OF_STOCK"] != 370 {
+		t.Errorf("400 reserves over two servers on 30 uses: %v, want exactly 30 successes", counts)
+	}
+	if st := readVoucher(t, b, code); st.Used != 30 || liveRows(t, code) != 30 {
+		t.Errorf("after the sale: %+v, live rows %d", st, liveRows(t, code))
+	}
+}
+
+// metricValue reads one sample of the server's /metrics.
+func metricValue(t testing.TB, s *server, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
+			var v float64
+			fmt.Sscan(rest, &v)
+			return v
+		}
+	}
+	return 0
+}
+
+func TestFlash_SaleCostsTheDatabaseAboutOneWritePerUse(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil) // its own counters
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 1000, Flash: true})
+	const writes = `voucher_database_writes_total{op="reserve"}`
+	before := metricValue(t, s, writes)
+	counts, _ := sale(t, restAPI{s}, code, 100_000, 20_000, 128)
+	after := metricValue(t, s, writes)
+	if counts[""] != 1000 {
+		t.Errorf("20,000 reserves on 1,000 uses: %v, want 1,000 successes", counts)
+	}
+	if got := after - before; got > 1010 {
+		t.Errorf("the sale sent %v reserve writes to the database, want about 1,000 (at most 1,010)", got)
+	} else {
+		t.Logf("a 1,000-use flash sale hit by 20,000 requests cost the database %v reserve writes", got)
+	}
+	if st := readVoucher(t, s, code); st.Used != 1000 || liveRows(t, code) != 1000 {
+		t.Errorf("after the sale: %+v", st)
+	}
+}
+
+// ownRedisServer runs voucherd against a Redis of the test's own, which the
+// test may flush, stop and restart.
+func ownRedisServer(t *testing.T) (*server, *testredis.Server, *redis.Client) {
+	t.Helper()
+	rs := testredis.Start(t)
+	s := startServer(t, map[string]string{"REDIS_URL": rs.URL})
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return s, rs, rdb
+}
+
+func TestFlash_RedisLosingItsDataMidSaleNeverOversells(t *testing.T) {
+	t.Parallel()
+	s, _, rdb := ownRedisServer(t)
+	api := restAPI{s}
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 40, Flash: true})
+	counts1, won := sale(t, api, code, 1, 25, 8)
+	if counts1[""] != 25 {
+		t.Fatalf("first half: %v", counts1)
+	}
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A retry of an order reserved before the loss still gets its
+	// reservation and takes no second use.
+	if r := api.reserve(t, code, won[0].Customer, won[0].OrderID, 100); r.Error != "" {
+		t.Errorf("retry after FLUSHALL: %q, want the reservation", r.Error)
+	}
+	counts2, _ := sale(t, api, code, 1000, 100, 16)
+	st := readVoucher(t, s, code)
+	if st.Used != 40 || liveRows(t, code) != 40 {
+		t.Errorf("after FLUSHALL and the rest of the sale: %+v, live rows %d; want exactly 40 sold (second half %v)", st, liveRows(t, code), counts2)
+	}
+	if counts2[""] != 15 {
+		t.Errorf("the sale resumed with %v, want the 15 uses left sold", counts2)
+	}
+	if st.GateRemaining == nil || *st.GateRemaining != 0 {
+		t.Errorf("gate after the sale = %s, want 0", deref(st.GateRemaining))
+	}
+}
+
+func TestFlash_RetryAfterRedisLostItsDataFindsTheReservation(t *testing.T) {
+	t.Parallel()
+	s, _, rdb := ownRedisServer(t)
+	for _, api := range transports(s) {
+		code := createVoucher(t, s, voucherSpec{TotalLimit: 5, Flash: true})
+		order := uniqueOrder()
+		first := api.reserve(t, code, 9, order, 100)
+		if first.Error != "" {
+			t.Fatalf("reserve: %s", first.Error)
+		}
+		if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		again := api.reserve(t, code, 9, order, 100)
+		if again.Error != "" || str(again.Reservation["createdAt"]) != str(first.Reservation["createdAt"]) {
+			t.Errorf("%s: retry after the gate lost its data = %q %v, want the same reservation", api.name(), again.Error, again.Reservation)
+		}
+		st := readVoucher(t, s, code)
+		if st.Used != 1 || st.GateRemaining == nil || *st.GateRemaining != 4 {
+			t.Errorf("%s: after the retry: %+v gate %s, want 1 used and the gate rebuilt at 4", api.name(), st, deref(st.GateRemaining))
+		}
+	}
+}
+
+func TestFlash_RedisDownIsUnavailableAndHoldsNothing(t *testing.T) {
+	t.Parallel()
+	s, rs, _ := ownRedisServer(t)
+	flash := createVoucher(t, s, voucherSpec{TotalLimit: 10, Flash: true})
+	ordinary := createVoucher(t, s, voucherSpec{TotalLimit: 10})
+	rs.Stop()
+	for _, api := range transports(s) {
+		if r := api.reserve(t, flash, 1, uniqueOrder(), 100); r.Error != "UNAVAILABLE" {
+			t.Errorf("%s: flash reserve with Redis down = %q, want UNAVAILABLE", api.name(), r.Error)
+		}
+		// Ordinary vouchers do not need Redis.
+		if r := api.reserve(t, ordinary, 1+int64(len(api.name())), uniqueOrder(), 100); r.Error != "" {
+			t.Errorf("%s: ordinary reserve with Redis down = %q", api.name(), r.Error)
+		}
+	}
+	if n := liveRows(t, flash); n != 0 {
+		t.Errorf("%d uses held while Redis was down", n)
+	}
+	if r := do(t, http.MethodGet, s.URL+"/readyz", "", nil); r.Status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with Redis down: HTTP %d, want 503", r.Status)
+	}
+}
+
+func TestFlash_RedisRestartMidSaleResumesWithoutOverselling(t *testing.T) {
+	t.Parallel()
+	s, rs, _ := ownRedisServer(t)
+	api := restAPI{s}
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 30, Flash: true})
+	_, won := sale(t, api, code, 1, 10, 4)
+	rs.Restart(t) // no persistence: the gate's data is gone
+	counts, _ := sale(t, api, code, 500, 100, 16)
+	if r := api.reserve(t, code, won[0].Customer, won[0].OrderID, 100); r.Error != "" {
+		t.Errorf("retry of an order reserved before the restart = %q, want the reservation", r.Error)
+	}
+	st := readVoucher(t, s, code)
+	if st.Used != 30 || liveRows(t, code) != 30 || counts[""] != 20 {
+		t.Errorf("after the restart: %+v, live rows %d, second half %v; want exactly 30 sold", st, liveRows(t, code), counts)
+	}
+}
+
+func TestFlash_ScriptFlushIsInvisible(t *testing.T) {
+	t.Parallel()
+	s, _, rdb := ownRedisServer(t)
+	api := restAPI{s}
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 10, Flash: true})
+	sale(t, api, code, 1, 3, 3)
+	if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := sale(t, api, code, 100, 20, 5)
+	if counts[""] != 7 || readVoucher(t, s, code).Used != 10 {
+		t.Errorf("after SCRIPT FLUSH: %v, want the 7 uses left sold", counts)
+	}
+}
+
+func TestFlash_GateOnARedisCluster(t *testing.T) {
+	t.Parallel()
+	cluster := testredis.StartCluster(t)
+	s := startServer(t, map[string]string{"REDIS_URL": cluster.URL})
+	each(t, s, func(t *testing.T, api checkoutAPI, _ bool) {
+		code := createVoucher(t, s, voucherSpec{TotalLimit: 20, Flash: true})
+		counts := stampede(100, func(i int) string {
+			return api.reserve(t, code, int64(i+1), uniqueOrder(), 100).Error
+		})
+		if counts[""] != 20 {
+			t.Errorf("100 reserves on 20 uses over a cluster: %v", counts)
+		}
+		if st := readVoucher(t, s, code); st.Used != 20 || st.GateRemaining == nil || *st.GateRemaining != 0 {
+			t.Errorf("after the sale: %+v gate %s", st, deref(st.GateRemaining))
+		}
+	})
+}
