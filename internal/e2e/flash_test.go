@@ -272,3 +272,39 @@ func TestFlash_GateOnARedisCluster(t *testing.T) {
 		}
 	})
 }
+
+func TestFlash_SoldOutCrowdIsAnsweredFromMemoryWithTheGatesVerdicts(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil) // its own counters
+	api := restAPI{s}
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 3, Flash: true})
+	_, won := sale(t, api, code, 1, 3, 3)
+	if len(won) != 3 {
+		t.Fatalf("sold %d of 3", len(won))
+	}
+	// The first refusal notes the sold-out gate.
+	if r := api.reserve(t, code, 100, uniqueOrder(), 100); r.Error != "OUT_OF_STOCK" {
+		t.Fatalf("reserve on a sold-out voucher = %q", r.Error)
+	}
+	const gateReserves = `voucher_gate_calls_total{op="reserve",result="ok"}`
+	before := metricValue(t, s, gateReserves)
+	counts, _ := sale(t, api, code, 1000, 200, 20)
+	// Winners retrying still get their reservation, and a customer at their
+	// limit still hears ALREADY_USED, all without Redis.
+	retry := api.reserve(t, code, won[1].Customer, won[1].OrderID, 100)
+	again := api.reserve(t, code, won[1].Customer, uniqueOrder(), 100)
+	conflict := api.reserve(t, code, won[1].Customer, won[1].OrderID, 999)
+	after := metricValue(t, s, gateReserves)
+	if counts["OUT_OF_STOCK"] != 200 {
+		t.Errorf("the late crowd: %v, want 200 OUT_OF_STOCK", counts)
+	}
+	if retry.Error != "" || again.Error != "ALREADY_USED" || conflict.Error != "ORDER_CONFLICT" {
+		t.Errorf("retry, another order of a winner, conflicting retry = %q, %q, %q; want success, ALREADY_USED, ORDER_CONFLICT", retry.Error, again.Error, conflict.Error)
+	}
+	if after != before {
+		t.Errorf("the sold-out crowd made %v gate calls, want none while the sold-out snapshot is fresh", after-before)
+	}
+	if st := readVoucher(t, s, code); st.Used != 3 {
+		t.Errorf("usedCount = %d", st.Used)
+	}
+}

@@ -1,0 +1,184 @@
+package voucher
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReserveRequest_ValidateNamesTheField(t *testing.T) {
+	ok := ReserveRequest{Code: "SALE_1-x", CustomerID: 1, OrderID: "o-1", OrderAmount: 0}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("a valid request: %v", err)
+	}
+	for _, tc := range []struct {
+		desc  string
+		edit  func(*ReserveRequest)
+		field string
+	}{
+		{"empty code", func(r *ReserveRequest) { r.Code = "" }, "code"},
+		{"code of 33 characters", func(r *ReserveRequest) { r.Code = strings.Repeat("A", 33) }, "code"},
+		{"code with a dot", func(r *ReserveRequest) { r.Code = "a.b" }, "code"},
+		{"customer 0", func(r *ReserveRequest) { r.CustomerID = 0 }, "customerId"},
+		{"negative customer", func(r *ReserveRequest) { r.CustomerID = -1 }, "customerId"},
+		{"empty orderId", func(r *ReserveRequest) { r.OrderID = "" }, "orderId"},
+		{"orderId of 65 characters", func(r *ReserveRequest) { r.OrderID = strings.Repeat("o", 65) }, "orderId"},
+		{"orderId with a control character", func(r *ReserveRequest) { r.OrderID = "o\n1" }, "orderId"},
+		{"orderId not UTF-8", func(r *ReserveRequest) { r.OrderID = "o\xff" }, "orderId"},
+		{"negative amount", func(r *ReserveRequest) { r.OrderAmount = -1 }, "orderAmount"},
+	} {
+		r := ok
+		tc.edit(&r)
+		e := AsError(r.Validate())
+		if e.Code != InvalidInput || e.Field != tc.field {
+			t.Errorf("%s: %v, want INVALID_INPUT on %s", tc.desc, e, tc.field)
+		}
+	}
+	// 64 characters of any script are fine.
+	r := ok
+	r.OrderID = strings.Repeat("é", 64)
+	if err := r.Validate(); err != nil {
+		t.Errorf("64 two-byte characters: %v", err)
+	}
+}
+
+func TestReserveRequest_RetryFollowsRuleTwo(t *testing.T) {
+	earlier := Reservation{OrderID: "o", VoucherCode: "V", CustomerID: 7, OrderAmount: 100, Status: StatusReserved}
+	same := ReserveRequest{Code: "V", CustomerID: 7, OrderID: "o", OrderAmount: 100}
+	for _, tc := range []struct {
+		desc   string
+		req    ReserveRequest
+		status Status
+		want   ErrorCode
+	}{
+		{"identical, reserved", same, StatusReserved, ""},
+		{"identical, confirmed", same, StatusConfirmed, ""},
+		{"identical, released", same, StatusReleased, ReservationReleased},
+		{"other amount", ReserveRequest{Code: "V", CustomerID: 7, OrderID: "o", OrderAmount: 101}, StatusReserved, OrderConflict},
+		{"other customer", ReserveRequest{Code: "V", CustomerID: 8, OrderID: "o", OrderAmount: 100}, StatusReserved, OrderConflict},
+		{"other code", ReserveRequest{Code: "W", CustomerID: 7, OrderID: "o", OrderAmount: 100}, StatusReserved, OrderConflict},
+		{"other code, released", ReserveRequest{Code: "W", CustomerID: 7, OrderID: "o", OrderAmount: 100}, StatusReleased, OrderConflict},
+	} {
+		e := earlier
+		e.Status = tc.status
+		got, err := tc.req.Retry(e)
+		if ErrorCodeOf(err) != tc.want {
+			t.Errorf("%s: %v, want %q", tc.desc, err, tc.want)
+		}
+		if tc.want == "" && got != e {
+			t.Errorf("%s: returned %+v, want the earlier reservation unchanged", tc.desc, got)
+		}
+	}
+}
+
+func TestVoucher_CheckEligibleWindowAndMinimum(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	v := Voucher{Code: "V", MinOrderAmount: 500, StartsAt: start, EndsAt: start.Add(time.Hour)}
+	for _, tc := range []struct {
+		desc   string
+		now    time.Time
+		amount int64
+		want   ErrorCode
+	}{
+		{"a second early", start.Add(-time.Second), 500, NotEligible},
+		{"at startsAt", start, 500, ""},
+		{"at endsAt", start.Add(time.Hour), 500, ""},
+		{"a second late", start.Add(time.Hour + time.Second), 500, NotEligible},
+		{"below the minimum", start, 499, NotEligible},
+	} {
+		if got := ErrorCodeOf(v.CheckEligible(tc.now, tc.amount)); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.desc, got, tc.want)
+		}
+	}
+}
+
+func TestNewVoucher_ValidateNamesTheField(t *testing.T) {
+	now := time.Now()
+	ok := NewVoucher{Code: "V", DiscountAmount: 1, TotalLimit: 1, PerUserLimit: 1, StartsAt: now, EndsAt: now.Add(time.Minute)}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		edit  func(*NewVoucher)
+		field string
+	}{
+		{func(n *NewVoucher) { n.DiscountAmount = 0 }, "discountAmount"},
+		{func(n *NewVoucher) { n.MinOrderAmount = -1 }, "minOrderAmount"},
+		{func(n *NewVoucher) { n.TotalLimit = 0 }, "totalLimit"},
+		{func(n *NewVoucher) { n.PerUserLimit = 0 }, "perUserLimit"},
+		{func(n *NewVoucher) { n.EndsAt = n.StartsAt }, "endsAt"},
+	} {
+		n := ok
+		tc.edit(&n)
+		if e := AsError(n.Validate()); e.Code != InvalidInput || e.Field != tc.field {
+			t.Errorf("%v, want INVALID_INPUT on %s", e, tc.field)
+		}
+	}
+}
+
+func TestParseCustomerID_DigitsOfAPositiveInt64(t *testing.T) {
+	for in, want := range map[string]int64{"1": 1, "42": 42, "9223372036854775807": 9223372036854775807} {
+		if got, err := ParseCustomerID(in); err != nil || got != want {
+			t.Errorf("%q = %d, %v", in, got, err)
+		}
+	}
+	for _, in := range []string{"", "0", "-1", "+1", "1.0", "1e3", " 1", "abc", "9223372036854775808"} {
+		if _, err := ParseCustomerID(in); ErrorCodeOf(err) != InvalidInput {
+			t.Errorf("%q: %v, want INVALID_INPUT", in, err)
+		}
+	}
+}
+
+func TestSoldOutCache_AnswersAsTheGateWould(t *testing.T) {
+	c := newSoldOutCache(time.Minute)
+	c.put(GateSnapshot{
+		Code: "V", PerUserLimit: 1, Customers: map[int64]int{7: 1},
+		Orders: []GateOrder{{OrderID: "won", CustomerID: 7, OrderAmount: 100}, {OrderID: "gone", CustomerID: 8, OrderAmount: 100, Released: true}},
+	})
+	for _, tc := range []struct {
+		desc string
+		r    ReserveRequest
+		want GateVerdict
+	}{
+		{"a winner's retry", ReserveRequest{Code: "V", CustomerID: 7, OrderID: "won", OrderAmount: 100}, GateDuplicate},
+		{"a winner's retry with another amount", ReserveRequest{Code: "V", CustomerID: 7, OrderID: "won", OrderAmount: 1}, GateOrderConflict},
+		{"a released order's retry", ReserveRequest{Code: "V", CustomerID: 8, OrderID: "gone", OrderAmount: 100}, GateReleased},
+		{"a customer at the limit", ReserveRequest{Code: "V", CustomerID: 7, OrderID: "new", OrderAmount: 100}, GateAlreadyUsed},
+		{"anyone else", ReserveRequest{Code: "V", CustomerID: 9, OrderID: "new", OrderAmount: 100}, GateOutOfStock},
+	} {
+		if got, ok := c.verdict("V", tc.r); !ok || got != tc.want {
+			t.Errorf("%s: %v %v, want %v", tc.desc, got, ok, tc.want)
+		}
+	}
+	if _, ok := c.verdict("OTHER", ReserveRequest{}); ok {
+		t.Error("a voucher never sold out was answered from memory")
+	}
+	if _, ok := newSoldOutCache(-1).verdict("V", ReserveRequest{}); ok {
+		t.Error("a disabled cache answered")
+	}
+}
+
+func TestCaller_RolesMayDoWhatTheContractSays(t *testing.T) {
+	for _, tc := range []struct {
+		role Role
+		op   Operation
+		want bool
+	}{
+		{RoleStorefront, OpCheckout, true},
+		{RoleStorefront, OpRead, true},
+		{RoleStorefront, OpManageVoucher, false},
+		{RoleStorefront, OpOperate, false},
+		{RoleAdmin, OpCheckout, true},
+		{RoleAdmin, OpManageVoucher, true},
+		{RoleAdmin, OpOperate, true},
+		{RoleMarketer, OpManageVoucher, true},
+		{RoleMarketer, OpOperate, false},
+		{RoleMarketer, OpCheckout, false},
+		{RoleOperator, OpOperate, true},
+		{RoleOperator, OpManageVoucher, false},
+	} {
+		if got := (Caller{Role: tc.role}).Can(tc.op); got != tc.want {
+			t.Errorf("%s may %s = %v, want %v", tc.role, tc.op, got, tc.want)
+		}
+	}
+}
