@@ -104,3 +104,11 @@ func toDriftReport(d voucher.DriftReport) *model.DriftReport {
 		CheckedAt:         d.CheckedAt,
 	}
 }
+
+// deref returns *p, or def when p is nil (an omitted optional argument).
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}

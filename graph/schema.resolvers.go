@@ -1,12 +1,7 @@
 package graph
 
-// This file will be automatically regenerated based on the schema, any resolver
-// implementations will be copied through when generating and any unknown code
-// will be moved to the end of the file.
-
 import (
 	"context"
-
 	"voucherd/graph/generated"
 	"voucherd/graph/model"
 	"voucherd/internal/voucher"
@@ -121,14 +116,8 @@ func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 // Voucher returns generated.VoucherResolver implementation.
 func (r *Resolver) Voucher() generated.VoucherResolver { return &voucherResolver{r} }
 
-type mutationResolver struct{ *Resolver }
-type queryResolver struct{ *Resolver }
-type voucherResolver struct{ *Resolver }
-
-// deref returns *p, or def when p is nil (an omitted optional argument).
-func deref[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
-}
+type (
+	mutationResolver struct{ *Resolver }
+	queryResolver    struct{ *Resolver }
+	voucherResolver  struct{ *Resolver }
+)
