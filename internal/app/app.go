@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -87,6 +88,12 @@ func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 	pc, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, errors.New("DATABASE_URL is not a PostgreSQL URL")
+	}
+	if !strings.Contains(cfg.DatabaseURL, "pool_max_conns") {
+		// pgx's default (the number of CPUs) queues a sale's winners behind
+		// a handful of connections; more than this only adds lock waiters on
+		// a hot voucher row.
+		pc.MaxConns = 16
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -183,13 +183,15 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		} else if err != nil {
 			return err
 		}
+		if err := q.ReservationEventInsert(ctx, event(row, "reserved", path)); err != nil {
+			return err
+		}
+		// The hot row last: its lock is held only for this update and the
+		// commit, so concurrent reserves queue on it as briefly as possible.
 		if _, err := q.VoucherUseTake(ctx, r.Code); errors.Is(err, pgx.ErrNoRows) {
 			// Sold out, or the window closed since the transaction began.
 			return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", r.Code)
 		} else if err != nil {
-			return err
-		}
-		if err := q.ReservationEventInsert(ctx, event(row, "reserved", path)); err != nil {
 			return err
 		}
 		res, created = toReservation(row), true
