@@ -34,6 +34,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Introspection is allowed outside production only.
 	Introspection bool
+	// Backoffice serves the admin mutations (updateVoucher, endVoucher).
+	Backoffice *voucher.Backoffice
 }
 
 // NewHandler returns the POST /graphql handler over the service.
@@ -43,7 +45,7 @@ func NewHandler(svc *voucher.Service, opts Options) http.Handler {
 		logger = slog.Default()
 	}
 	srv := handler.New(generated.NewExecutableSchema(generated.Config{
-		Resolvers: &Resolver{Service: svc, Logger: logger},
+		Resolvers: &Resolver{Service: svc, Backoffice: opts.Backoffice, Logger: logger},
 	}))
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated operations are cached: a flash sale repeats one

@@ -11,5 +11,7 @@ import (
 // Resolver is the one place the GraphQL layer's dependencies are injected.
 type Resolver struct {
 	Service *voucher.Service
-	Logger  *slog.Logger
+	// Backoffice serves the admin mutations; nil refuses them.
+	Backoffice *voucher.Backoffice
+	Logger     *slog.Logger
 }

@@ -28,6 +28,8 @@ type Config struct {
 	Metrics http.Handler
 	// Dashboard serves /admin; nil: not mounted.
 	Dashboard http.Handler
+	// Backoffice serves the admin mutations (updateVoucher, endVoucher).
+	Backoffice *voucher.Backoffice
 	// Observe wraps every route for metrics; nil: none.
 	Observe func(route string, next http.Handler) http.Handler
 }

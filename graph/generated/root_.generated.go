@@ -42,8 +42,10 @@ type ComplexityRoot struct {
 	Mutation struct {
 		ConfirmReservation func(childComplexity int, input model.ReservationInput) int
 		CreateVoucher      func(childComplexity int, input model.CreateVoucherInput) int
+		EndVoucher         func(childComplexity int, code string) int
 		ReleaseReservation func(childComplexity int, input model.ReservationInput) int
 		ReserveVoucher     func(childComplexity int, input model.ReserveVoucherInput) int
+		UpdateVoucher      func(childComplexity int, input model.UpdateVoucherInput) int
 	}
 
 	PageInfo struct {
@@ -179,6 +181,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateVoucher(childComplexity, args["input"].(model.CreateVoucherInput)), true
+	case "Mutation.endVoucher":
+		if e.ComplexityRoot.Mutation.EndVoucher == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_endVoucher_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.EndVoucher(childComplexity, args["code"].(string)), true
 	case "Mutation.releaseReservation":
 		if e.ComplexityRoot.Mutation.ReleaseReservation == nil {
 			break
@@ -201,6 +214,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ReserveVoucher(childComplexity, args["input"].(model.ReserveVoucherInput)), true
+	case "Mutation.updateVoucher":
+		if e.ComplexityRoot.Mutation.UpdateVoucher == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateVoucher_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateVoucher(childComplexity, args["input"].(model.UpdateVoucherInput)), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -467,6 +491,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateVoucherInput", ec.unmarshalInputCreateVoucherInput),
 			graphql.NewInputUnmarshaler("ReservationInput", ec.unmarshalInputReservationInput),
 			graphql.NewInputUnmarshaler("ReserveVoucherInput", ec.unmarshalInputReserveVoucherInput),
+			graphql.NewInputUnmarshaler("UpdateVoucherInput", ec.unmarshalInputUpdateVoucherInput),
 		)
 	}
 	first := true
@@ -543,6 +568,46 @@ func newExecutionContext(
 }
 
 var sources = []*ast.Source{
+	{Name: "../admin.graphqls", Input: `# Admin additions to the public contract (schema.graphqls stays a copy of
+# it): changing and ending vouchers, as the dashboard does. Marketers and
+# admins only; every change goes to the voucher's audit log with who made it.
+
+extend type Mutation {
+  """
+  Change any term of a voucher whose window has not opened (marketer, admin).
+  Omitted fields keep their value. Refused with VOUCHER_STARTED once it has.
+  """
+  updateVoucher(input: UpdateVoucherInput!): VoucherPayload!
+
+  """
+  End a live voucher now (marketer, admin): no new reserve is taken; held
+  reservations keep their rules. Refused with VOUCHER_NOT_LIVE unless its
+  window is open.
+  """
+  endVoucher(code: String!): VoucherPayload!
+}
+
+input UpdateVoucherInput {
+  "The voucher to change."
+  code: String!
+  "A new code for it."
+  newCode: String
+  discountAmount: Money
+  minOrderAmount: Money
+  totalLimit: Int
+  perUserLimit: Int
+  startsAt: Time
+  endsAt: Time
+  flash: Boolean
+}
+
+extend enum VoucherErrorCode {
+  "updateVoucher: the voucher's window has opened; it can only be ended."
+  VOUCHER_STARTED
+  "endVoucher: the voucher has not started or has ended."
+  VOUCHER_NOT_LIVE
+}
+`, BuiltIn: false},
 	{Name: "../schema.graphqls", Input: `# The public GraphQL contract of the voucher service.
 #
 # The server's schema must contain every type, field, argument and enum value

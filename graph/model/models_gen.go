@@ -77,6 +77,20 @@ type ReserveVoucherInput struct {
 	OrderAmount int64  `json:"orderAmount"`
 }
 
+type UpdateVoucherInput struct {
+	// The voucher to change.
+	Code string `json:"code"`
+	// A new code for it.
+	NewCode        *string    `json:"newCode,omitempty"`
+	DiscountAmount *int64     `json:"discountAmount,omitempty"`
+	MinOrderAmount *int64     `json:"minOrderAmount,omitempty"`
+	TotalLimit     *int       `json:"totalLimit,omitempty"`
+	PerUserLimit   *int       `json:"perUserLimit,omitempty"`
+	StartsAt       *time.Time `json:"startsAt,omitempty"`
+	EndsAt         *time.Time `json:"endsAt,omitempty"`
+	Flash          *bool      `json:"flash,omitempty"`
+}
+
 type Voucher struct {
 	Code           string `json:"code"`
 	DiscountAmount int64  `json:"discountAmount"`
@@ -199,6 +213,10 @@ const (
 	VoucherErrorCodeInvalidInput VoucherErrorCode = "INVALID_INPUT"
 	// A dependency is down; nothing was held. Safe to retry with the same orderId.
 	VoucherErrorCodeUnavailable VoucherErrorCode = "UNAVAILABLE"
+	// updateVoucher: the voucher's window has opened; it can only be ended.
+	VoucherErrorCodeVoucherStarted VoucherErrorCode = "VOUCHER_STARTED"
+	// endVoucher: the voucher has not started or has ended.
+	VoucherErrorCodeVoucherNotLive VoucherErrorCode = "VOUCHER_NOT_LIVE"
 )
 
 var AllVoucherErrorCode = []VoucherErrorCode{
@@ -212,11 +230,13 @@ var AllVoucherErrorCode = []VoucherErrorCode{
 	VoucherErrorCodeVoucherExists,
 	VoucherErrorCodeInvalidInput,
 	VoucherErrorCodeUnavailable,
+	VoucherErrorCodeVoucherStarted,
+	VoucherErrorCodeVoucherNotLive,
 }
 
 func (e VoucherErrorCode) IsValid() bool {
 	switch e {
-	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable:
+	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable, VoucherErrorCodeVoucherStarted, VoucherErrorCodeVoucherNotLive:
 		return true
 	}
 	return false

@@ -45,8 +45,10 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, cfg, logger, stdout)
 	case "migrate":
 		return migrate(ctx, cfg, logger)
+	case "user":
+		return userCommand(ctx, cfg, logger, args, stdout)
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: voucherd [serve|migrate]")
+		fmt.Fprintln(stdout, "usage: voucherd [serve|migrate|user add]")
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
@@ -131,12 +133,18 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		Logger:         logger,
 	})
 
+	dash, err := newDashboard(ctx, cfg, store, svc, logger, stdout)
+	if err != nil {
+		return err
+	}
+
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())
 	jobs := []*job.Periodic{
 		job.Expiry(svc, cfg.ExpiryInterval, logger),
 		job.Reconcile(svc, store, holder, cfg.ReconcileInterval, logger),
 		job.WarmUp(svc, cfg.WarmUpInterval, logger),
+		dash.sampler,
 	}
 	for _, j := range jobs {
 		j.Start(ctx)
@@ -154,6 +162,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		Logger:           logger,
 		Metrics:          m.Handler(),
 		Observe:          m.ObserveHTTP,
+		Dashboard:        dash.handler,
+		Backoffice:       dash.backoffice,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("postgres: %w", err)

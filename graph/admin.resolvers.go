@@ -1,0 +1,32 @@
+package graph
+
+import (
+	"context"
+	"voucherd/graph/model"
+	"voucherd/internal/voucher"
+)
+
+// UpdateVoucher is the resolver for the updateVoucher field.
+func (r *mutationResolver) UpdateVoucher(ctx context.Context, input model.UpdateVoucherInput) (*model.VoucherPayload, error) {
+	if r.Backoffice == nil {
+		return nil, errNoBackoffice
+	}
+	return voucherPayload(r.Backoffice.UpdateVoucher(ctx, input.Code, voucher.VoucherChange{
+		Code:           input.NewCode,
+		DiscountAmount: input.DiscountAmount,
+		MinOrderAmount: input.MinOrderAmount,
+		TotalLimit:     input.TotalLimit,
+		PerUserLimit:   input.PerUserLimit,
+		StartsAt:       input.StartsAt,
+		EndsAt:         input.EndsAt,
+		Flash:          input.Flash,
+	}))
+}
+
+// EndVoucher is the resolver for the endVoucher field.
+func (r *mutationResolver) EndVoucher(ctx context.Context, code string) (*model.VoucherPayload, error) {
+	if r.Backoffice == nil {
+		return nil, errNoBackoffice
+	}
+	return voucherPayload(r.Backoffice.EndVoucher(ctx, code))
+}

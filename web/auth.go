@@ -1,0 +1,173 @@
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"voucherd/internal/voucher"
+	"voucherd/web/components"
+)
+
+// The dashboard's cookies. The session cookie holds a random token whose
+// hash the database keeps; the sign-in cookie holds the CSRF token of the
+// sign-in form, before any session exists.
+const (
+	sessionCookie = "voucherd_session"
+	signInCookie  = "voucherd_signin"
+)
+
+type sessionKey struct{}
+
+// signedIn is the request's user and session.
+type signedIn struct {
+	user    voucher.User
+	session voucher.Session
+	token   string
+}
+
+func sessionFrom(ctx context.Context) signedIn {
+	s, _ := ctx.Value(sessionKey{}).(signedIn)
+	return s
+}
+
+// requireSession lets a request through with its user as the service's
+// caller only when it has a live session, the role for op and, for anything
+// but GET, the session's CSRF token. Without a session a page goes to the
+// sign-in page; an htmx request is told to go there.
+func (d *dashboard) requireSession(op voucher.Operation, next http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var token string
+		if c, err := r.Cookie(sessionCookie); err == nil {
+			token = c.Value
+		}
+		sess, user, err := d.deps.Accounts.SessionUser(r.Context(), token)
+		if err != nil {
+			if voucher.ErrorCodeOf(err) != voucher.SignedOut {
+				d.logger.ErrorContext(r.Context(), "reading a dashboard session failed", "err", err)
+				http.Error(w, "the dashboard could not read your session; try again", http.StatusInternalServerError)
+				return
+			}
+			d.toSignIn(w, r)
+			return
+		}
+		ctx := context.WithValue(r.Context(), sessionKey{}, signedIn{user: user, session: sess, token: token})
+		ctx = voucher.WithCaller(ctx, user.Caller())
+		r = r.WithContext(ctx)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead && !validCSRF(r, sess.CSRFToken) {
+			d.problem(w, r, http.StatusForbidden, "This form has expired",
+				"The form did not carry this session's security token (it may be from before you signed in again). Go back, reload the page and try again.")
+			return
+		}
+		if !user.Caller().Can(op) {
+			d.problem(w, r, http.StatusForbidden, "Not allowed", "Your role ("+string(user.Role)+") may not do this. Ask an admin if you need it.")
+			return
+		}
+		next(w, r)
+	})
+}
+
+// validCSRF compares the form's or the htmx header's token with want in
+// constant time.
+func validCSRF(r *http.Request, want string) bool {
+	got := r.Header.Get("X-CSRF-Token")
+	if got == "" {
+		got = r.PostFormValue("csrf")
+	}
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+func (d *dashboard) toSignIn(w http.ResponseWriter, r *http.Request) {
+	target := "/admin/sign-in"
+	if r.Method == http.MethodGet && r.URL.Path != "/admin/sign-in" {
+		target += "?next=" + url.QueryEscape(r.URL.RequestURI())
+	}
+	if r.Header.Get("HX-Request") == "true" {
+		w.Header().Set("HX-Redirect", target)
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// signInPage shows the form with a fresh CSRF token, also set in a cookie
+// the form must match (there is no session to hold it yet).
+func (d *dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
+	d.renderSignIn(w, r, http.StatusOK, "", "")
+}
+
+func (d *dashboard) renderSignIn(w http.ResponseWriter, r *http.Request, status int, email, message string) {
+	token := voucher.RandomToken()
+	http.SetCookie(w, &http.Cookie{
+		Name: signInCookie, Value: token, Path: "/admin/sign-in", MaxAge: 3600,
+		HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteStrictMode,
+	})
+	d.render(w, r, status, components.SignIn(email, message, token, safeNext(r.FormValue("next"))))
+}
+
+// signIn checks the form's CSRF token against its cookie, then the email
+// and password; failures count against the client's address.
+func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
+	email := strings.TrimSpace(r.PostFormValue("email"))
+	c, err := r.Cookie(signInCookie)
+	form := r.PostFormValue("csrf")
+	if err != nil || form == "" || subtle.ConstantTimeCompare([]byte(c.Value), []byte(form)) != 1 {
+		d.renderSignIn(w, r, http.StatusForbidden, email, "The sign-in form expired. Please try again.")
+		return
+	}
+	token, sess, _, err := d.deps.Accounts.SignIn(r.Context(), clientAddress(r), email, r.PostFormValue("password"))
+	switch voucher.ErrorCodeOf(err) {
+	case "":
+	case voucher.BadCredentials:
+		d.renderSignIn(w, r, http.StatusUnauthorized, email, "The email or the password is wrong.")
+		return
+	case voucher.TooManyAttempts:
+		w.Header().Set("Retry-After", "900")
+		d.renderSignIn(w, r, http.StatusTooManyRequests, email, "Too many failed sign-ins from your address. Wait a few minutes and try again.")
+		return
+	default:
+		d.logger.ErrorContext(r.Context(), "sign-in failed", "err", err)
+		d.renderSignIn(w, r, http.StatusInternalServerError, email, "Signing in failed on our side; try again.")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: token, Path: "/admin", Expires: sess.ExpiresAt,
+		MaxAge:   int(d.deps.Accounts.SessionTTL().Seconds()),
+		HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteLaxMode,
+	})
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: "", Path: "/admin/sign-in", MaxAge: -1, HttpOnly: true, Secure: d.cfg.SecureCookies})
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// signOut ends the session and clears its cookie.
+func (d *dashboard) signOut(w http.ResponseWriter, r *http.Request) {
+	if err := d.deps.Accounts.SignOut(r.Context(), sessionFrom(r.Context()).token); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/admin", MaxAge: -1, HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, "/admin/sign-in", http.StatusSeeOther)
+}
+
+// safeNext keeps a post-sign-in redirect inside the dashboard.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/admin") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") ||
+		strings.HasPrefix(next, "/admin/sign-in") {
+		return "/admin/vouchers"
+	}
+	return next
+}
+
+// clientAddress is the address failed sign-ins are counted against: the
+// peer's IP. Behind a proxy that is the proxy's; trusting a forwarded header
+// would let anyone pick their own address, so it is not read.
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,415 @@
+// Package components holds the dashboard's templ components and the small
+// view types they render. Components get domain values (never database rows)
+// and format them for people; they do no I/O.
+package components
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"voucherd/internal/voucher"
+)
+
+// Page is what every page's layout needs.
+type Page struct {
+	Title  string
+	User   Viewer
+	CSRF   string // the session's CSRF token, for forms and htmx requests
+	Active string // the navigation entry to highlight: vouchers, new, drift
+	Notice string // a sentence shown once after an action
+	Zone   *time.Location
+}
+
+// Viewer is the signed-in user as the pages need them.
+type Viewer struct {
+	Email string
+	Name  string
+	Role  voucher.Role
+}
+
+// CanManage reports whether the viewer may create and change vouchers.
+func (v Viewer) CanManage() bool {
+	return voucher.Caller{Role: v.Role}.Can(voucher.OpManageVoucher)
+}
+
+// CanOperate reports whether the viewer may see drift and run repairs.
+func (v Viewer) CanOperate() bool {
+	return voucher.Caller{Role: v.Role}.Can(voucher.OpOperate)
+}
+
+func (p Page) zone() *time.Location {
+	if p.Zone == nil {
+		return time.UTC
+	}
+	return p.Zone
+}
+
+// csrfHeaders is the hx-headers value that sends the CSRF token with every
+// htmx request of a page.
+func csrfHeaders(token string) string {
+	return fmt.Sprintf(`{"X-CSRF-Token": %q}`, token)
+}
+
+// Money formats minor units (cents) as a decimal amount with two places.
+func Money(minor int64) string {
+	sign := ""
+	if minor < 0 {
+		sign, minor = "-", -minor
+	}
+	return fmt.Sprintf("%s%s.%02d", sign, thousands(minor/100), minor%100)
+}
+
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// Count formats a number of uses with thousands separators.
+func Count(n int) string { return thousands(int64(n)) }
+
+// When formats a moment in the zone, with the zone's abbreviation.
+func When(t time.Time, zone *time.Location) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.In(zone).Format("Mon 2 Jan 2006 15:04 MST")
+}
+
+// Clock formats a moment as a time of day with seconds, for recent events.
+func Clock(t time.Time, zone *time.Location) string {
+	return t.In(zone).Format("2 Jan 15:04:05")
+}
+
+// Window formats a voucher's window in the zone.
+func Window(start, end time.Time, zone *time.Location) string {
+	s, e := start.In(zone), end.In(zone)
+	if s.Year() == e.Year() && s.YearDay() == e.YearDay() {
+		return s.Format("Mon 2 Jan 2006 15:04") + "–" + e.Format("15:04 MST")
+	}
+	return s.Format("2 Jan 2006 15:04") + " – " + e.Format("2 Jan 2006 15:04 MST")
+}
+
+// Duration says how long a window lasts, for people.
+func Duration(d time.Duration) string {
+	if d <= 0 {
+		return "no time"
+	}
+	days := int(d / (24 * time.Hour))
+	d -= time.Duration(days) * 24 * time.Hour
+	hours := int(d / time.Hour)
+	d -= time.Duration(hours) * time.Hour
+	mins := int(d / time.Minute)
+	var parts []string
+	if days > 0 {
+		parts = append(parts, plural(days, "day"))
+	}
+	if hours > 0 {
+		parts = append(parts, plural(hours, "hour"))
+	}
+	if mins > 0 && days == 0 {
+		parts = append(parts, plural(mins, "minute"))
+	}
+	if len(parts) == 0 {
+		return "under a minute"
+	}
+	return strings.Join(parts, " ")
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return strconv.Itoa(n) + " " + unit + "s"
+}
+
+// StateLabel is a state's name for people.
+func StateLabel(s voucher.VoucherState) string {
+	switch s {
+	case voucher.StateScheduled:
+		return "scheduled"
+	case voucher.StateLive:
+		return "live"
+	case voucher.StateSoldOut:
+		return "sold out"
+	case voucher.StateEnded:
+		return "ended"
+	}
+	return string(s)
+}
+
+// Bar is the widths, in percent of the total, of a voucher's confirmed,
+// reserved and remaining uses.
+type Bar struct {
+	Confirmed, Reserved, Remaining float64
+}
+
+// BarOf splits a voucher's total into confirmed, reserved and remaining.
+func BarOf(v voucher.Voucher) Bar {
+	if v.TotalLimit <= 0 {
+		return Bar{}
+	}
+	t := float64(v.TotalLimit)
+	b := Bar{Confirmed: 100 * float64(v.ConfirmedCount) / t, Reserved: 100 * float64(v.ReservedCount) / t}
+	b.Remaining = max(0, 100-b.Confirmed-b.Reserved)
+	return b
+}
+
+func pct(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" }
+
+// GateLabel says what the gate's counter is for a listed voucher.
+func GateLabel(o voucher.VoucherOverview) string {
+	switch {
+	case !o.Flash:
+		return ""
+	case o.GateUnavailable:
+		return "gate unavailable"
+	case o.Gate == nil:
+		return "not loaded"
+	}
+	return Count(*o.Gate)
+}
+
+// Chart is the geometry of the remaining-uses chart, in SVG user units.
+type Chart struct {
+	Width, Height float64
+	Points        string // the polyline's points
+	Area          string // the polygon under it
+	YLabels       []ChartLabel
+	XLabels       []ChartLabel
+	Empty         bool
+	Last          int // the latest remaining count
+}
+
+// ChartLabel is a label on an axis.
+type ChartLabel struct {
+	X, Y float64
+	Text string
+}
+
+// The chart's size and margins.
+const (
+	chartWidth  = 640.0
+	chartHeight = 200.0
+	chartLeft   = 56.0
+	chartRight  = 12.0
+	chartTop    = 12.0
+	chartBottom = 28.0
+)
+
+// ChartOf lays out remaining uses over time: from the window's start at the
+// total, through the samples, to now at the current count.
+func ChartOf(a voucher.VoucherActivity, now time.Time, zone *time.Location) Chart {
+	c := Chart{Width: chartWidth, Height: chartHeight, Last: a.Remaining()}
+	total := a.TotalLimit
+	if now.Before(a.StartsAt) || total <= 0 {
+		c.Empty = true
+		return c
+	}
+	type point struct {
+		t time.Time
+		n int
+	}
+	pts := []point{{a.StartsAt, total}}
+	if len(a.Samples) > 0 && a.Samples[0].At.After(a.StartsAt) && len(a.Samples) == voucher.ActivitySamples {
+		// The oldest samples were cut off: start at the oldest one kept.
+		pts = pts[:0]
+	}
+	for _, s := range a.Samples {
+		pts = append(pts, point{s.At, s.Remaining})
+	}
+	end := now
+	if end.After(a.EndsAt) {
+		end = a.EndsAt
+	}
+	if end.After(pts[len(pts)-1].t) {
+		pts = append(pts, point{end, a.Remaining()})
+	}
+	t0, t1 := pts[0].t, pts[len(pts)-1].t
+	span := t1.Sub(t0).Seconds()
+	if span <= 0 {
+		span = 1
+	}
+	w := chartWidth - chartLeft - chartRight
+	h := chartHeight - chartTop - chartBottom
+	x := func(t time.Time) float64 { return chartLeft + w*t.Sub(t0).Seconds()/span }
+	y := func(n int) float64 { return chartTop + h*(1-float64(n)/float64(total)) }
+	var line []string
+	prev := -1
+	for i, p := range pts {
+		// Steps, not slopes: the count holds until the next sample.
+		if i > 0 && prev >= 0 {
+			line = append(line, xy(x(p.t), y(prev)))
+		}
+		line = append(line, xy(x(p.t), y(p.n)))
+		prev = p.n
+	}
+	c.Points = strings.Join(line, " ")
+	c.Area = c.Points + " " + xy(x(t1), y(0)) + " " + xy(x(t0), y(0))
+	for _, frac := range []float64{0, 0.5, 1} {
+		n := int(float64(total) * frac)
+		c.YLabels = append(c.YLabels, ChartLabel{X: chartLeft - 6, Y: y(n) + 4, Text: Count(n)})
+	}
+	layout := "15:04"
+	if span > 36*3600 {
+		layout = "2 Jan 15:04"
+	}
+	c.XLabels = []ChartLabel{
+		{X: chartLeft, Y: chartHeight - 8, Text: t0.In(zone).Format(layout)},
+		{X: chartWidth - chartRight, Y: chartHeight - 8, Text: t1.In(zone).Format(layout)},
+	}
+	return c
+}
+
+func xy(x, y float64) string {
+	return strconv.FormatFloat(x, 'f', 1, 64) + "," + strconv.FormatFloat(y, 'f', 1, 64)
+}
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// VoucherForm is the create and edit form's values as typed, with a message
+// per field at fault.
+type VoucherForm struct {
+	// Editing is the code of the voucher being changed; empty on create.
+	Editing        string
+	Code           string
+	DiscountAmount string
+	MinOrderAmount string
+	TotalLimit     string
+	PerUserLimit   string
+	StartsAt       string // datetime-local, in Zone
+	EndsAt         string
+	Zone           string // an IANA zone name
+	Flash          bool
+	Errors         map[string]string
+	// Form is a message about the whole form (e.g. an unexpected failure).
+	Form string
+}
+
+// DateTimeLocal is the value format of an <input type="datetime-local">.
+const DateTimeLocal = "2006-01-02T15:04"
+
+// WindowPreview is the window of a voucher being typed, in the marketer's
+// zone and in UTC.
+type WindowPreview struct {
+	Valid   bool
+	Message string // why there is no preview
+	Local   string
+	UTC     string
+	Lasts   string
+	Starts  string // "starts in 3 days", "started 2 hours ago"
+}
+
+// PreviewOf describes a window for the form.
+func PreviewOf(start, end time.Time, zone *time.Location, now time.Time) WindowPreview {
+	switch {
+	case start.IsZero() || end.IsZero():
+		return WindowPreview{Message: "Pick a start and an end to see the window."}
+	case !start.Before(end):
+		return WindowPreview{Message: "The end must come after the start."}
+	}
+	p := WindowPreview{
+		Valid: true,
+		Local: Window(start, end, zone) + " (" + zone.String() + ")",
+		UTC:   Window(start, end, time.UTC),
+		Lasts: Duration(end.Sub(start)),
+	}
+	switch {
+	case start.After(now):
+		p.Starts = "starts in " + Duration(start.Sub(now))
+	case end.After(now):
+		p.Starts = "live as soon as it is saved (started " + Duration(now.Sub(start)) + " ago)"
+	default:
+		p.Starts = "already over: no reserve will be eligible"
+	}
+	return p
+}
+
+// Zones is the time-zone select's list; the browser's own zone is added
+// (and chosen) by dashboard.js when it is not among them.
+var Zones = []string{
+	"UTC",
+	"Europe/London", "Europe/Berlin", "Europe/Paris", "Europe/Madrid", "Europe/Warsaw", "Europe/Istanbul",
+	"America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles", "America/Sao_Paulo",
+	"Asia/Dubai", "Asia/Kolkata", "Asia/Singapore", "Asia/Jakarta", "Asia/Ho_Chi_Minh", "Asia/Shanghai", "Asia/Tokyo", "Asia/Seoul",
+	"Australia/Sydney", "Pacific/Auckland",
+}
+
+// ConfirmAction is a confirmation step before an action with consequences.
+type ConfirmAction struct {
+	Title    string
+	Question string
+	Effects  []string // what will happen, one sentence each
+	Action   string   // the form's POST target
+	Button   string
+	Cancel   string // where "cancel" goes
+	Danger   bool
+}
+
+// DriftView is the drift page's data.
+type DriftView struct {
+	Reports []voucher.DriftReport
+	// Flash lists the flash vouchers never reconciled yet.
+	Unreconciled []string
+	// DeadLetters is the count of dead-lettered events; nil when this build
+	// has no store of them.
+	DeadLetters *int
+	// DeadLettersError is set when the count could not be read.
+	DeadLettersError bool
+}
+
+// Alerts returns the reports whose drift persisted past one interval.
+func (d DriftView) Alerts() []voucher.DriftReport {
+	var out []voucher.DriftReport
+	for _, r := range d.Reports {
+		if r.Alert {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func gateText(g *int) string {
+	if g == nil {
+		return "not loaded"
+	}
+	return Count(*g)
+}
+
+func signed(n int) string {
+	if n > 0 {
+		return "+" + strconv.Itoa(n)
+	}
+	return strconv.Itoa(n)
+}
+
+// ListQuery is the list's filter as given in the URL.
+type ListQuery struct {
+	Search string
+	State  string
+	Flash  bool
+}
+
+// Encode returns the filter as a query string, for the polled fragment.
+func (q ListQuery) Encode() string {
+	v := []string{}
+	if q.Search != "" {
+		v = append(v, "q="+url.QueryEscape(q.Search))
+	}
+	if q.State != "" {
+		v = append(v, "state="+url.QueryEscape(q.State))
+	}
+	if q.Flash {
+		v = append(v, "flash=1")
+	}
+	return strings.Join(v, "&")
+}

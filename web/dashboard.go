@@ -1,0 +1,253 @@
+// Package web is the dashboard at /admin: templ components (web/components),
+// the handlers that call the voucher service and render them, and the static
+// assets, embedded. Marketers create and change vouchers; operators watch
+// quota and drift and run repairs.
+package web
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+	_ "time/tzdata" // time zones for the form's select, even where the OS has none
+
+	"github.com/a-h/templ"
+
+	"voucherd/internal/voucher"
+	"voucherd/web/components"
+)
+
+// Accounts signs dashboard users in and out (voucher.Accounts).
+type Accounts interface {
+	SignIn(ctx context.Context, address, email, password string) (string, voucher.Session, voucher.User, error)
+	SessionUser(ctx context.Context, token string) (voucher.Session, voucher.User, error)
+	SignOut(ctx context.Context, token string) error
+	SessionTTL() time.Duration
+}
+
+// Vouchers is what the voucher pages call (voucher.Backoffice).
+type Vouchers interface {
+	ListVouchers(ctx context.Context, f voucher.VoucherFilter) ([]voucher.VoucherOverview, error)
+	Voucher(ctx context.Context, code string) (voucher.VoucherOverview, error)
+	Activity(ctx context.Context, code string) (voucher.VoucherActivity, error)
+	CreateVoucher(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error)
+	UpdateVoucher(ctx context.Context, code string, c voucher.VoucherChange) (voucher.Voucher, error)
+	EndVoucher(ctx context.Context, code string) (voucher.Voucher, error)
+}
+
+// Reservations finds a reservation by orderId (voucher.Service).
+type Reservations interface {
+	Reservation(ctx context.Context, orderID string) (voucher.Reservation, error)
+}
+
+// Drift is what the drift page calls (voucher.Service).
+type Drift interface {
+	DriftReports(ctx context.Context) ([]voucher.DriftReport, error)
+	Reconcile(ctx context.Context) ([]voucher.DriftReport, error)
+	RebuildGate(ctx context.Context, code string) error
+}
+
+// DeadLetterCounter counts dead-lettered events. No store has one yet; the
+// drift page shows a count only when one is given.
+type DeadLetterCounter interface {
+	DeadLetterCount(ctx context.Context) (int, error)
+}
+
+// Deps are the dashboard's dependencies.
+type Deps struct {
+	Accounts     Accounts
+	Vouchers     Vouchers
+	Reservations Reservations
+	Drift        Drift
+	// DeadLetters is nil until the Kafka write path has a dead-letter store.
+	DeadLetters DeadLetterCounter
+}
+
+// Config tunes the dashboard.
+type Config struct {
+	// SecureCookies marks cookies Secure (HTTPS only): on everywhere but
+	// development.
+	SecureCookies bool
+	Logger        *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// dashboard holds the handlers' dependencies.
+type dashboard struct {
+	deps   Deps
+	cfg    Config
+	logger *slog.Logger
+}
+
+// New returns the dashboard's handler for /admin and everything under it.
+func New(deps Deps, cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &dashboard{deps: deps, cfg: cfg, logger: cfg.Logger}
+	mux := http.NewServeMux()
+	d.routes(mux)
+	var h http.Handler = mux
+	h = limitForm(h)
+	h = http.NewCrossOriginProtection().Handler(h)
+	h = securityHeaders(h)
+	return h
+}
+
+// routes lists every dashboard route in one place. signedIn routes need a
+// session; POSTs among them also need the session's CSRF token.
+func (d *dashboard) routes(mux *http.ServeMux) {
+	mux.Handle("GET /admin/static/", staticFiles())
+	mux.Handle("GET /admin/sign-in", http.HandlerFunc(d.signInPage))
+	mux.Handle("POST /admin/sign-in", http.HandlerFunc(d.signIn))
+
+	signedIn := func(pattern string, op voucher.Operation, h http.HandlerFunc) {
+		mux.Handle(pattern, d.requireSession(op, h))
+	}
+	signedIn("GET /admin", voucher.OpRead, redirectTo("/admin/vouchers"))
+	signedIn("GET /admin/{$}", voucher.OpRead, redirectTo("/admin/vouchers"))
+	signedIn("POST /admin/sign-out", voucher.OpRead, d.signOut)
+
+	signedIn("GET /admin/vouchers", voucher.OpRead, d.voucherList)
+	signedIn("GET /admin/vouchers/rows", voucher.OpRead, d.voucherRows)
+	signedIn("GET /admin/vouchers/new", voucher.OpManageVoucher, d.newVoucher)
+	signedIn("GET /admin/vouchers/preview", voucher.OpManageVoucher, d.windowPreview)
+	signedIn("POST /admin/vouchers", voucher.OpManageVoucher, d.createVoucher)
+	signedIn("GET /admin/vouchers/{code}", voucher.OpRead, d.voucherPage)
+	signedIn("GET /admin/vouchers/{code}/figures", voucher.OpRead, d.voucherFigures)
+	signedIn("GET /admin/vouchers/{code}/edit", voucher.OpManageVoucher, d.editVoucher)
+	signedIn("POST /admin/vouchers/{code}", voucher.OpManageVoucher, d.updateVoucher)
+	signedIn("GET /admin/vouchers/{code}/end", voucher.OpManageVoucher, d.confirmEndVoucher)
+	signedIn("POST /admin/vouchers/{code}/end", voucher.OpManageVoucher, d.endVoucher)
+	signedIn("GET /admin/reservations", voucher.OpRead, d.reservationLookup)
+
+	signedIn("GET /admin/drift", voucher.OpOperate, d.driftPage)
+	signedIn("GET /admin/drift/reconcile", voucher.OpOperate, d.confirmReconcile)
+	signedIn("POST /admin/drift/reconcile", voucher.OpOperate, d.reconcile)
+	signedIn("GET /admin/drift/{code}/rebuild", voucher.OpOperate, d.confirmRebuild)
+	signedIn("POST /admin/drift/{code}/rebuild", voucher.OpOperate, d.rebuild)
+
+	mux.Handle("/admin/", d.requireSession(voucher.OpRead, func(w http.ResponseWriter, r *http.Request) {
+		d.problem(w, r, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
+	}))
+}
+
+func redirectTo(path string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, path, http.StatusSeeOther)
+	}
+}
+
+// render writes a component with a status; a failure to render is logged
+// (the header is gone by then).
+func (d *dashboard) render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := c.Render(r.Context(), w); err != nil {
+		d.logger.ErrorContext(r.Context(), "rendering a dashboard page failed", "path", r.URL.Path, "err", err)
+	}
+}
+
+// page is the layout's data for the signed-in user of the request.
+func (d *dashboard) page(r *http.Request, title, active string) components.Page {
+	s := sessionFrom(r.Context())
+	return components.Page{
+		Title:  title,
+		User:   components.Viewer{Email: s.user.Email, Name: s.user.Name, Role: s.user.Role},
+		CSRF:   s.session.CSRFToken,
+		Active: active,
+		Notice: notices[r.URL.Query().Get("notice")],
+		Zone:   zoneOf(r),
+	}
+}
+
+// notices are the sentences a redirect after an action may show, by key, so
+// a URL can never put words of its own on the page.
+var notices = map[string]string{
+	"created":    "Voucher created.",
+	"updated":    "Voucher changed.",
+	"ended":      "Voucher ended: no new reserve is taken; held reservations keep their rules.",
+	"reconciled": "Reconciliation ran: the reports below are fresh.",
+	"rebuilt":    "Gate rebuilt from the database.",
+}
+
+// problem renders an error page. For htmx requests it answers the status
+// alone, so a failed poll leaves the page as it was.
+func (d *dashboard) problem(w http.ResponseWriter, r *http.Request, status int, heading, message string) {
+	if r.Header.Get("HX-Request") == "true" {
+		w.WriteHeader(status)
+		return
+	}
+	d.render(w, r, status, components.Problem(d.page(r, heading, ""), heading, message))
+}
+
+// fail maps a service error to a page: refusals by their code, anything
+// else logged and shown as a generic internal error.
+func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := voucher.AsError(err)
+	switch e.Code {
+	case voucher.Forbidden:
+		d.problem(w, r, http.StatusForbidden, "Not allowed", "Your role may not do this. Ask an admin if you need it.")
+	case voucher.NotFound:
+		d.problem(w, r, http.StatusNotFound, "Not found", e.Message)
+	case voucher.Unavailable:
+		d.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "A dependency did not answer; try again in a moment.")
+	case voucher.Internal:
+		d.logger.ErrorContext(r.Context(), "dashboard request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		d.problem(w, r, http.StatusInternalServerError, "Something went wrong", "The dashboard could not do this. It is logged; try again.")
+	default:
+		d.problem(w, r, http.StatusConflict, "Refused", e.Message)
+	}
+}
+
+// zoneCookie holds the browser's time zone, set by dashboard.js, so times
+// are shown in the reader's zone.
+const zoneCookie = "voucherd_tz"
+
+func zoneOf(r *http.Request) *time.Location {
+	if c, err := r.Cookie(zoneCookie); err == nil {
+		if loc, ok := loadZone(c.Value); ok {
+			return loc
+		}
+	}
+	return time.UTC
+}
+
+// loadZone loads an IANA zone name; names that are not (or paths) fail.
+func loadZone(name string) (*time.Location, bool) {
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil, false
+	}
+	loc, err := time.LoadLocation(name)
+	return loc, err == nil
+}
+
+// securityHeaders keeps pages to their own origin: no inline script or
+// style, no framing, no sniffing, nothing cached.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Frame-Options", "DENY")
+		if h.Get("Cache-Control") == "" {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxFormBytes bounds a dashboard request body: forms here are small.
+const maxFormBytes = 64 << 10
+
+func limitForm(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		next.ServeHTTP(w, r)
+	})
+}

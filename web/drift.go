@@ -1,0 +1,84 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"slices"
+
+	"voucherd/internal/voucher"
+	"voucherd/web/components"
+)
+
+func (d *dashboard) driftPage(w http.ResponseWriter, r *http.Request) {
+	reports, err := d.deps.Drift.DriftReports(r.Context())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	view := components.DriftView{Reports: reports}
+	// Flash vouchers never reconciled yet still get a row (and a rebuild).
+	flash, err := d.deps.Vouchers.ListVouchers(r.Context(), voucher.VoucherFilter{FlashOnly: true, Limit: 500})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	for _, v := range flash {
+		if !slices.ContainsFunc(reports, func(rep voucher.DriftReport) bool { return rep.VoucherCode == v.Code }) {
+			view.Unreconciled = append(view.Unreconciled, v.Code)
+		}
+	}
+	if d.deps.DeadLetters != nil {
+		n, err := d.deps.DeadLetters.DeadLetterCount(r.Context())
+		if err != nil {
+			d.logger.ErrorContext(r.Context(), "counting dead-lettered events failed", "err", err)
+			view.DeadLettersError = true
+		} else {
+			view.DeadLetters = &n
+		}
+	}
+	d.render(w, r, http.StatusOK, components.DriftPage(d.page(r, "Drift", "drift"), view))
+}
+
+func (d *dashboard) confirmReconcile(w http.ResponseWriter, r *http.Request) {
+	d.render(w, r, http.StatusOK, components.Confirm(d.page(r, "Reconcile now", "drift"), components.ConfirmAction{
+		Title:    "Reconcile every flash voucher now?",
+		Question: "This runs the reconciliation pass that otherwise runs every interval.",
+		Effects:  components.ReconcileEffects,
+		Action:   "/admin/drift/reconcile",
+		Button:   "Reconcile now",
+		Cancel:   "/admin/drift",
+	}))
+}
+
+func (d *dashboard) reconcile(w http.ResponseWriter, r *http.Request) {
+	if _, err := d.deps.Drift.Reconcile(r.Context()); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/admin/drift?notice=reconciled", http.StatusSeeOther)
+}
+
+func (d *dashboard) confirmRebuild(w http.ResponseWriter, r *http.Request) {
+	code := r.PathValue("code")
+	if err := voucher.ValidateCode(code); err != nil {
+		d.problem(w, r, http.StatusNotFound, "Not found", "There is no voucher with that code.")
+		return
+	}
+	d.render(w, r, http.StatusOK, components.Confirm(d.page(r, "Rebuild gate", "drift"), components.ConfirmAction{
+		Title:    "Rebuild the gate of " + code + " from the database?",
+		Question: "The database is the truth; the gate is made to agree with it.",
+		Effects:  components.RebuildEffects(code),
+		Action:   "/admin/drift/" + url.PathEscape(code) + "/rebuild",
+		Button:   "Rebuild gate",
+		Cancel:   "/admin/drift",
+		Danger:   true,
+	}))
+}
+
+func (d *dashboard) rebuild(w http.ResponseWriter, r *http.Request) {
+	if err := d.deps.Drift.RebuildGate(r.Context(), r.PathValue("code")); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/admin/drift?notice=rebuilt", http.StatusSeeOther)
+}

@@ -1,0 +1,285 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"voucherd/internal/voucher"
+	"voucherd/web/components"
+)
+
+// listQuery reads the list's filter from the URL.
+func listQuery(r *http.Request) components.ListQuery {
+	q := r.URL.Query()
+	return components.ListQuery{
+		Search: strings.TrimSpace(q.Get("q")),
+		State:  q.Get("state"),
+		Flash:  q.Get("flash") == "1",
+	}
+}
+
+func filterOf(q components.ListQuery) voucher.VoucherFilter {
+	return voucher.VoucherFilter{Search: q.Search, State: voucher.VoucherState(q.State), FlashOnly: q.Flash}
+}
+
+func (d *dashboard) voucherList(w http.ResponseWriter, r *http.Request) {
+	q := listQuery(r)
+	rows, err := d.deps.Vouchers.ListVouchers(r.Context(), filterOf(q))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, components.VoucherList(d.page(r, "Vouchers", "vouchers"), q, rows, d.cfg.Now()))
+}
+
+// voucherRows is the fragment the list polls: the table body alone.
+func (d *dashboard) voucherRows(w http.ResponseWriter, r *http.Request) {
+	q := listQuery(r)
+	rows, err := d.deps.Vouchers.ListVouchers(r.Context(), filterOf(q))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, components.VoucherRows(q, rows, zoneOf(r), d.cfg.Now()))
+}
+
+func (d *dashboard) voucherPage(w http.ResponseWriter, r *http.Request) {
+	a, err := d.deps.Vouchers.Activity(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, components.VoucherPage(d.page(r, a.Code, "vouchers"), a, d.cfg.Now()))
+}
+
+// voucherFigures is the fragment the voucher page polls.
+func (d *dashboard) voucherFigures(w http.ResponseWriter, r *http.Request) {
+	o, err := d.deps.Vouchers.Voucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, components.Figures(o, zoneOf(r)))
+}
+
+func (d *dashboard) newVoucher(w http.ResponseWriter, r *http.Request) {
+	zone := zoneOf(r)
+	f := components.VoucherForm{PerUserLimit: "1", MinOrderAmount: "0"}
+	if c, err := r.Cookie(zoneCookie); err == nil && zone != time.UTC {
+		f.Zone = c.Value
+	}
+	d.renderForm(w, r, http.StatusOK, f)
+}
+
+func (d *dashboard) renderForm(w http.ResponseWriter, r *http.Request, status int, f components.VoucherForm) {
+	title, active := "New voucher", "new"
+	if f.Editing != "" {
+		title, active = "Change "+f.Editing, "vouchers"
+	}
+	d.render(w, r, status, components.VoucherFormPage(d.page(r, title, active), f, d.preview(f.StartsAt, f.EndsAt, f.Zone)))
+}
+
+// windowPreview is the fragment that shows the window being typed in the
+// chosen zone and in UTC.
+func (d *dashboard) windowPreview(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d.render(w, r, http.StatusOK, components.Preview(d.preview(q.Get("startsAt"), q.Get("endsAt"), q.Get("tz"))))
+}
+
+func (d *dashboard) preview(startsAt, endsAt, zoneName string) components.WindowPreview {
+	zone, ok := loadZone(zoneName)
+	if !ok {
+		zone = time.UTC
+	}
+	start, _ := time.ParseInLocation(components.DateTimeLocal, startsAt, zone)
+	end, _ := time.ParseInLocation(components.DateTimeLocal, endsAt, zone)
+	return components.PreviewOf(start, end, zone, d.cfg.Now())
+}
+
+// voucherForm reads the form as typed; parse errors become field messages
+// in the contract's words, and the domain's rules add theirs.
+func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
+	f := components.VoucherForm{
+		Code:           strings.TrimSpace(r.PostFormValue("code")),
+		DiscountAmount: strings.TrimSpace(r.PostFormValue("discountAmount")),
+		MinOrderAmount: strings.TrimSpace(r.PostFormValue("minOrderAmount")),
+		TotalLimit:     strings.TrimSpace(r.PostFormValue("totalLimit")),
+		PerUserLimit:   strings.TrimSpace(r.PostFormValue("perUserLimit")),
+		StartsAt:       r.PostFormValue("startsAt"),
+		EndsAt:         r.PostFormValue("endsAt"),
+		Zone:           r.PostFormValue("tz"),
+		Flash:          r.PostFormValue("flash") == "1",
+		Errors:         map[string]string{},
+	}
+	n := voucher.NewVoucher{Code: f.Code, Flash: f.Flash}
+	parseErrs := map[string]string{}
+	integer := func(field, raw, def, message string) int64 {
+		if raw == "" {
+			raw = def
+		}
+		v, err := strconv.ParseInt(strings.ReplaceAll(raw, "_", ""), 10, 64)
+		if err != nil {
+			parseErrs[field] = message
+		}
+		return v
+	}
+	n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", "discountAmount must be a whole number of minor units, greater than 0")
+	n.MinOrderAmount = integer("minOrderAmount", f.MinOrderAmount, "0", "minOrderAmount must be a whole number of minor units, 0 or more")
+	n.TotalLimit = int(integer("totalLimit", f.TotalLimit, "", "totalLimit must be a whole number, at least 1"))
+	n.PerUserLimit = int(integer("perUserLimit", f.PerUserLimit, "1", "perUserLimit must be a whole number, at least 1"))
+	zone, ok := loadZone(f.Zone)
+	if !ok {
+		parseErrs["tz"] = "choose a time zone from the list"
+		zone = time.UTC
+	}
+	when := func(field, raw string) time.Time {
+		if raw == "" {
+			return time.Time{}
+		}
+		t, err := time.ParseInLocation(components.DateTimeLocal, raw, zone)
+		if err != nil {
+			parseErrs[field] = field + " must be a date and time"
+		}
+		return t
+	}
+	n.StartsAt = when("startsAt", f.StartsAt)
+	n.EndsAt = when("endsAt", f.EndsAt)
+	for k, v := range n.FieldErrors() {
+		f.Errors[k] = v
+	}
+	for k, v := range parseErrs { // a parse error says more than the rule it broke
+		f.Errors[k] = v
+	}
+	return f, n
+}
+
+func (d *dashboard) createVoucher(w http.ResponseWriter, r *http.Request) {
+	f, n := voucherForm(r)
+	if len(f.Errors) > 0 {
+		d.renderForm(w, r, http.StatusUnprocessableEntity, f)
+		return
+	}
+	v, err := d.deps.Vouchers.CreateVoucher(r.Context(), n)
+	if err != nil {
+		d.formRefused(w, r, f, err)
+		return
+	}
+	http.Redirect(w, r, "/admin/vouchers/"+url.PathEscape(v.Code)+"?notice=created", http.StatusSeeOther)
+}
+
+// formRefused shows the service's refusal next to its field, or above the
+// form; faults go to the error page.
+func (d *dashboard) formRefused(w http.ResponseWriter, r *http.Request, f components.VoucherForm, err error) {
+	e := voucher.AsError(err)
+	switch e.Code {
+	case voucher.InvalidInput:
+		f.Errors[e.Field] = e.Message
+	case voucher.VoucherExists:
+		f.Errors["code"] = "a voucher with this code exists; choose another code"
+	case voucher.VoucherStarted:
+		f.Form = "This voucher has started, so its terms can no longer change. It can only be ended."
+	default:
+		d.fail(w, r, err)
+		return
+	}
+	d.renderForm(w, r, http.StatusUnprocessableEntity, f)
+}
+
+// editVoucher shows the form filled with the voucher's terms, in the
+// reader's zone; a voucher that has started cannot be changed.
+func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
+	o, err := d.deps.Vouchers.Voucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if o.State != voucher.StateScheduled || o.UsedCount > 0 {
+		d.problem(w, r, http.StatusConflict, "Too late to change", "Voucher "+o.Code+" has started, so its terms can no longer change. It can only be ended.")
+		return
+	}
+	zone := zoneOf(r)
+	d.renderForm(w, r, http.StatusOK, components.VoucherForm{
+		Editing:        o.Code,
+		Code:           o.Code,
+		DiscountAmount: strconv.FormatInt(o.DiscountAmount, 10),
+		MinOrderAmount: strconv.FormatInt(o.MinOrderAmount, 10),
+		TotalLimit:     strconv.Itoa(o.TotalLimit),
+		PerUserLimit:   strconv.Itoa(o.PerUserLimit),
+		StartsAt:       o.StartsAt.In(zone).Format(components.DateTimeLocal),
+		EndsAt:         o.EndsAt.In(zone).Format(components.DateTimeLocal),
+		Zone:           zone.String(),
+		Flash:          o.Flash,
+	})
+}
+
+// updateVoucher saves every field of the form as the voucher's new terms.
+func (d *dashboard) updateVoucher(w http.ResponseWriter, r *http.Request) {
+	code := r.PathValue("code")
+	f, n := voucherForm(r)
+	f.Editing = code
+	if len(f.Errors) > 0 {
+		d.renderForm(w, r, http.StatusUnprocessableEntity, f)
+		return
+	}
+	v, err := d.deps.Vouchers.UpdateVoucher(r.Context(), code, voucher.VoucherChange{
+		Code: &n.Code, DiscountAmount: &n.DiscountAmount, MinOrderAmount: &n.MinOrderAmount,
+		TotalLimit: &n.TotalLimit, PerUserLimit: &n.PerUserLimit,
+		StartsAt: &n.StartsAt, EndsAt: &n.EndsAt, Flash: &n.Flash,
+	})
+	if err != nil {
+		d.formRefused(w, r, f, err)
+		return
+	}
+	http.Redirect(w, r, "/admin/vouchers/"+url.PathEscape(v.Code)+"?notice=updated", http.StatusSeeOther)
+}
+
+func (d *dashboard) confirmEndVoucher(w http.ResponseWriter, r *http.Request) {
+	o, err := d.deps.Vouchers.Voucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, components.Confirm(d.page(r, "End "+o.Code, "vouchers"), components.ConfirmAction{
+		Title:    "End " + o.Code + " now?",
+		Question: "The voucher's window closes now instead of at " + components.When(o.EndsAt, zoneOf(r)) + ".",
+		Effects: []string{
+			"No new reserve of " + o.Code + " is taken from now on.",
+			"Reservations already held keep their rules: each may still be confirmed or released until it expires.",
+			"The change is recorded in the audit log under your name. It cannot be undone.",
+		},
+		Action: "/admin/vouchers/" + url.PathEscape(o.Code) + "/end",
+		Button: "End " + o.Code + " now",
+		Cancel: "/admin/vouchers/" + url.PathEscape(o.Code),
+		Danger: true,
+	}))
+}
+
+func (d *dashboard) endVoucher(w http.ResponseWriter, r *http.Request) {
+	v, err := d.deps.Vouchers.EndVoucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	http.Redirect(w, r, "/admin/vouchers/"+url.PathEscape(v.Code)+"?notice=ended", http.StatusSeeOther)
+}
+
+// reservationLookup finds one reservation by orderId.
+func (d *dashboard) reservationLookup(w http.ResponseWriter, r *http.Request) {
+	orderID := strings.TrimSpace(r.URL.Query().Get("orderId"))
+	var found *voucher.Reservation
+	if orderID != "" {
+		res, err := d.deps.Reservations.Reservation(r.Context(), orderID)
+		switch voucher.ErrorCodeOf(err) {
+		case "":
+			found = &res
+		case voucher.NotFound, voucher.InvalidInput:
+		default:
+			d.fail(w, r, err)
+			return
+		}
+	}
+	d.render(w, r, http.StatusOK, components.ReservationPage(d.page(r, "Reservation lookup", ""), orderID, found))
+}
