@@ -323,6 +323,9 @@ func PreviewOf(start, end time.Time, zone *time.Location, now time.Time) WindowP
 		UTC:   Window(start, end, time.UTC),
 		Lasts: Duration(end.Sub(start)),
 	}
+	if zone.String() == "UTC" {
+		p.Local, p.UTC = Window(start, end, zone), "in UTC"
+	}
 	switch {
 	case start.After(now):
 		p.Starts = "starts in " + Duration(start.Sub(now))

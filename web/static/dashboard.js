@@ -32,6 +32,18 @@
     select.value = zone;
     select.dispatchEvent(new Event("change", { bubbles: true }));
   }
+  // A field's message from the last submit goes once the field is edited.
+  document.addEventListener("input", function (ev) {
+    var field = ev.target.closest && ev.target.closest(".field.invalid");
+    if (!field) {
+      return;
+    }
+    field.classList.remove("invalid");
+    var msg = field.querySelector("p.error");
+    if (msg) {
+      msg.remove();
+    }
+  });
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", pickZone);
   } else {

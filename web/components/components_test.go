@@ -1,0 +1,358 @@
+package components
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/a-h/templ"
+	"github.com/google/go-cmp/cmp"
+
+	"voucherd/internal/voucher"
+)
+
+// render renders a component and parses it, for goquery on data-testid.
+func render(t *testing.T, c templ.Component) *goquery.Document {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := c.Render(context.Background(), &buf); err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	doc, err := goquery.NewDocumentFromReader(&buf)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return doc
+}
+
+// renderRows renders a table-body fragment inside a table, where an HTML
+// parser (like the browser's, via htmx) keeps it.
+func renderRows(t *testing.T, c templ.Component) *goquery.Document {
+	t.Helper()
+	return render(t, templ.ComponentFunc(func(ctx context.Context, w io.Writer) error {
+		if _, err := io.WriteString(w, "<table>"); err != nil {
+			return err
+		}
+		if err := c.Render(ctx, w); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "</table>")
+		return err
+	}))
+}
+
+func testid(id string) string { return `[data-testid="` + id + `"]` }
+
+var (
+	now   = time.Date(2026, 12, 1, 10, 30, 0, 0, time.UTC)
+	gate7 = 7
+)
+
+func overview(code string, state voucher.VoucherState, flash bool, gate *int) voucher.VoucherOverview {
+	return voucher.VoucherOverview{
+		Voucher: voucher.Voucher{
+			Code: code, DiscountAmount: 1500, MinOrderAmount: 5000, TotalLimit: 20, PerUserLimit: 1,
+			UsedCount: 10, ReservedCount: 4, ConfirmedCount: 6, Flash: flash,
+			StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour),
+		},
+		State: state, Gate: gate,
+	}
+}
+
+func TestVoucherRows_ShowStateFlashBadgeBarAndGate(t *testing.T) {
+	t.Parallel()
+	rows := []voucher.VoucherOverview{
+		overview("FLASH-LIVE", voucher.StateLive, true, &gate7),
+		overview("FLASH-COLD", voucher.StateScheduled, true, nil),
+		overview("PLAIN-ENDED", voucher.StateEnded, false, nil),
+	}
+	doc := renderRows(t, VoucherRows(ListQuery{}, rows, time.UTC, now))
+
+	type row struct{ Code, State, Flash, Confirmed, Reserved, Remaining, Gate, BarConfirmed, BarReserved string }
+	var got []row
+	doc.Find(testid("voucher-row")).Each(func(_ int, s *goquery.Selection) {
+		code, _ := s.Attr("data-code")
+		bc, _ := s.Find(testid("bar-confirmed")).Attr("width")
+		br, _ := s.Find(testid("bar-reserved")).Attr("width")
+		got = append(got, row{
+			Code: code, State: s.Find(testid("state")).Text(), Flash: s.Find(testid("flash-badge")).Text(),
+			Confirmed: s.Find(testid("confirmed")).Text(), Reserved: s.Find(testid("reserved")).Text(),
+			Remaining: s.Find(testid("remaining")).Text(), Gate: s.Find(testid("gate")).Text(),
+			BarConfirmed: bc, BarReserved: br,
+		})
+	})
+	want := []row{
+		{"FLASH-LIVE", "live", "flash", "6", "4", "10", "7", "30.0", "20.0"},
+		{"FLASH-COLD", "scheduled", "flash", "6", "4", "10", "not loaded", "30.0", "20.0"},
+		{"PLAIN-ENDED", "ended", "", "6", "4", "10", "", "30.0", "20.0"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
+
+func TestVoucherRows_PollTheirOwnFragmentFasterWhileASaleRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc    string
+		rows    []voucher.VoucherOverview
+		q       ListQuery
+		trigger string
+		get     string
+	}{
+		{"a live voucher", []voucher.VoucherOverview{overview("A", voucher.StateLive, false, nil)}, ListQuery{}, "every 2s", "/admin/vouchers/rows?"},
+		{"nothing live", []voucher.VoucherOverview{overview("A", voucher.StateEnded, false, nil)}, ListQuery{Search: "summer sale", State: "ended", Flash: true}, "every 15s", "/admin/vouchers/rows?q=summer+sale&state=ended&flash=1"},
+	} {
+		body := renderRows(t, VoucherRows(tc.q, tc.rows, time.UTC, now)).Find(testid("voucher-rows"))
+		if got, _ := body.Attr("hx-trigger"); got != tc.trigger {
+			t.Errorf("%s: hx-trigger = %q, want %q", tc.desc, got, tc.trigger)
+		}
+		if got, _ := body.Attr("hx-get"); got != tc.get {
+			t.Errorf("%s: hx-get = %q, want %q", tc.desc, got, tc.get)
+		}
+		if got, _ := body.Attr("hx-swap"); got != "outerHTML" {
+			t.Errorf("%s: hx-swap = %q, want outerHTML (the fragment replaces itself)", tc.desc, got)
+		}
+	}
+}
+
+func TestVoucherRows_SayWhenNothingMatches(t *testing.T) {
+	t.Parallel()
+	doc := renderRows(t, VoucherRows(ListQuery{Search: "nope"}, nil, time.UTC, now))
+	if doc.Find(testid("no-vouchers")).Length() != 1 {
+		t.Error("no 'no voucher matches' row")
+	}
+}
+
+func TestVoucherForm_ShowsEachFieldsMessageNextToIt(t *testing.T) {
+	t.Parallel()
+	f := VoucherForm{
+		Code: "bad code!", TotalLimit: "0",
+		Errors: map[string]string{
+			"code":       "code must be 1-32 characters of A-Z, a-z, 0-9, _ and -",
+			"totalLimit": "totalLimit must be at least 1",
+		},
+	}
+	doc := render(t, VoucherFormBody(Page{CSRF: "tok-123"}, f, WindowPreview{Message: "Pick a start"}))
+	for field, msg := range f.Errors {
+		box := doc.Find(testid("field-" + field))
+		if got := box.Find(testid("error-" + field)).Text(); got != msg {
+			t.Errorf("message next to %s = %q, want %q", field, got, msg)
+		}
+		if !box.HasClass("invalid") {
+			t.Errorf("field %s is not marked invalid", field)
+		}
+	}
+	if n := doc.Find(".field.invalid").Length(); n != 2 {
+		t.Errorf("%d fields marked invalid, want 2", n)
+	}
+	if got := doc.Find(testid("field-perUserLimit") + " .hint").Text(); got != "At least 1." {
+		t.Errorf("a valid field shows %q, want its rule", got)
+	}
+	if got, _ := doc.Find(`input[name=csrf]`).Attr("value"); got != "tok-123" {
+		t.Errorf("csrf field = %q, want the session's token", got)
+	}
+	if got, _ := doc.Find(`#code`).Attr("value"); got != "bad code!" {
+		t.Errorf("the code as typed is lost: %q", got)
+	}
+	if !strings.Contains(doc.Find(testid("flash-explained")).Text(), "Redis") {
+		t.Error("the flash checkbox has no line on what it means")
+	}
+	if got, _ := doc.Find(testid("voucher-form")).Attr("action"); got != "/admin/vouchers" {
+		t.Errorf("create form posts to %q", got)
+	}
+	edit := render(t, VoucherFormBody(Page{}, VoucherForm{Editing: "SPRING"}, WindowPreview{}))
+	if got, _ := edit.Find(testid("voucher-form")).Attr("action"); got != "/admin/vouchers/SPRING" {
+		t.Errorf("edit form posts to %q", got)
+	}
+}
+
+func TestPreviewOf_DescribesTheWindowInTheZoneAndUTC(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 12, 7, 10, 0, 0, 0, berlin)
+	for _, tc := range []struct {
+		desc       string
+		start, end time.Time
+		zone       *time.Location
+		want       WindowPreview
+	}{
+		{"a future window in Berlin", start, start.Add(2 * time.Hour), berlin, WindowPreview{
+			Valid: true, Local: "Mon 7 Dec 2026 10:00–12:00 CET (Europe/Berlin)", UTC: "Mon 7 Dec 2026 09:00–11:00 UTC",
+			Lasts: "2 hours", Starts: "starts in 5 days 22 hours",
+		}},
+		{"an open window in UTC", now.Add(-time.Hour), now.Add(90 * time.Minute), time.UTC, WindowPreview{
+			Valid: true, Local: "Tue 1 Dec 2026 09:30–12:00 UTC", UTC: "in UTC",
+			Lasts: "2 hours 30 minutes", Starts: "live as soon as it is saved (started 1 hour ago)",
+		}},
+		{"end before start", start, start.Add(-time.Minute), berlin, WindowPreview{Message: "The end must come after the start."}},
+		{"no end", start, time.Time{}, berlin, WindowPreview{Message: "Pick a start and an end to see the window."}},
+	} {
+		if diff := cmp.Diff(tc.want, PreviewOf(tc.start, tc.end, tc.zone, now)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.desc, diff)
+		}
+	}
+}
+
+func TestLayout_NavigationFollowsTheRole(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		role            voucher.Role
+		newVoucher, dft bool
+	}{
+		{voucher.RoleMarketer, true, false},
+		{voucher.RoleOperator, false, true},
+		{voucher.RoleAdmin, true, true},
+	} {
+		p := Page{Title: "x", User: Viewer{Email: "a@example.com", Role: tc.role}, CSRF: "tok"}
+		doc := render(t, Layout(p))
+		if got := doc.Find(testid("nav-new")).Length() == 1; got != tc.newVoucher {
+			t.Errorf("%s: New voucher link shown = %v, want %v", tc.role, got, tc.newVoucher)
+		}
+		if got := doc.Find(testid("nav-drift")).Length() == 1; got != tc.dft {
+			t.Errorf("%s: Drift link shown = %v, want %v", tc.role, got, tc.dft)
+		}
+		if got, _ := doc.Find(`form[action="/admin/sign-out"] input[name=csrf]`).Attr("value"); got != "tok" {
+			t.Errorf("%s: sign-out form carries csrf %q", tc.role, got)
+		}
+		if got, _ := doc.Find("body").Attr("hx-headers"); got != `{"X-CSRF-Token": "tok"}` {
+			t.Errorf("%s: htmx requests carry %q", tc.role, got)
+		}
+		if doc.Find(`script[src^="http"], link[href^="http"]`).Length() != 0 {
+			t.Errorf("%s: the page loads something from another origin", tc.role)
+		}
+	}
+}
+
+func TestDriftPage_ShowsReportsAlertsAndDeadLetters(t *testing.T) {
+	t.Parallel()
+	g := 32
+	view := DriftView{
+		Reports: []voucher.DriftReport{
+			{VoucherCode: "HOT", DatabaseRemaining: 37, GateRemaining: &g, Drift: -5, Alert: true, CheckedAt: now},
+			{VoucherCode: "CALM", DatabaseRemaining: 10, GateRemaining: nil, Drift: 0, CheckedAt: now},
+		},
+		Unreconciled: []string{"NEW"},
+	}
+	p := Page{User: Viewer{Role: voucher.RoleOperator}, CSRF: "tok"}
+	doc := render(t, DriftPage(p, view))
+	alerts := doc.Find(testid("alert"))
+	if alerts.Length() != 1 || !strings.Contains(alerts.Text(), "HOT") || !strings.Contains(alerts.Text(), "-5") {
+		t.Errorf("alerts = %q, want one for HOT with its drift", alerts.Text())
+	}
+	hot := doc.Find(testid("drift-row") + `[data-code=HOT]`)
+	if got := [3]string{hot.Find(testid("db-remaining")).Text(), hot.Find(testid("gate-remaining")).Text(), hot.Find(testid("drift")).Text()}; got != [3]string{"37", "32", "-5"} {
+		t.Errorf("HOT row = %v", got)
+	}
+	if hot.Find(testid("alert-badge")).Length() != 1 {
+		t.Error("HOT has no alert badge")
+	}
+	if got := doc.Find(testid("drift-row") + `[data-code=CALM] ` + testid("gate-remaining")).Text(); got != "not loaded" {
+		t.Errorf("a gate holding nothing shows %q", got)
+	}
+	if doc.Find(testid("drift-row-unreconciled")+`[data-code=NEW]`).Length() != 1 {
+		t.Error("a flash voucher never reconciled is missing")
+	}
+	if href, _ := hot.Find(testid("rebuild-gate")).Attr("href"); href != "/admin/drift/HOT/rebuild" {
+		t.Errorf("rebuild goes to %q, want the confirmation step", href)
+	}
+	if href, _ := doc.Find(testid("reconcile-now")).Attr("href"); href != "/admin/drift/reconcile" {
+		t.Errorf("reconcile goes to %q, want the confirmation step", href)
+	}
+	if doc.Find(testid("dead-letters-untracked")).Length() != 1 {
+		t.Error("without a dead-letter store the page must say they are not tracked")
+	}
+
+	n := 3
+	view.DeadLetters = &n
+	if got := render(t, DriftPage(p, view)).Find(testid("dead-letter-count")).Text(); !strings.Contains(got, "3") {
+		t.Errorf("dead-letter count = %q, want 3", got)
+	}
+	quiet := render(t, DriftPage(p, DriftView{}))
+	if quiet.Find(testid("no-alerts")).Length() != 1 || quiet.Find(testid("no-reports")).Length() != 1 {
+		t.Error("an empty drift page does not say so")
+	}
+}
+
+func TestConfirm_PostsWithTheCSRFTokenOrCancels(t *testing.T) {
+	t.Parallel()
+	doc := render(t, Confirm(Page{CSRF: "tok"}, ConfirmAction{
+		Title: "Rebuild?", Question: "Sure?", Effects: RebuildEffects("HOT"),
+		Action: "/admin/drift/HOT/rebuild", Button: "Rebuild gate", Cancel: "/admin/drift", Danger: true,
+	}))
+	form := doc.Find(testid("confirm") + " form")
+	if m, _ := form.Attr("method"); m != "post" {
+		t.Errorf("method %q", m)
+	}
+	if a, _ := form.Attr("action"); a != "/admin/drift/HOT/rebuild" {
+		t.Errorf("action %q", a)
+	}
+	if v, _ := form.Find(`input[name=csrf]`).Attr("value"); v != "tok" {
+		t.Errorf("csrf %q", v)
+	}
+	if href, _ := doc.Find(testid("confirm-cancel")).Attr("href"); href != "/admin/drift" {
+		t.Errorf("cancel goes to %q", href)
+	}
+	if doc.Find("li").Length() != 3 {
+		t.Error("the effects are not listed")
+	}
+}
+
+func TestVoucherPage_FiguresChartReservationsEventsAndAudit(t *testing.T) {
+	t.Parallel()
+	o := overview("HOT", voucher.StateLive, true, &gate7)
+	a := voucher.VoucherActivity{
+		VoucherOverview: o,
+		Samples: []voucher.RemainingSample{
+			{At: now.Add(-50 * time.Minute), Remaining: 18}, {At: now.Add(-20 * time.Minute), Remaining: 12},
+		},
+		Reservations: []voucher.Reservation{{OrderID: "o-1", CustomerID: 9, Status: voucher.StatusConfirmed, CreatedAt: now}},
+		Events:       []voucher.ReservationEvent{{OrderID: "o-1", Kind: "confirmed", Path: voucher.PathDatabase, At: now}},
+		Audit:        []voucher.AuditEvent{{Actor: "mia@example.com", ActorRole: voucher.RoleMarketer, Action: "created", At: now}},
+	}
+	p := Page{User: Viewer{Role: voucher.RoleMarketer}, CSRF: "tok"}
+	doc := render(t, VoucherPage(p, a, now))
+	if got := doc.Find(testid("fig-remaining")).Text(); got != "10" {
+		t.Errorf("remaining = %q", got)
+	}
+	if got := doc.Find(testid("fig-gate")).Text(); got != "7" {
+		t.Errorf("gate = %q", got)
+	}
+	pts, _ := doc.Find(testid("remaining-chart") + " polyline").Attr("points")
+	if n := len(strings.Fields(pts)); n != 7 {
+		t.Errorf("chart has %d points (%q), want a step line through start, 2 samples and now (7)", n, pts)
+	}
+	if doc.Find(testid("reservation")).Length() != 1 || doc.Find(testid("event")).Length() != 1 || doc.Find(testid("audit-event")).Length() != 1 {
+		t.Error("reservations, events or audit events are missing")
+	}
+	if doc.Find(testid("end-voucher")).Length() != 1 || doc.Find(testid("edit-voucher")).Length() != 0 {
+		t.Error("a live voucher offers 'end now', never 'change'")
+	}
+	op := render(t, VoucherPage(Page{User: Viewer{Role: voucher.RoleOperator}}, a, now))
+	if op.Find(testid("end-voucher")).Length() != 0 {
+		t.Error("an operator is offered 'end now'")
+	}
+	before := a
+	before.State, before.UsedCount, before.ReservedCount, before.ConfirmedCount = voucher.StateScheduled, 0, 0, 0
+	before.StartsAt = now.Add(time.Hour)
+	sched := render(t, VoucherPage(p, before, now))
+	if sched.Find(testid("edit-voucher")).Length() != 1 || sched.Find(testid("chart-empty")).Length() != 1 {
+		t.Error("a scheduled voucher offers 'change' and an empty chart")
+	}
+}
+
+func TestMoney(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[int64]string{0: "0.00", 5: "0.05", 1500: "15.00", 123456789: "1,234,567.89", -250: "-2.50"} {
+		if got := Money(in); got != want {
+			t.Errorf("Money(%d) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,469 @@
+package web_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"voucherd/internal/postgres"
+	"voucherd/internal/voucher"
+	"voucherd/migrations"
+	"voucherd/web"
+)
+
+// The handler tests run the dashboard over the real store on the test
+// database (no mocks of storage); the service has no gate, so flash
+// vouchers take the database path.
+var (
+	databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
+	pool        *pgxpool.Pool
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestMain(m *testing.M) {
+	ctx := context.Background()
+	var err error
+	pool, err = pgxpool.New(ctx, databaseURL)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "web tests need PostgreSQL at TEST_DATABASE_URL (%s): %v; `make test` sets it up\n", databaseURL, err)
+		os.Exit(1)
+	}
+	if _, err := migrations.Up(ctx, stdlib.OpenDBFromPool(pool)); err != nil {
+		fmt.Fprintf(os.Stderr, "migrations: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	pool.Close()
+	os.Exit(code)
+}
+
+const password = "a long enough password"
+
+// fixture is a dashboard over the real store with a user of each role.
+type fixture struct {
+	h        http.Handler
+	accounts *voucher.Accounts
+	svc      *voucher.Service
+	users    map[voucher.Role]string // role -> email
+}
+
+func newFixture(t *testing.T, cfg web.Config) fixture {
+	t.Helper()
+	store := postgres.New(pool)
+	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{})
+	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, FailureWindow: time.Minute})
+	f := fixture{
+		h: web.New(web.Deps{
+			Accounts: accounts, Vouchers: voucher.NewBackoffice(svc, store), Reservations: svc, Drift: svc,
+		}, cfg),
+		accounts: accounts, svc: svc, users: map[voucher.Role]string{},
+	}
+	for _, role := range voucher.DashboardRoles {
+		email := fmt.Sprintf("%s-%s@example.com", role, unique())
+		if _, err := accounts.AddUser(context.Background(), voucher.NewUser{Email: email, Role: role, Password: password}); err != nil {
+			t.Fatalf("adding a %s: %v", role, err)
+		}
+		f.users[role] = email
+	}
+	return f
+}
+
+func unique() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// uniqueAddress is a client address of its own, so sign-in limits of one
+// test (or an earlier run) never touch another.
+func uniqueAddress() string { return "198.51.100." + unique() + ":4711" }
+
+// session signs a role in and returns its cookie and CSRF token.
+type session struct {
+	cookie *http.Cookie
+	csrf   string
+}
+
+func (f fixture) signIn(t *testing.T, role voucher.Role) session {
+	t.Helper()
+	token, s, _, err := f.accounts.SignIn(context.Background(), unique(), f.users[role], password)
+	if err != nil {
+		t.Fatalf("signing in a %s: %v", role, err)
+	}
+	return session{cookie: &http.Cookie{Name: "voucherd_session", Value: token}, csrf: s.CSRFToken}
+}
+
+// do sends a request to the dashboard; form values make it a form POST.
+func (f fixture) do(t *testing.T, method, target string, s *session, form url.Values, header map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	var req *http.Request
+	if form != nil {
+		req = httptest.NewRequest(method, target, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	} else {
+		req = httptest.NewRequest(method, target, nil)
+	}
+	req.RemoteAddr = uniqueAddress()
+	if s != nil {
+		req.AddCookie(s.cookie)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func doc(t *testing.T, rec *httptest.ResponseRecorder) *goquery.Document {
+	t.Helper()
+	d, err := goquery.NewDocumentFromReader(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestAuth_NoSessionGetsTheSignInPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	for _, target := range []string{"/admin", "/admin/vouchers", "/admin/drift", "/admin/vouchers/new"} {
+		rec := f.do(t, http.MethodGet, target, nil, nil, nil)
+		if rec.Code != http.StatusSeeOther || !strings.HasPrefix(rec.Header().Get("Location"), "/admin/sign-in?next=") {
+			t.Errorf("GET %s signed out: %d to %q, want 303 to the sign-in page", target, rec.Code, rec.Header().Get("Location"))
+		}
+	}
+	bad := &session{cookie: &http.Cookie{Name: "voucherd_session", Value: "forged"}}
+	if rec := f.do(t, http.MethodGet, "/admin/vouchers", bad, nil, nil); rec.Code != http.StatusSeeOther {
+		t.Errorf("an unknown session cookie got %d, want the sign-in page", rec.Code)
+	}
+	poll := f.do(t, http.MethodGet, "/admin/vouchers/rows", nil, nil, map[string]string{"HX-Request": "true"})
+	if poll.Code != http.StatusUnauthorized || poll.Header().Get("HX-Redirect") == "" {
+		t.Errorf("an htmx poll signed out got %d (HX-Redirect %q), want 401 telling htmx to go to sign-in", poll.Code, poll.Header().Get("HX-Redirect"))
+	}
+	page := f.do(t, http.MethodGet, "/admin/sign-in", nil, nil, nil)
+	if page.Code != http.StatusOK || doc(t, page).Find(`[data-testid=sign-in-form] input[name=csrf]`).Length() != 1 {
+		t.Errorf("the sign-in page: %d, want 200 with a form carrying a CSRF token", page.Code)
+	}
+}
+
+// signInThroughTheForm does what a browser does: fetch the form (its token
+// and cookie), post it back with the credentials.
+func signInThroughTheForm(t *testing.T, f fixture, email, pass, address string) *httptest.ResponseRecorder {
+	t.Helper()
+	page := f.do(t, http.MethodGet, "/admin/sign-in?next=/admin/drift", nil, nil, nil)
+	token, _ := doc(t, page).Find(`input[name=csrf]`).Attr("value")
+	var cookie *http.Cookie
+	for _, c := range page.Result().Cookies() {
+		if c.Name == "voucherd_signin" {
+			cookie = c
+		}
+	}
+	if cookie == nil || token == "" {
+		t.Fatal("the sign-in page set no CSRF cookie or token")
+	}
+	form := url.Values{"email": {email}, "password": {pass}, "csrf": {token}, "next": {"/admin/drift"}}
+	req := httptest.NewRequest(http.MethodPost, "/admin/sign-in", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.RemoteAddr = address
+	req.AddCookie(cookie)
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	return rec
+}
+
+func TestSignIn_SetsAnHttpOnlySameSiteSessionCookie(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		desc   string
+		secure bool
+	}{{"development", false}, {"production", true}} {
+		f := newFixture(t, web.Config{SecureCookies: tc.secure})
+		rec := signInThroughTheForm(t, f, f.users[voucher.RoleOperator], password, uniqueAddress())
+		if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/admin/drift" {
+			t.Fatalf("%s: sign-in answered %d to %q, want 303 to the page asked for", tc.desc, rec.Code, rec.Header().Get("Location"))
+		}
+		var c *http.Cookie
+		for _, ck := range rec.Result().Cookies() {
+			if ck.Name == "voucherd_session" {
+				c = ck
+			}
+		}
+		if c == nil || c.Value == "" {
+			t.Fatalf("%s: no session cookie", tc.desc)
+		}
+		if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Secure != tc.secure || c.Path != "/admin" {
+			t.Errorf("%s: cookie HttpOnly=%v SameSite=%v Secure=%v Path=%q; want HttpOnly, Lax, Secure=%v, /admin",
+				tc.desc, c.HttpOnly, c.SameSite, c.Secure, c.Path, tc.secure)
+		}
+		s := &session{cookie: &http.Cookie{Name: c.Name, Value: c.Value}}
+		if rec := f.do(t, http.MethodGet, "/admin/drift", s, nil, nil); rec.Code != http.StatusOK {
+			t.Errorf("%s: the new session opens the drift page with %d", tc.desc, rec.Code)
+		}
+	}
+}
+
+func TestSignIn_WithoutItsCSRFTokenIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	form := url.Values{"email": {f.users[voucher.RoleAdmin]}, "password": {password}}
+	rec := f.do(t, http.MethodPost, "/admin/sign-in", nil, form, nil)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("sign-in without a CSRF token: %d, want 403", rec.Code)
+	}
+	for _, c := range rec.Result().Cookies() {
+		if c.Name == "voucherd_session" && c.Value != "" {
+			t.Error("a session was opened without the form's token")
+		}
+	}
+}
+
+func TestSignIn_FailuresAreLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	email, address := f.users[voucher.RoleMarketer], uniqueAddress()
+	for i := range 3 {
+		if rec := signInThroughTheForm(t, f, email, "wrong password", address); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("wrong password #%d: %d, want 401", i+1, rec.Code)
+		}
+	}
+	rec := signInThroughTheForm(t, f, email, password, address)
+	if rec.Code != http.StatusTooManyRequests {
+		t.Errorf("the right password after 3 failures from the address: %d, want 429", rec.Code)
+	}
+	if !strings.Contains(doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(), "Too many") {
+		t.Error("the refusal does not say why")
+	}
+	if rec := signInThroughTheForm(t, f, email, password, uniqueAddress()); rec.Code != http.StatusSeeOther {
+		t.Errorf("the same user from another address: %d, want 303 (the limit is per address)", rec.Code)
+	}
+}
+
+func TestAuth_MarketerCannotReachOperatorActions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	for _, tc := range []struct{ method, target string }{
+		{http.MethodGet, "/admin/drift"},
+		{http.MethodGet, "/admin/drift/reconcile"},
+		{http.MethodPost, "/admin/drift/reconcile"},
+		{http.MethodGet, "/admin/drift/ANY/rebuild"},
+		{http.MethodPost, "/admin/drift/ANY/rebuild"},
+	} {
+		var form url.Values
+		if tc.method == http.MethodPost {
+			form = url.Values{"csrf": {m.csrf}, "confirm": {"yes"}}
+		}
+		if rec := f.do(t, tc.method, tc.target, &m, form, nil); rec.Code != http.StatusForbidden {
+			t.Errorf("marketer %s %s: %d, want 403", tc.method, tc.target, rec.Code)
+		}
+	}
+	if d := doc(t, f.do(t, http.MethodGet, "/admin/vouchers", &m, nil, nil)); d.Find(`[data-testid=nav-drift]`).Length() != 0 {
+		t.Error("a marketer is shown the drift link")
+	}
+	op := f.signIn(t, voucher.RoleOperator)
+	if rec := f.do(t, http.MethodGet, "/admin/drift", &op, nil, nil); rec.Code != http.StatusOK {
+		t.Errorf("operator GET /admin/drift: %d, want 200", rec.Code)
+	}
+	form := url.Values{"csrf": {op.csrf}, "code": {"OP-" + unique()}}
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &op, form, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("operator creating a voucher: %d, want 403", rec.Code)
+	}
+}
+
+// voucherForm is a valid create form for a voucher starting in start.
+func voucherForm(code, csrf string, start time.Duration) url.Values {
+	now := time.Now().UTC()
+	return url.Values{
+		"csrf": {csrf}, "code": {code}, "discountAmount": {"1000"}, "minOrderAmount": {"0"},
+		"totalLimit": {"10"}, "perUserLimit": {"1"}, "tz": {"UTC"},
+		"startsAt": {now.Add(start).Format("2006-01-02T15:04")}, "endsAt": {now.Add(start + 2*time.Hour).Format("2006-01-02T15:04")},
+	}
+}
+
+func TestCSRF_FormWithoutItsTokenIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	code := "CSRF-" + unique()
+	admin := voucher.WithCaller(context.Background(), voucher.Caller{Role: voucher.RoleAdmin, Name: "test"})
+	for _, tc := range []struct {
+		desc string
+		csrf string
+	}{{"no token", ""}, {"another token", "not-the-session-token"}} {
+		rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(code, tc.csrf, 24*time.Hour), nil)
+		if rec.Code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", tc.desc, rec.Code)
+		}
+		if _, err := f.svc.Voucher(admin, code); voucher.ErrorCodeOf(err) != voucher.NotFound {
+			t.Fatalf("%s: the voucher was created anyway (%v)", tc.desc, err)
+		}
+	}
+	if rec := f.do(t, http.MethodPost, "/admin/sign-out", &m, url.Values{}, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("sign-out without a token: %d, want 403", rec.Code)
+	}
+	cross := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(code, m.csrf, 24*time.Hour), map[string]string{"Sec-Fetch-Site": "cross-site"})
+	if cross.Code != http.StatusForbidden {
+		t.Errorf("a cross-site POST with the token: %d, want 403", cross.Code)
+	}
+	ok := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(code, m.csrf, 24*time.Hour), nil)
+	if ok.Code != http.StatusSeeOther {
+		t.Fatalf("with its token: %d, want 303: %s", ok.Code, ok.Body)
+	}
+	htmx := f.do(t, http.MethodPost, "/admin/sign-out", &m, url.Values{}, map[string]string{"X-CSRF-Token": m.csrf})
+	if htmx.Code != http.StatusSeeOther {
+		t.Errorf("the token in htmx's header: %d, want 303", htmx.Code)
+	}
+	if rec := f.do(t, http.MethodGet, "/admin/vouchers", &m, nil, nil); rec.Code != http.StatusSeeOther {
+		t.Errorf("after sign-out the session still opens pages (%d)", rec.Code)
+	}
+}
+
+func TestCreateVoucher_ShowsTheContractsValidationNextToEachField(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	form := url.Values{"csrf": {m.csrf}, "code": {"no spaces allowed"}, "discountAmount": {"0"}, "totalLimit": {"x"}, "tz": {"UTC"},
+		"startsAt": {"2026-12-01T10:00"}, "endsAt": {"2026-12-01T09:00"}}
+	rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, form, nil)
+	if rec.Code != http.StatusUnprocessableEntity {
+		t.Fatalf("invalid form: %d, want 422", rec.Code)
+	}
+	d := doc(t, rec)
+	for field, want := range map[string]string{
+		"code":           "1-32 characters",
+		"discountAmount": "greater than 0",
+		"totalLimit":     "at least 1",
+		"endsAt":         "after startsAt",
+	} {
+		if got := d.Find(`[data-testid=error-` + field + `]`).Text(); !strings.Contains(got, want) {
+			t.Errorf("message next to %s = %q, want it to say %q", field, got, want)
+		}
+	}
+	code := "DUP-" + unique()
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(code, m.csrf, time.Hour), nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("creating %s: %d", code, rec.Code)
+	}
+	dup := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(code, m.csrf, time.Hour), nil)
+	if got := doc(t, dup).Find(`[data-testid=error-code]`).Text(); dup.Code != http.StatusUnprocessableEntity || !strings.Contains(got, "exists") {
+		t.Errorf("a taken code: %d %q, want 422 with the message next to the code", dup.Code, got)
+	}
+}
+
+func TestChangeVoucher_BeforeItStartsIsAuditedAfterwardsOnlyEnding(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	code := "EDIT-" + unique()
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(code, m.csrf, 24*time.Hour), nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("creating: %d", rec.Code)
+	}
+	edit := voucherForm(code, m.csrf, 48*time.Hour)
+	edit.Set("totalLimit", "25")
+	rec := f.do(t, http.MethodPost, "/admin/vouchers/"+code, &m, edit, nil)
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("changing a scheduled voucher: %d: %s", rec.Code, rec.Body)
+	}
+	page := doc(t, f.do(t, http.MethodGet, "/admin/vouchers/"+code, &m, nil, nil))
+	audit := page.Find(`[data-testid=audit]`).Text()
+	for _, want := range []string{f.users[voucher.RoleMarketer], "updated", "totalLimit 10 → 25", "created"} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("audit log %q lacks %q", audit, want)
+		}
+	}
+
+	live := "LIVE-" + unique()
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(live, m.csrf, -time.Hour), nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("creating a live voucher: %d", rec.Code)
+	}
+	if rec := f.do(t, http.MethodGet, "/admin/vouchers/"+live+"/edit", &m, nil, nil); rec.Code != http.StatusConflict {
+		t.Errorf("editing a live voucher: %d, want 409", rec.Code)
+	}
+	late := voucherForm(live, m.csrf, -time.Hour)
+	late.Set("totalLimit", "99")
+	refused := f.do(t, http.MethodPost, "/admin/vouchers/"+live, &m, late, nil)
+	if got := doc(t, refused).Find(`[data-testid=form-error]`).Text(); !strings.Contains(got, "has started") {
+		t.Errorf("changing a live voucher: %d %q, want the form to say it has started", refused.Code, got)
+	}
+	confirm := doc(t, f.do(t, http.MethodGet, "/admin/vouchers/"+live+"/end", &m, nil, nil))
+	if confirm.Find(`[data-testid=confirm]`).Length() != 1 {
+		t.Fatal("ending has no confirmation step")
+	}
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers/"+live+"/end", &m, url.Values{"csrf": {m.csrf}}, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("ending a live voucher: %d", rec.Code)
+	}
+	ended := doc(t, f.do(t, http.MethodGet, "/admin/vouchers/"+live, &m, nil, nil))
+	if got := ended.Find(`[data-testid=figures] [data-testid=state]`).Text(); got != "ended" {
+		t.Errorf("state after ending = %q", got)
+	}
+	if a := ended.Find(`[data-testid=audit]`).Text(); !strings.Contains(a, "ended") || !strings.Contains(a, f.users[voucher.RoleMarketer]) {
+		t.Errorf("audit log after ending = %q", a)
+	}
+}
+
+func TestVoucherList_SearchesByCodeAndFiltersByState(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	tag := strings.ToUpper(unique())
+	for _, v := range []struct {
+		code  string
+		start time.Duration
+	}{{"SOON_" + tag, 24 * time.Hour}, {"NOW_" + tag, -time.Hour}} {
+		if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(v.code, m.csrf, v.start), nil); rec.Code != http.StatusSeeOther {
+			t.Fatalf("creating %s: %d", v.code, rec.Code)
+		}
+	}
+	codes := func(target string) []string {
+		var out []string
+		body := f.do(t, http.MethodGet, target, &m, nil, nil).Body.String()
+		if strings.Contains(target, "/rows") {
+			body = "<table>" + body + "</table>" // a table-body fragment, parsed where it belongs
+		}
+		d, err := goquery.NewDocumentFromReader(strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Find(`[data-testid=voucher-row]`).Each(func(_ int, s *goquery.Selection) {
+			c, _ := s.Attr("data-code")
+			out = append(out, c)
+		})
+		return out
+	}
+	if got := codes("/admin/vouchers?q=" + strings.ToLower(tag)); len(got) != 2 {
+		t.Errorf("search by a piece of the code, any case: %v, want both", got)
+	}
+	if got := codes("/admin/vouchers?q=" + tag + "&state=scheduled"); len(got) != 1 || got[0] != "SOON_"+tag {
+		t.Errorf("scheduled only: %v", got)
+	}
+	if got := codes("/admin/vouchers/rows?q=" + tag + "&state=live"); len(got) != 1 || got[0] != "NOW_"+tag {
+		t.Errorf("the polled fragment, live only: %v", got)
+	}
+	if got := codes("/admin/vouchers?q=_" + tag[:3]); len(got) != 2 {
+		t.Errorf("an underscore in the search is a character, not a wildcard: %v", got)
+	}
+	if got := codes("/admin/vouchers?q=%25" + tag); len(got) != 0 {
+		t.Errorf("a %% in the search is a character, not a wildcard: %v", got)
+	}
+}
