@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 	_ "time/tzdata" // time zones for the form's select, even where the OS has none
 
@@ -210,7 +211,8 @@ const zoneCookie = "voucherd_tz"
 
 func zoneOf(r *http.Request) *time.Location {
 	if c, err := r.Cookie(zoneCookie); err == nil {
-		if loc, ok := loadZone(c.Value); ok {
+		name, _ := url.QueryUnescape(c.Value) // the script encodes the "/"
+		if loc, ok := loadZone(name); ok {
 			return loc
 		}
 	}

@@ -68,8 +68,8 @@ func (d *dashboard) voucherFigures(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) newVoucher(w http.ResponseWriter, r *http.Request) {
 	zone := zoneOf(r)
 	f := components.VoucherForm{PerUserLimit: "1", MinOrderAmount: "0"}
-	if c, err := r.Cookie(zoneCookie); err == nil && zone != time.UTC {
-		f.Zone = c.Value
+	if zone != time.UTC {
+		f.Zone = zone.String()
 	}
 	d.renderForm(w, r, http.StatusOK, f)
 }

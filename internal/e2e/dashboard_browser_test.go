@@ -40,6 +40,9 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 	const password = "correct horse battery"
 	addUser(t, env, "mia@example.com", "Mia Marketer", "marketer", password)
 	addUser(t, env, "otto@example.com", "Otto Operator", "operator", password)
+	// The codes are fixed (for readable screenshots) and the database is
+	// fresh, but Redis is shared: forget gates an earlier run left behind.
+	forgetGates(t, "MIDNIGHT-FLASH", "NEXT-WEEK-FLASH")
 	seedVouchers(t, s)
 
 	ctx := browser(t, chromium)
@@ -138,6 +141,9 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 		chromedp.Poll[chromedp.Void](`document.querySelector("[data-testid=window-preview]").textContent.includes("lasts 4 hours")`,
 			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)),
 	)
+	if zoneName != "Europe/Berlin" {
+		t.Errorf("the form chose the zone %q, want the browser's (Europe/Berlin)", zoneName)
+	}
 	if p := text(`[data-testid=window-preview]`); !strings.Contains(p, zoneName) || !strings.Contains(p, "UTC") {
 		t.Errorf("the window preview says %q, want it in %s and in UTC", p, zoneName)
 	}
@@ -158,6 +164,9 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		chromedp.Evaluate[chromedp.Void](`window.stillThisPage = "yes"`),
 	)
+	if got := text(`[data-testid=voucher-table] th:nth-child(4)`); !strings.Contains(strings.ToLower(got), "europe/berlin") {
+		t.Errorf("the list's window column is headed %q, want the browser's zone", got)
+	}
 	if got := text(row + ` [data-testid=state]`); got != "live" {
 		t.Errorf("state in the list = %q, want live", got)
 	}
@@ -316,6 +325,10 @@ func browser(t *testing.T, path string) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
+		// A zone other than the server's UTC, so the form's zone handling
+		// (the browser's zone chosen, the window previewed in it and in UTC)
+		// is what the test sees.
+		chromedp.Env("TZ=Europe/Berlin"),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
@@ -419,6 +432,25 @@ func freshDatabase(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.Replace(databaseURL, "/"+cfg.Database+"?", "/"+name+"?", 1)
+}
+
+// forgetGates deletes the gate keys of the codes (voucher:{CODE}:*).
+func forgetGates(t *testing.T, codes ...string) {
+	t.Helper()
+	rdb := redis.NewClient(redisOptions(t))
+	defer rdb.Close()
+	ctx := context.Background()
+	for _, code := range codes {
+		keys, err := rdb.Keys(ctx, "voucher:{"+code+"}:*").Result()
+		if err != nil {
+			t.Fatalf("listing the gate keys of %s: %v", code, err)
+		}
+		if len(keys) > 0 {
+			if err := rdb.Del(ctx, keys...).Err(); err != nil {
+				t.Fatalf("deleting the gate keys of %s: %v", code, err)
+			}
+		}
+	}
 }
 
 func redisOptions(t *testing.T) *redis.Options {
