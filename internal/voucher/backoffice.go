@@ -47,7 +47,7 @@ func (v Voucher) State(now time.Time) VoucherState {
 
 // FieldErrors checks every field of a new voucher and returns a message per
 // field at fault (keyed as the schema spells it), so a form can show each
-// next to its input. It applies Validate's rules; Validate stops at the first.
+// next to its input. Validate reports the first of them.
 func (n NewVoucher) FieldErrors() map[string]string {
 	out := map[string]string{}
 	if err := ValidateCode(n.Code); err != nil {

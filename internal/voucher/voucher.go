@@ -79,26 +79,17 @@ type NewVoucher struct {
 	Flash          bool
 }
 
-// Validate returns INVALID_INPUT naming the first field at fault.
+// newVoucherFields is the order in which Validate reports fields at fault.
+var newVoucherFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt"}
+
+// Validate returns INVALID_INPUT naming the first field at fault (FieldErrors
+// has the rules and every message).
 func (n NewVoucher) Validate() error {
-	if err := ValidateCode(n.Code); err != nil {
-		return err
-	}
-	switch {
-	case n.DiscountAmount <= 0:
-		return Invalid("discountAmount", "discountAmount must be greater than 0")
-	case n.MinOrderAmount < 0:
-		return Invalid("minOrderAmount", "minOrderAmount must be 0 or more")
-	case n.TotalLimit < 1:
-		return Invalid("totalLimit", "totalLimit must be at least 1")
-	case n.PerUserLimit < 1:
-		return Invalid("perUserLimit", "perUserLimit must be at least 1")
-	case n.StartsAt.IsZero():
-		return Invalid("startsAt", "startsAt is required")
-	case n.EndsAt.IsZero():
-		return Invalid("endsAt", "endsAt is required")
-	case !n.StartsAt.Before(n.EndsAt):
-		return Invalid("endsAt", "endsAt must be after startsAt")
+	errs := n.FieldErrors()
+	for _, field := range newVoucherFields {
+		if msg, ok := errs[field]; ok {
+			return Invalid(field, msg)
+		}
 	}
 	return nil
 }
