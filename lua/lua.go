@@ -35,3 +35,21 @@ var Load string
 //
 //go:embed lower.lua
 var Lower string
+
+// Confirm decides a confirm at the gate in kafka mode, where the gate, not
+// the database, is the decision point of a flash reservation.
+//
+//go:embed confirm.lua
+var Confirm string
+
+// MarkReleased decides a release or an expiry at the gate in kafka mode,
+// keeping the use until the database has released the row.
+//
+//go:embed mark_released.lua
+var MarkReleased string
+
+// OrderClaim remembers which voucher an orderId was reserved on, so kafka
+// mode answers ORDER_CONFLICT across vouchers before the database knows.
+//
+//go:embed order_claim.lua
+var OrderClaim string

@@ -12,18 +12,33 @@
 -- use back, 0 otherwise: the voucher is not loaded (a later load rebuilds it
 -- from the database), the order is unknown (it took no use here), or it was
 -- released before (nothing is given back twice).
+--
+-- In kafka mode an order's value carries a state (reserve.lua): live,
+-- confirmed and releasing all hold a use here. This script runs there only
+-- once the database has released the order (the consumer applied the
+-- release, or the expiry sweep released the row), so whatever the gate's
+-- state, the database no longer counts the use and the gate may give it back.
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
 local known = redis.call('HGET', KEYS[3], ARGV[1])
-if not known or string.sub(known, -9) == ':released' then
+if not known then
+  return 0
+end
+local f = {}
+for part in string.gmatch(known, '[^:]+') do
+  f[#f + 1] = part
+end
+if f[3] == 'released' then
   return 0
 end
 
-local customer = string.match(known, '^([^:]+):')
+local customer = f[1]
 if ARGV[2] == 'forget' then
   redis.call('HDEL', KEYS[3], ARGV[1])
+elseif f[4] then
+  redis.call('HSET', KEYS[3], ARGV[1], f[1] .. ':' .. f[2] .. ':released:' .. f[4] .. ':' .. f[5])
 else
   redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
 end

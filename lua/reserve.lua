@@ -3,9 +3,15 @@
 -- KEYS[1] voucher:{CODE}:stock      remaining uses (its presence means "loaded")
 -- KEYS[2] voucher:{CODE}:customers  hash customerId -> uses held
 -- KEYS[3] voucher:{CODE}:orders     hash orderId -> "customerId:amount" (live)
---                                   or "customerId:amount:released"
+--                                   or "customerId:amount:released"; in
+--                                   kafka mode "customerId:amount:STATE:createdAt:expiresAt"
+--                                   (STATE live, confirmed, releasing or
+--                                   released; times in Unix ms)
 -- KEYS[4] voucher:{CODE}:paused     present while an operator rebuilds the gate
 -- ARGV[1] orderId, ARGV[2] customerId, ARGV[3] orderAmount, ARGV[4] perUserLimit
+-- ARGV[5] createdAt, ARGV[6] expiresAt (Unix ms): given in kafka mode, where
+--         the gate, not the database, decides the order's later confirm,
+--         release and expiry; absent in sync mode.
 --
 -- Returns one verdict of voucher.GateVerdict. Every check runs before the
 -- first write because Redis does not roll a script back on error.
@@ -21,12 +27,17 @@ end
 local live = ARGV[2] .. ':' .. ARGV[3]
 local known = redis.call('HGET', KEYS[3], ARGV[1])
 if known then
-  if known == live then
-    return 'DUPLICATE'
-  elseif known == live .. ':released' then
+  -- The first two fields say who reserved it; the third, if any, its state.
+  local f = {}
+  for part in string.gmatch(known, '[^:]+') do
+    f[#f + 1] = part
+  end
+  if f[1] .. ':' .. f[2] ~= live then
+    return 'ORDER_CONFLICT'
+  elseif f[3] == 'released' or f[3] == 'releasing' then
     return 'RELEASED'
   end
-  return 'ORDER_CONFLICT'
+  return 'DUPLICATE'
 end
 
 local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
@@ -39,7 +50,11 @@ end
 
 redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-redis.call('HSET', KEYS[3], ARGV[1], live)
+if ARGV[5] and ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[1], live .. ':live:' .. ARGV[5] .. ':' .. ARGV[6])
+else
+  redis.call('HSET', KEYS[3], ARGV[1], live)
+end
 -- The hashes may have just been created (Redis keeps no empty hash): give
 -- them the stock key's deadline so a sold voucher does not outlive it.
 local ttl = redis.call('PTTL', KEYS[1])

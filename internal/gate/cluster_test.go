@@ -82,6 +82,8 @@ func TestGate_OnACluster(t *testing.T) {
 				}
 				reserve(t, g, 1, req(code, "new4", 1_000_004, 100), voucher.GateNotLoaded)
 			}
+			// The kafka-mode scripts on a voucher of the cluster.
+			kafkaLifecycle(t, g, newCode(t))
 			if len(nodes) < 2 {
 				t.Errorf("the vouchers landed on %d master(s); want them spread over the cluster", len(nodes))
 			}

@@ -7,7 +7,10 @@
 //	voucher:{CODE}:stock      remaining uses; present means "loaded"
 //	voucher:{CODE}:customers  hash customerId -> uses held (no zero counts)
 //	voucher:{CODE}:orders     hash orderId -> "customerId:amount" while live,
-//	                          "customerId:amount:released" once released
+//	                          "customerId:amount:released" once released; in
+//	                          kafka mode "customerId:amount:STATE:createdAt:expiresAt"
+//	                          (STATE live, confirmed, releasing, released;
+//	                          Unix ms), see kafka.go
 //	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never)
 //	voucher:{CODE}:paused     present while an operator rebuilds the gate
 //
@@ -317,13 +320,31 @@ func customerEntries(customers map[int64]int) []entry {
 func orderEntries(orders []voucher.GateOrder) []entry {
 	es := make([]entry, 0, len(orders))
 	for _, o := range orders {
-		v := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
+		es = append(es, entry{o.OrderID, orderValue(o)})
+	}
+	return es
+}
+
+// orderValue writes an order as the scripts keep it: with its state and
+// times when it has them (kafka mode), else as sync mode does.
+func orderValue(o voucher.GateOrder) string {
+	v := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
+	if o.CreatedAt.IsZero() {
 		if o.Released {
 			v += ":released"
 		}
-		es = append(es, entry{o.OrderID, v})
+		return v
 	}
-	return es
+	state := "live"
+	switch {
+	case o.Released:
+		state = "released"
+	case o.Releasing:
+		state = "releasing"
+	case o.Confirmed:
+		state = "confirmed"
+	}
+	return v + ":" + state + ":" + strconv.FormatInt(o.CreatedAt.UnixMilli(), 10) + ":" + strconv.FormatInt(o.ExpiresAt.UnixMilli(), 10)
 }
 
 func parseSnapshot(code, stock string, meta, customers, orders map[string]string) (voucher.GateSnapshot, error) {
@@ -361,17 +382,47 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 	return snap, nil
 }
 
-// parseOrder reads "customerId:amount" or "customerId:amount:released".
+// parseOrder reads "customerId:amount", "customerId:amount:released" or
+// "customerId:amount:STATE:createdAt:expiresAt".
 func parseOrder(id, v string) (voucher.GateOrder, error) {
 	o := voucher.GateOrder{OrderID: id}
-	rest, released := strings.CutSuffix(v, ":released")
-	customer, amount, ok := strings.Cut(rest, ":")
-	cid, err1 := strconv.ParseInt(customer, 10, 64)
-	amt, err2 := strconv.ParseInt(amount, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return o, fmt.Errorf("order %q: malformed value %q", id, v)
+	malformed := fmt.Errorf("order %q: malformed value %q", id, v)
+	f := strings.Split(v, ":")
+	if len(f) != 2 && len(f) != 3 && len(f) != 5 {
+		return o, malformed
 	}
-	o.CustomerID, o.OrderAmount, o.Released = cid, amt, released
+	cid, err1 := strconv.ParseInt(f[0], 10, 64)
+	amt, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return o, malformed
+	}
+	o.CustomerID, o.OrderAmount = cid, amt
+	if len(f) == 2 {
+		return o, nil
+	}
+	switch f[2] {
+	case "live":
+	case "confirmed":
+		o.Confirmed = true
+	case "releasing":
+		o.Releasing = true
+	case "released":
+		o.Released = true
+	default:
+		return o, malformed
+	}
+	if len(f) == 3 {
+		if !o.Released {
+			return o, malformed
+		}
+		return o, nil
+	}
+	created, err1 := strconv.ParseInt(f[3], 10, 64)
+	expires, err2 := strconv.ParseInt(f[4], 10, 64)
+	if err1 != nil || err2 != nil {
+		return o, malformed
+	}
+	o.CreatedAt, o.ExpiresAt = time.UnixMilli(created), time.UnixMilli(expires)
 	return o, nil
 }
 

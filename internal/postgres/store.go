@@ -367,12 +367,16 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.GateSnap
 		for _, c := range customers {
 			snap.Customers[c.CustomerID] = int(c.UsedCount)
 		}
-		orders, err := q.VoucherRedemptionListLive(ctx, code)
+		// With their states and times, which a gate in kafka mode holds.
+		orders, err := q.ReservationApplyListLive(ctx, code)
 		if err != nil {
 			return err
 		}
 		for _, o := range orders {
-			snap.Orders = append(snap.Orders, voucher.GateOrder{OrderID: o.OrderID, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount})
+			snap.Orders = append(snap.Orders, voucher.GateOrder{
+				OrderID: o.OrderID, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
+				Confirmed: o.Status == string(voucher.StatusConfirmed), CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
+			})
 		}
 		return nil
 	})

@@ -75,11 +75,16 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 // admitted in between shows as in flight rather than as drift, and an order
 // released in between is recognised by the gate's released mark.
 func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftReport, error) {
+	settled := true
 	if s.pending != nil {
 		// Wait until the writes already on their way have reached the
 		// database, so they do not look like leaks.
 		if err := s.pending.Settle(ctx); err != nil {
 			s.logger.WarnContext(ctx, "reconciling without settled writes", "code", code, "err", err)
+			// An order whose event waits in a stuck consumer is not
+			// leaked: giving its use back would let the gate sell it
+			// twice once the event is applied.
+			settled = false
 		}
 	}
 	dbSnap, err := s.store.GateSnapshot(ctx, code)
@@ -148,7 +153,7 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	// the write): give it back.
 	returned := 0
 	for _, id := range d.OrdersOnlyInGate {
-		if !slices.Contains(previous.OrdersOnlyInGate, id) {
+		if !settled || !slices.Contains(previous.OrdersOnlyInGate, id) {
 			continue
 		}
 		// Forgotten, not released: the order holds no reservation, so a
@@ -196,19 +201,22 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if err := s.gate.Pause(ctx, code); err != nil {
 		return unavailable(err)
 	}
-	if s.pending != nil {
-		if err := s.pending.Settle(ctx); err != nil {
-			return unavailable(err)
-		}
-	}
 	// Requests that passed the gate before the pause finish their write
-	// within the request timeout.
+	// within the request timeout (in kafka mode: their publish, within the
+	// publish timeout, which the grace outlasts).
 	select {
 	case <-time.After(s.rebuildGrace):
 	case <-ctx.Done():
 		return unavailable(ctx.Err())
 	}
-	snap, err := s.store.GateSnapshot(ctx, code)
+	if s.pending != nil {
+		// After the grace, so the events published during it are applied
+		// before the snapshot too.
+		if err := s.pending.Settle(ctx); err != nil {
+			return unavailable(err)
+		}
+	}
+	snap, err := s.gateSnapshot(ctx, code)
 	if err != nil {
 		return err
 	}

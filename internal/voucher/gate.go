@@ -26,7 +26,14 @@ type GateOrder struct {
 	OrderID     string
 	CustomerID  int64
 	OrderAmount int64
-	Released    bool
+	Released    bool // released, and its use given back to the gate
+	// In kafka mode the gate also holds the order's state and times, since
+	// it decides confirm, release and expiry before the database knows
+	// (kafka.go); zero in sync mode.
+	Confirmed bool
+	Releasing bool // released, its use kept until the database releases the row
+	CreatedAt time.Time
+	ExpiresAt time.Time
 }
 
 // GateSnapshot is what the gate of one flash voucher holds: the remaining
@@ -68,6 +75,26 @@ type Gate interface {
 	Pause(ctx context.Context, code string) error
 	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
 	Replace(ctx context.Context, snap GateSnapshot) error
+
+	// The calls of the Kafka write path (kafka.go).
+
+	// ReserveTimed is Reserve remembering the order as live with its times.
+	ReserveTimed(ctx context.Context, code string, perUserLimit int, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error)
+	// Order reads what the gate remembers of an order; ok is false when it
+	// does not know the order or holds nothing for the voucher.
+	Order(ctx context.Context, code, orderID string) (o GateOrder, ok bool, err error)
+	// Confirm decides a confirm at now (kafka mode).
+	Confirm(ctx context.Context, code, orderID string, now time.Time) (GateDecision, GateOrder, error)
+	// MarkReleased decides a release (expireOnly: an expiry, only once past
+	// expiresAt) at now, keeping the use until the database releases the row.
+	MarkReleased(ctx context.Context, code, orderID string, now time.Time, expireOnly bool) (GateDecision, GateOrder, error)
+	// ClaimOrder claims an orderId for a voucher across vouchers and returns
+	// the voucher holding the claim (code itself when it was free or ours).
+	ClaimOrder(ctx context.Context, orderID, code string) (owner string, err error)
+	// UnclaimOrder drops the voucher's claim on an orderId, if it holds it.
+	UnclaimOrder(ctx context.Context, orderID, code string) error
+	// OrderOwner reads the voucher holding the claim on an orderId.
+	OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, err error)
 }
 
 // PendingWrites is the Kafka write path's view of admitted reserves whose
@@ -94,10 +121,19 @@ func (s *Service) GateRemaining(ctx context.Context, v Voucher) (n int, ok bool,
 // already. The load is atomic and never raises a loaded gate, so it is safe at
 // any time from any number of instances. Errors: NOT_FOUND, UNAVAILABLE.
 func (s *Service) WarmGate(ctx context.Context, code string) error {
+	if s.kafka != nil {
+		return s.warmGateKafka(ctx, code)
+	}
+	return s.loadGate(ctx, code)
+}
+
+// loadGate loads a flash voucher's gate from the database unless it is
+// loaded already.
+func (s *Service) loadGate(ctx context.Context, code string) error {
 	if s.gate == nil {
 		return nil
 	}
-	snap, err := s.store.GateSnapshot(ctx, code)
+	snap, err := s.gateSnapshot(ctx, code)
 	if err != nil {
 		return err
 	}
@@ -307,6 +343,15 @@ func (s *Service) WarmGates(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
+	if s.kafka != nil {
+		live := vouchers[:0]
+		for _, v := range vouchers {
+			if !now.After(v.EndsAt) {
+				live = append(live, v)
+			}
+		}
+		return s.warmGatesKafka(ctx, live)
+	}
 	for _, v := range vouchers {
 		if now.After(v.EndsAt) {
 			continue

@@ -54,6 +54,9 @@ type Deps struct {
 	Gate Gate
 	// Pending is the Kafka write path; nil in sync mode.
 	Pending PendingWrites
+	// Kafka sends flash winners to the database through Kafka
+	// (FLASH_WRITE_PATH=kafka); nil in sync mode.
+	Kafka *KafkaPath
 	// Observer receives metrics; nil: none.
 	Observer Observer
 }
@@ -87,6 +90,7 @@ type Service struct {
 	meta    *metadataCache
 	soldOut *soldOutCache
 	warmMu  sync.Mutex // one warm-up at a time in this process
+	kafka   *kafkaState
 }
 
 // NewService returns the service over its dependencies.
@@ -112,7 +116,13 @@ func NewService(deps Deps, cfg Config) *Service {
 	if deps.Gate != nil {
 		deps.Gate = observedGate{Gate: deps.Gate, obs: deps.Observer}
 	}
+	if deps.Kafka != nil && cfg.RebuildGrace < deps.Kafka.publishTimeout()+time.Second {
+		// A rebuild must outwait the publishes of admissions decided
+		// before its pause (kafka.go).
+		cfg.RebuildGrace = deps.Kafka.publishTimeout() + time.Second
+	}
 	return &Service{
+		kafka:        newKafkaState(deps.Kafka),
 		obs:          deps.Observer,
 		store:        deps.Store,
 		drift:        deps.Store,
@@ -144,7 +154,9 @@ func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, err
 	}
 	if v.Flash && s.gate != nil {
 		// A failure here is not fatal: the first reserve warms the gate.
-		if err := s.WarmGate(ctx, v.Code); err != nil {
+		// A new voucher has no admission in flight, so its gate loads at
+		// once in either write path.
+		if err := s.loadGate(ctx, v.Code); err != nil {
 			s.logger.WarnContext(ctx, "gate warm-up at creation failed", "code", v.Code, "err", err)
 		}
 	}
@@ -202,9 +214,15 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 			if err != nil {
 				return Reservation{}, err
 			}
+			if v.Flash && s.kafka != nil {
+				return s.reserveFlashKafka(ctx, v, r, &path)
+			}
 			if v.Flash {
 				return s.reserveFlash(ctx, v, r, &path)
 			}
+		}
+		if err := s.claimedElsewhere(ctx, r); err != nil {
+			return Reservation{}, err
 		}
 		s.obs.DatabaseWrite("reserve")
 		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
@@ -226,6 +244,9 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
+	if res, decided, err := s.confirmKafka(ctx, code, orderID); decided {
+		return res, err
+	}
 	s.obs.DatabaseWrite("confirm")
 	return s.store.Confirm(ctx, code, orderID, PathDatabase)
 }
@@ -242,6 +263,9 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
+	if res, decided, err := s.releaseKafka(ctx, code, orderID); decided {
+		return res, err
+	}
 	s.obs.DatabaseWrite("release")
 	res, released, err := s.store.Release(ctx, code, orderID, PathDatabase)
 	if err != nil {
@@ -256,6 +280,9 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 // ExpireDue releases up to limit reservations past their deadline and
 // returns how many it released.
 func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
+	if s.kafka != nil {
+		return s.expireDueKafka(ctx, limit)
+	}
 	expired, err := s.store.ExpireDue(ctx, limit)
 	for _, res := range expired {
 		s.releaseGate(ctx, res)

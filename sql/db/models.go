@@ -31,6 +31,20 @@ type DashboardUser struct {
 	CreatedAt    time.Time
 }
 
+type DeadLetter struct {
+	ID          int64
+	EventID     string
+	Topic       string
+	Partition   int32
+	Offset      int64
+	VoucherCode string
+	OrderID     string
+	Kind        string
+	Reason      string
+	Payload     string
+	CreatedAt   time.Time
+}
+
 type DriftReport struct {
 	ID                int64
 	VoucherCode       string

@@ -1,0 +1,147 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/voucher"
+	"voucherd/lua"
+)
+
+// The gate's calls for the Kafka write path, where the gate, not the
+// database, decides a flash reservation's confirm, release and expiry (see
+// internal/voucher/kafka.go): the orders hash then holds each order's state
+// and times, "customerId:amount:STATE:createdAt:expiresAt".
+
+var (
+	confirmScript      = redis.NewScript(lua.Confirm)
+	markReleasedScript = redis.NewScript(lua.MarkReleased)
+)
+
+// ReserveTimed is Reserve remembering an admitted order as live with its
+// createdAt and expiresAt (Unix ms), which confirm and expiry decide on. The
+// verdicts and their order are Reserve's.
+func (g *Gate) ReserveTimed(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest, createdAt, expiresAt time.Time) (voucher.GateVerdict, error) {
+	k := keysOf(code)
+	answer, err := reserveScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.paused},
+		r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit, createdAt.UnixMilli(), expiresAt.UnixMilli()).Text()
+	if err != nil {
+		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, err)
+	}
+	switch v := voucher.GateVerdict(answer); v {
+	case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
+		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateNotLoaded, voucher.GatePaused:
+		return v, nil
+	}
+	return "", fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", r.OrderID, code, answer)
+}
+
+// Order reads what the gate remembers of an order; ok is false when it does
+// not know it or holds nothing for the voucher.
+func (g *Gate) Order(ctx context.Context, code, orderID string) (voucher.GateOrder, bool, error) {
+	k := keysOf(code)
+	pipe := g.rdb.TxPipeline()
+	loaded := pipe.Exists(ctx, k.stock)
+	value := pipe.HGet(ctx, k.orders, orderID)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return voucher.GateOrder{}, false, fmt.Errorf("gate: order %s on %s: %w", orderID, code, err)
+	}
+	if loaded.Val() == 0 || errors.Is(value.Err(), redis.Nil) {
+		return voucher.GateOrder{}, false, nil
+	}
+	if err := value.Err(); err != nil {
+		return voucher.GateOrder{}, false, fmt.Errorf("gate: order %s on %s: %w", orderID, code, err)
+	}
+	o, err := parseOrder(orderID, value.Val())
+	if err != nil {
+		return voucher.GateOrder{}, false, fmt.Errorf("gate: order %s on %s: %w", orderID, code, err)
+	}
+	return o, true, nil
+}
+
+// Confirm decides a confirm at now in one script: PAUSED, NOT_LOADED,
+// UNKNOWN, LEGACY, RELEASED, CONFIRMED, EXPIRED or CONFIRMED_NOW, with the
+// order as the gate holds it after the call.
+func (g *Gate) Confirm(ctx context.Context, code, orderID string, now time.Time) (voucher.GateDecision, voucher.GateOrder, error) {
+	k := keysOf(code)
+	return g.decide(ctx, confirmScript, "confirm", code, orderID, []string{k.stock, k.orders, k.paused}, orderID, now.UnixMilli())
+}
+
+// MarkReleased decides a release (expireOnly false) or an expiry (true: only
+// once now >= expiresAt) in one script: PAUSED, NOT_LOADED, UNKNOWN, LEGACY,
+// RELEASED, CONFIRMED, NOT_DUE or RELEASED_NOW. A released order keeps its
+// use until Release, which runs once the database has released the row.
+func (g *Gate) MarkReleased(ctx context.Context, code, orderID string, now time.Time, expireOnly bool) (voucher.GateDecision, voucher.GateOrder, error) {
+	k := keysOf(code)
+	mode := "release"
+	if expireOnly {
+		mode = "expire"
+	}
+	return g.decide(ctx, markReleasedScript, mode, code, orderID, []string{k.stock, k.orders, k.paused}, orderID, mode, now.UnixMilli())
+}
+
+func (g *Gate) decide(ctx context.Context, script *redis.Script, op, code, orderID string, keys []string, args ...any) (voucher.GateDecision, voucher.GateOrder, error) {
+	reply, err := script.Run(ctx, g.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, orderID, code, err)
+	}
+	if len(reply) != 2 {
+		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected reply %q", op, orderID, code, reply)
+	}
+	d := voucher.GateDecision(reply[0])
+	switch d {
+	case voucher.DecisionPaused, voucher.DecisionNotLoaded, voucher.DecisionUnknown:
+		return d, voucher.GateOrder{}, nil
+	case voucher.DecisionLegacy, voucher.DecisionReleased, voucher.DecisionConfirmed, voucher.DecisionExpired,
+		voucher.DecisionNotDue, voucher.DecisionConfirmedNow, voucher.DecisionReleasedNow:
+		o, err := parseOrder(orderID, reply[1])
+		if err != nil {
+			return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, orderID, code, err)
+		}
+		return d, o, nil
+	}
+	return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected answer %q", op, orderID, code, reply[0])
+}
+
+var orderClaimScript = redis.NewScript(lua.OrderClaim)
+
+// claimTTL is how long an orderId stays claimed for its voucher: far longer
+// than the consumer's delay, after which the database knows the order.
+const claimTTL = 24 * time.Hour
+
+func orderKey(orderID string) string { return "order:{" + orderID + "}" }
+
+// ClaimOrder claims an orderId for a voucher and returns the voucher holding
+// the claim: code itself when the orderId was free or already claimed by it.
+func (g *Gate) ClaimOrder(ctx context.Context, orderID, code string) (string, error) {
+	owner, err := orderClaimScript.Run(ctx, g.rdb, []string{orderKey(orderID)}, "claim", code, claimTTL.Milliseconds()).Text()
+	if err != nil {
+		return "", fmt.Errorf("gate: claim %s for %s: %w", orderID, code, err)
+	}
+	return owner, nil
+}
+
+// UnclaimOrder drops the voucher's claim on an orderId, if it holds it.
+func (g *Gate) UnclaimOrder(ctx context.Context, orderID, code string) error {
+	if err := orderClaimScript.Run(ctx, g.rdb, []string{orderKey(orderID)}, "unclaim", code, claimTTL.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("gate: unclaim %s for %s: %w", orderID, code, err)
+	}
+	return nil
+}
+
+// OrderOwner reads which voucher holds the claim on an orderId; ok is false
+// when none does.
+func (g *Gate) OrderOwner(ctx context.Context, orderID string) (string, bool, error) {
+	owner, err := g.rdb.Get(ctx, orderKey(orderID)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("gate: claim of %s: %w", orderID, err)
+	}
+	return owner, true, nil
+}

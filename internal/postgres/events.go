@@ -1,0 +1,193 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"voucherd/internal/voucher"
+	"voucherd/sql/db"
+)
+
+// The database side of the Kafka write path: the consumer's transactions
+// (one per event) and the expiry sweep's steps in kafka mode.
+
+var _ voucher.EventStore = (*Store)(nil)
+
+// ApplyEvent applies one gate decision in one transaction and returns the
+// reservation's status after it. The order's row is made first if it is
+// missing (every event carries the whole reservation), counting a use for
+// the customer and the voucher only when a row was inserted; then confirmed
+// and released move it from RESERVED, whatever the clock (the gate decided
+// in time). Applying an event again changes nothing. Refusals
+// (*voucher.EventRefusedError): a CHECK fired (the gate admitted more than
+// the database allows), the orderId belongs to another voucher, customer or
+// amount, or the row's state contradicts the event.
+func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Status, error) {
+	var status voucher.Status
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		row, err := applyReserved(ctx, q, ev)
+		if err != nil {
+			return err
+		}
+		status = voucher.Status(row.Status)
+		if ev.Kind == voucher.EventReserved || status == target(ev.Kind) {
+			return nil // reserved, or applied before: nothing to change
+		}
+		if status != voucher.StatusReserved {
+			return &voucher.EventRefusedError{Reason: fmt.Sprintf("%s, but the reservation is %s", ev.Kind, status)}
+		}
+		decided := ev.DecidedAt
+		switch ev.Kind {
+		case voucher.EventConfirmed:
+			row, err = q.ReservationApplyConfirm(ctx, db.ReservationApplyConfirmParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			if err != nil {
+				return err
+			}
+			if err := q.VoucherUseConfirm(ctx, row.VoucherCode); err != nil {
+				return err
+			}
+			status = voucher.StatusConfirmed
+			return q.ReservationEventInsert(ctx, event(row, "confirmed", voucher.PathKafka))
+		case voucher.EventReleased:
+			row, err = q.ReservationApplyRelease(ctx, db.ReservationApplyReleaseParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			if err != nil {
+				return err
+			}
+			status = voucher.StatusReleased
+			return giveBack(ctx, q, row, "released", voucher.PathKafka)
+		}
+		return &voucher.EventRefusedError{Reason: fmt.Sprintf("unknown event kind %q", ev.Kind)}
+	})
+	if err != nil {
+		return "", refusedOrTransient(err)
+	}
+	return status, nil
+}
+
+func target(k voucher.EventKind) voucher.Status {
+	switch k {
+	case voucher.EventConfirmed:
+		return voucher.StatusConfirmed
+	case voucher.EventReleased:
+		return voucher.StatusReleased
+	}
+	return voucher.StatusReserved
+}
+
+// applyReserved makes the order's row if it is missing, counting a use, and
+// returns it locked. The lock order is reserve's: order, customer, voucher.
+func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (db.VoucherRedemption, error) {
+	row, err := q.VoucherRedemptionInsert(ctx, db.VoucherRedemptionInsertParams{
+		OrderID: ev.OrderID, VoucherCode: ev.Code, CustomerID: ev.CustomerID,
+		OrderAmount: ev.OrderAmount, DiscountAmount: ev.DiscountAmount,
+		CreatedAt: ev.CreatedAt, ExpiresAt: ev.ExpiresAt,
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The row exists (this event or an earlier one was applied).
+		row, err = q.ReservationApplyGetForUpdate(ctx, ev.OrderID)
+		if err != nil {
+			return row, err
+		}
+		if row.VoucherCode != ev.Code || row.CustomerID != ev.CustomerID || row.OrderAmount != ev.OrderAmount {
+			return row, &voucher.EventRefusedError{Reason: fmt.Sprintf("order %s is held by voucher %s, customer %d, amount %d",
+				ev.OrderID, row.VoucherCode, row.CustomerID, row.OrderAmount)}
+		}
+		return row, nil
+	}
+	if err != nil {
+		return row, err
+	}
+	if err := q.ReservationApplyCustomerTake(ctx, db.ReservationApplyCustomerTakeParams{VoucherCode: ev.Code, CustomerID: ev.CustomerID}); err != nil {
+		return row, err
+	}
+	if err := q.ReservationEventInsert(ctx, event(row, "reserved", voucher.PathKafka)); err != nil {
+		return row, err
+	}
+	// The hot row last, as reserve does.
+	if _, err := q.ReservationApplyVoucherTake(ctx, ev.Code); err != nil {
+		return row, err
+	}
+	return row, nil
+}
+
+// refusedOrTransient turns a violated constraint (SQLSTATE class 23) into a
+// refusal; anything else may succeed on another try.
+func refusedOrTransient(err error) error {
+	var refused *voucher.EventRefusedError
+	if errors.As(err, &refused) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "23") {
+		return &voucher.EventRefusedError{Reason: fmt.Sprintf("the database refused it: %s (SQLSTATE %s, constraint %s)", pgErr.Message, pgErr.Code, pgErr.ConstraintName)}
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+// DueReservations lists up to limit RESERVED reservations past their
+// deadline by the database's clock, oldest deadline first.
+func (s *Store) DueReservations(ctx context.Context, limit int) ([]voucher.DueReservation, error) {
+	rows, err := s.q.ReservationApplyListDue(ctx, int32(limit))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.DueReservation, len(rows))
+	for i, r := range rows {
+		out[i] = voucher.DueReservation{Reservation: toReservation(r.VoucherRedemption), Flash: r.Flash}
+	}
+	return out, nil
+}
+
+// ExpireReservation releases one reservation if it is still RESERVED and
+// past its deadline, giving its use back; expired is false when it was not.
+func (s *Store) ExpireReservation(ctx context.Context, orderID string) (voucher.Reservation, bool, error) {
+	var res voucher.Reservation
+	var expired bool
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		row, err := q.VoucherRedemptionExpire(ctx, orderID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // confirmed or released meanwhile, or not due by the database's clock
+		}
+		if err != nil {
+			return err
+		}
+		res, expired = toReservation(row), true
+		return giveBack(ctx, q, row, "expired", voucher.PathExpiry)
+	})
+	if err != nil {
+		return voucher.Reservation{}, false, mapError(err)
+	}
+	return res, expired, nil
+}
+
+// SaveDeadLetter keeps a dead letter, once per topic position and event.
+func (s *Store) SaveDeadLetter(ctx context.Context, dl voucher.DeadLetter) error {
+	err := s.q.DeadLetterInsert(ctx, db.DeadLetterInsertParams{
+		EventID: dl.EventID, Topic: dl.Topic, Partition: dl.Partition, Offset: dl.Offset,
+		VoucherCode: dl.VoucherCode, OrderID: dl.OrderID, Kind: dl.Kind,
+		Reason: dl.Reason, Payload: strings.ToValidUTF8(strings.ReplaceAll(dl.Payload, "\x00", ""), "?"),
+	})
+	return mapError(err)
+}
+
+// DeadLetters lists the latest dead letters, newest first.
+func (s *Store) DeadLetters(ctx context.Context, limit int) ([]voucher.DeadLetter, error) {
+	rows, err := s.q.DeadLetterListLatest(ctx, int32(limit))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.DeadLetter, len(rows))
+	for i, r := range rows {
+		out[i] = voucher.DeadLetter{
+			ID: r.ID, EventID: r.EventID, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+			VoucherCode: r.VoucherCode, OrderID: r.OrderID, Kind: r.Kind, Reason: r.Reason,
+			Payload: r.Payload, CreatedAt: r.CreatedAt,
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,52 @@
+-- confirm.lua: decide a confirm on a flash voucher's gate (kafka mode).
+--
+-- In kafka mode the database learns of a flash reservation only when the
+-- consumer applies its event, so the gate decides confirm, release and
+-- expiry atomically, and the events carry its decisions to the database.
+--
+-- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:orders,
+-- KEYS[3] voucher:{CODE}:paused (layout in reserve.lua)
+-- ARGV[1] orderId, ARGV[2] now (Unix ms)
+--
+-- Returns {answer, the order's value after the call ('' when unknown)}:
+--   PAUSED        an operator is rebuilding the gate; nothing changed
+--   NOT_LOADED    the gate holds nothing for the voucher
+--   UNKNOWN       the gate does not know the order
+--   LEGACY        a live order written in sync mode (no state, no times):
+--                 the database decides it, as in sync mode
+--   RELEASED      released (or being released); nothing changed
+--   CONFIRMED     confirmed before; nothing changed
+--   EXPIRED       live but now >= expiresAt; nothing changed (the expiry
+--                 sweep releases it)
+--   CONFIRMED_NOW live and in time: now confirmed
+
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'PAUSED', ''}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'NOT_LOADED', ''}
+end
+local known = redis.call('HGET', KEYS[2], ARGV[1])
+if not known then
+  return {'UNKNOWN', ''}
+end
+local f = {}
+for part in string.gmatch(known, '[^:]+') do
+  f[#f + 1] = part
+end
+local state = f[3] or 'live'
+if state == 'released' or state == 'releasing' then
+  return {'RELEASED', known}
+end
+if not f[4] then
+  return {'LEGACY', known}
+end
+if state == 'confirmed' then
+  return {'CONFIRMED', known}
+end
+if tonumber(ARGV[2]) >= tonumber(f[5]) then
+  return {'EXPIRED', known}
+end
+local confirmed = f[1] .. ':' .. f[2] .. ':confirmed:' .. f[4] .. ':' .. f[5]
+redis.call('HSET', KEYS[2], ARGV[1], confirmed)
+return {'CONFIRMED_NOW', confirmed}

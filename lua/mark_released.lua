@@ -1,0 +1,60 @@
+-- mark_released.lua: decide a release or an expiry on a flash voucher's gate
+-- (kafka mode), without giving the use back yet.
+--
+-- The order is marked "releasing": it answers as released from now on, but
+-- its use stays counted here until the database has released the row (the
+-- consumer applied the release event, or the expiry sweep released it), and
+-- only then does release.lua give it back. Giving it back at once could let
+-- another order take the use while the database still counts it: that
+-- order's event, applied before the release in a sold-out voucher, would be
+-- refused by the database after its success was returned. The gate may be
+-- lower than the database allows for a moment, never higher.
+--
+-- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:orders,
+-- KEYS[3] voucher:{CODE}:paused (layout in reserve.lua)
+-- ARGV[1] orderId
+-- ARGV[2] 'release' (a caller's release) or 'expire' (the sweep: only once
+--         now >= expiresAt)
+-- ARGV[3] now (Unix ms)
+--
+-- Returns {answer, the order's value after the call ('' when unknown)}:
+--   PAUSED        an operator is rebuilding the gate; nothing changed
+--   NOT_LOADED    the gate holds nothing for the voucher
+--   UNKNOWN       the gate does not know the order
+--   LEGACY        a live order written in sync mode (no state, no times):
+--                 the database decides it, as in sync mode
+--   RELEASED      released (or being released) before; nothing changed
+--   CONFIRMED     confirmed: it cannot be released; nothing changed
+--   NOT_DUE       (expire) live and not yet past expiresAt; nothing changed
+--   RELEASED_NOW  live: now releasing
+
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'PAUSED', ''}
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {'NOT_LOADED', ''}
+end
+local known = redis.call('HGET', KEYS[2], ARGV[1])
+if not known then
+  return {'UNKNOWN', ''}
+end
+local f = {}
+for part in string.gmatch(known, '[^:]+') do
+  f[#f + 1] = part
+end
+local state = f[3] or 'live'
+if state == 'released' or state == 'releasing' then
+  return {'RELEASED', known}
+end
+if not f[4] then
+  return {'LEGACY', known}
+end
+if state == 'confirmed' then
+  return {'CONFIRMED', known}
+end
+if ARGV[2] == 'expire' and tonumber(ARGV[3]) < tonumber(f[5]) then
+  return {'NOT_DUE', known}
+end
+local releasing = f[1] .. ':' .. f[2] .. ':releasing:' .. f[4] .. ':' .. f[5]
+redis.call('HSET', KEYS[2], ARGV[1], releasing)
+return {'RELEASED_NOW', releasing}
