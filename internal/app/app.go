@@ -128,10 +128,24 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	defer func(rdb redis.UniversalClient) { _ = rdb.Close() }(rdb)
 
 	m := metrics.New()
-	svc := voucher.NewService(voucher.Deps{Store: store, Gate: gate.New(rdb), Observer: m}, voucher.Config{
+	deps := voucher.Deps{Store: store, Gate: gate.New(rdb), Observer: m}
+	var kafka *kafkaWritePath
+	if cfg.FlashWritePath == "kafka" {
+		if kafka, err = openKafka(ctx, cfg, logger, m); err != nil {
+			return err
+		}
+		defer kafka.close()
+		deps.Kafka, deps.Pending = kafka.deps(store)
+	}
+	svc := voucher.NewService(deps, voucher.Config{
 		ReservationTTL: cfg.ReservationTTL,
 		Logger:         logger,
 	})
+	if kafka != nil {
+		if err := kafka.startConsumer(ctx, svc); err != nil {
+			return err
+		}
+	}
 
 	dash, err := newDashboard(ctx, cfg, store, svc, logger, stdout)
 	if err != nil {

@@ -1,6 +1,7 @@
 // Package metrics exposes what operators watch on /metrics (Prometheus):
 // reserve outcomes and latency per path, gate calls, database writes,
-// expiry, drift, and HTTP traffic. It implements voucher.Observer.
+// expiry, drift, HTTP traffic and the Kafka write path (kafka.go). It
+// implements voucher.Observer and events.Observer.
 package metrics
 
 import (
@@ -30,6 +31,7 @@ type Metrics struct {
 	ordersOnlyGate *prometheus.GaugeVec
 	httpRequests   *prometheus.CounterVec
 	httpLatency    *prometheus.HistogramVec
+	kafka          kafkaMetrics // kafka.go
 }
 
 var _ voucher.Observer = (*Metrics)(nil)
@@ -82,6 +84,7 @@ func New() *Metrics {
 		m.expired, m.gateDrift, m.driftAlert, m.ordersOnlyGate, m.httpRequests, m.httpLatency} {
 		f(c)
 	}
+	m.kafka = newKafkaMetrics(reg)
 	return m
 }
 

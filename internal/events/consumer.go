@@ -1,0 +1,213 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"voucherd/internal/voucher"
+)
+
+// Applier writes events to the database; *voucher.Service implements it.
+type Applier interface {
+	// ApplyEvent applies one event in one transaction: *voucher.EventRefusedError
+	// when the database refuses it, any other error is transient.
+	ApplyEvent(ctx context.Context, ev voucher.Event) error
+	// SaveDeadLetter keeps a refused event for operators.
+	SaveDeadLetter(ctx context.Context, dl voucher.DeadLetter) error
+}
+
+// Consumer is the group voucher-writer: it applies each event in one
+// database transaction and commits the offsets only after the transactions
+// committed, so a crash replays events, and a replay changes nothing (the
+// events are idempotent). An event the database refuses goes to the
+// dead-letter topic and the dead_letter table, is counted and logged at
+// ERROR, and is committed like the others.
+type Consumer struct {
+	cl      *kgo.Client
+	dlq     *kgo.Client
+	applier Applier
+	cfg     Config
+	log     *slog.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartConsumer joins the group and applies events in the background until
+// Stop. dlq publishes dead letters (the producer's client).
+func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Client) (*Consumer, error) {
+	cfg = cfg.withDefaults()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		// No rebalance while a batch is applied and committed: a partition
+		// moves to another instance only with its offsets committed.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("events: consumer: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c := &Consumer{cl: cl, dlq: dlq, applier: applier, cfg: cfg, log: cfg.Logger.With("component", "kafka-consumer"), cancel: cancel, done: make(chan struct{})}
+	go c.run(ctx)
+	return c, nil
+}
+
+// Stop finishes the batch in progress (its transactions and commit), leaves
+// the group and closes the client.
+func (c *Consumer) Stop() {
+	c.cancel()
+	<-c.done
+	c.cl.Close()
+}
+
+func (c *Consumer) run(ctx context.Context) {
+	defer close(c.done)
+	// A poll blocks rebalances until AllowRebalance, and leaving the group
+	// at Close is one.
+	defer c.cl.AllowRebalance()
+	for {
+		fetches := c.cl.PollRecords(ctx, 500)
+		if fetches.IsClientClosed() || ctx.Err() != nil {
+			return
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				c.log.WarnContext(ctx, "fetch failed", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		// Partitions in parallel, each in order.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var applied []*kgo.Record
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) == 0 {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var last *kgo.Record
+				for _, rec := range p.Records {
+					if err := c.handle(ctx, rec); err != nil {
+						break // stopping: this record and the rest are applied again later
+					}
+					last = rec
+				}
+				if last != nil {
+					mu.Lock()
+					applied = append(applied, last)
+					mu.Unlock()
+				}
+			}()
+		})
+		wg.Wait()
+		if len(applied) > 0 {
+			// After the transactions: a crash before this line replays them.
+			commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			if err := c.cl.CommitRecords(commitCtx, applied...); err != nil {
+				c.log.WarnContext(ctx, "offsets not committed; the events will be applied again (harmlessly)", "err", err)
+			}
+			cancel()
+		}
+		c.cl.AllowRebalance()
+	}
+}
+
+// handle applies one record, retrying transient failures until ctx ends
+// (returning its error: the record is not committed).
+func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) error {
+	ev, err := Decode(rec.Value)
+	if err != nil {
+		return c.deadLetter(ctx, rec, ev, "malformed event: "+err.Error())
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := c.applier.ApplyEvent(ctx, ev)
+		if err == nil {
+			c.cfg.Observer.EventConsumed(string(ev.Kind), "applied")
+			return nil
+		}
+		var refused *voucher.EventRefusedError
+		if errors.As(err, &refused) {
+			return c.deadLetter(ctx, rec, ev, refused.Reason)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			c.log.WarnContext(ctx, "event not applied; retrying", "event", ev.String(), "attempt", attempt, "err", err)
+		}
+		if err := sleep(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// deadLetter sends a refused event to the dead-letter topic and the
+// dead_letter table, retrying until both hold it or ctx ends.
+func (c *Consumer) deadLetter(ctx context.Context, rec *kgo.Record, ev voucher.Event, reason string) error {
+	kind := string(ev.Kind)
+	if kind == "" {
+		kind = "unknown"
+	}
+	c.log.ErrorContext(ctx, "event refused by the database; sent to the dead letters",
+		"event", ev.String(), "reason", reason, "topic", rec.Topic, "partition", rec.Partition, "offset", rec.Offset)
+	dl := voucher.DeadLetter{
+		EventID: ev.ID, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+		VoucherCode: ev.Code, OrderID: ev.OrderID, Kind: kind, Reason: reason, Payload: string(rec.Value),
+	}
+	if dl.EventID == "" {
+		dl.EventID = rec.Topic + "/" + strconv.Itoa(int(rec.Partition)) + "/" + strconv.FormatInt(rec.Offset, 10)
+	}
+	out := &kgo.Record{
+		Topic: c.cfg.DeadLetterTopic, Key: rec.Key, Value: rec.Value,
+		Headers: append(append([]kgo.RecordHeader(nil), rec.Headers...),
+			kgo.RecordHeader{Key: "reason", Value: []byte(reason)},
+			kgo.RecordHeader{Key: "source", Value: []byte(rec.Topic + "/" + strconv.Itoa(int(rec.Partition)) + "/" + strconv.FormatInt(rec.Offset, 10))}),
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		err := c.dlq.ProduceSync(ctx, out).FirstErr()
+		if err == nil {
+			err = c.applier.SaveDeadLetter(ctx, dl)
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.log.WarnContext(ctx, "dead letter not stored yet; retrying", "event", ev.String(), "err", err)
+		if err := sleep(ctx, backoff); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	c.cfg.Observer.DeadLettered(kind)
+	c.cfg.Observer.EventConsumed(kind, "dead-letter")
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

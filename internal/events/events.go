@@ -1,0 +1,108 @@
+// Package events is the Kafka write path of flash vouchers
+// (FLASH_WRITE_PATH=kafka), over franz-go: the producer that publishes the
+// gate's decisions, the consumer (group voucher-writer) that applies them to
+// PostgreSQL one transaction each, the dead-letter topic for events the
+// database refuses, the wait for events in flight (Settle) and, when no
+// brokers are named, an in-process Kafka-protocol broker (kfake).
+//
+// One topic carries every event, keyed by voucher code, so one voucher's
+// events stay in one partition in the order the broker acknowledged them.
+package events
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Defaults of Config.
+const (
+	DefaultTopic           = "voucher-reservations"
+	DefaultDeadLetterTopic = "voucher-reservations-dead-letter"
+	DefaultGroup           = "voucher-writer"
+	defaultPartitions      = 8
+	defaultPublishTimeout  = 3 * time.Second
+)
+
+// Config says where the events go.
+type Config struct {
+	Brokers         []string
+	Topic           string // default voucher-reservations
+	DeadLetterTopic string // default voucher-reservations-dead-letter
+	Group           string // default voucher-writer
+	// Partitions of the topic when it is created here; default 8.
+	Partitions int32
+	// PublishTimeout bounds a publish (and is franz-go's record delivery
+	// timeout); default 3s.
+	PublishTimeout time.Duration
+	Logger         *slog.Logger
+	Observer       Observer // nil: none
+}
+
+func (c Config) withDefaults() Config {
+	c.Topic = cmp.Or(c.Topic, DefaultTopic)
+	c.DeadLetterTopic = cmp.Or(c.DeadLetterTopic, DefaultDeadLetterTopic)
+	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Partitions = cmp.Or(c.Partitions, defaultPartitions)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, defaultPublishTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
+	return c
+}
+
+// Observer receives the figures of the write path; internal/metrics
+// implements it.
+type Observer interface {
+	// EventProduced records one publish (err nil: acknowledged).
+	EventProduced(kind string, err error, d time.Duration)
+	// EventConsumed records one event handled by the consumer: outcome
+	// "applied" or "dead-letter".
+	EventConsumed(kind, outcome string)
+	// DeadLettered records an event sent to the dead letters.
+	DeadLettered(kind string)
+	// ConsumerLag records how many events the group has not committed yet.
+	ConsumerLag(n int64)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) EventProduced(string, error, time.Duration) {}
+func (nopObserver) EventConsumed(string, string)               {}
+func (nopObserver) DeadLettered(string)                        {}
+func (nopObserver) ConsumerLag(int64)                          {}
+
+// EnsureTopics creates the topic and the dead-letter topic unless they exist.
+func EnsureTopics(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, t := range []struct {
+		name       string
+		partitions int32
+	}{{cfg.Topic, cfg.Partitions}, {cfg.DeadLetterTopic, 1}} {
+		// -1: the brokers' default replication factor.
+		resp, err := adm.CreateTopic(ctx, t.partitions, -1, nil, t.name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("events: create topic %s: %w", t.name, err)
+		}
+	}
+	return nil
+}
