@@ -35,7 +35,7 @@ help:
 	@echo "make generate  sqlc, gqlgen and templ code generation"
 	@echo "make verify    fail on stale generated code, gofmt, go vet, the GraphQL contract"
 	@echo "make build     bin/voucherd"
-	@echo "make bench     the flash-sale benchmark (cmd/flashbench)"
+	@echo "make bench     the flash-sale benchmark (cmd/flashbench; BENCH_FLAGS='-h' lists its flags)"
 
 setup:
 	bash scripts/setup.sh
@@ -106,4 +106,4 @@ test:
 bench:
 	@if [ ! -d cmd/flashbench ]; then echo "flashbench not built yet"; exit 1; fi
 	bash scripts/setup.sh
-	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/flashbench
+	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/flashbench $(BENCH_FLAGS)

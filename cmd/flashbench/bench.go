@@ -1,0 +1,788 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/gate"
+	"voucherd/lua"
+)
+
+// scenario is one row of the table.
+type scenario struct {
+	name  string
+	title string
+	kind  scenarioKind
+	// flash: the voucher passes the Redis gate (else the database path).
+	flash bool
+	// big: the voucher has more uses than the requests, so every fresh
+	// request wins (else it has -quota uses).
+	big bool
+	// kafka: served by a second in-process server with FLASH_WRITE_PATH=kafka.
+	kafka bool
+	// presold: the voucher is sold out before the measured load starts.
+	presold bool
+}
+
+type scenarioKind int
+
+const (
+	kindCeiling scenarioKind = iota
+	kindCeilingPlain
+	kindEvalsha
+	kindREST
+	kindGraphQL
+)
+
+// scenarioCatalog is every scenario, in the order they run: the baselines
+// that need no database first (while the statistics of the set-up settle).
+var scenarioCatalog = []scenario{
+	{name: "ceiling", title: "(a) HTTP+JSON ceiling: trivial handler, same body", kind: kindCeiling},
+	{name: "ceiling-raw", title: "(a') HTTP ceiling without encoding/json", kind: kindCeilingPlain},
+	{name: "evalsha", title: "(b) raw EVALSHA of lua/reserve.lua (go-redis, the server's pool)", kind: kindEvalsha},
+	{name: "rest", title: "the sale: 1,000-use flash voucher over REST", kind: kindREST, flash: true},
+	{name: "graphql", title: "the sale over GraphQL", kind: kindGraphQL, flash: true},
+	{name: "db", title: "(c) the sale on a non-flash voucher (database path), REST", kind: kindREST},
+	{name: "soldout", title: "(d) sold-out flash voucher (the late crowd), REST", kind: kindREST, flash: true, presold: true},
+	{name: "winners-sync", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=sync", kind: kindREST, flash: true, big: true},
+	{name: "winners-kafka", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=kafka", kind: kindREST, flash: true, big: true, kafka: true},
+}
+
+func findScenario(name string) *scenario {
+	for i := range scenarioCatalog {
+		if scenarioCatalog[i].name == name {
+			return &scenarioCatalog[i]
+		}
+	}
+	return nil
+}
+
+func (s scenario) sale() bool { return s.kind == kindREST || s.kind == kindGraphQL }
+
+// bench is one run.
+type bench struct {
+	opts     options
+	getenv   func(string) string
+	stderr   io.Writer
+	runID    string
+	client   *http.Client
+	pg       *pg
+	api      *api // the sync server
+	kafkaAPI *api // nil: no kafka-mode server
+	noKafka  string
+	servers  []*voucherd
+	stops    []func()
+	lastDB   time.Time // the last database work of a server, for the statistics' settle
+	ceiling  string    // the ceiling server of the probes, started once
+	serverLg *os.File
+	rdb      redis.UniversalClient // for INFO commandstats
+	redisVer string
+	pgVer    string
+}
+
+func newBench(ctx context.Context, o options, getenv func(string) string, stderr io.Writer) (*bench, error) {
+	id := make([]byte, 3)
+	_, _ = rand.Read(id)
+	b := &bench{opts: o, getenv: getenv, stderr: stderr, runID: hex.EncodeToString(id), client: newLoadClient(o.Concurrency)}
+	var err error
+	if b.pg, err = openPG(ctx, o.DatabaseURL); err != nil {
+		return nil, err
+	}
+	b.pgVer = b.pg.version(ctx)
+	if b.rdb, err = gate.NewClient(o.RedisURL); err != nil {
+		b.close()
+		return nil, err
+	}
+	if o.PprofAddr != "" {
+		stop, err := servePprof(o.PprofAddr)
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("-pprof: %w", err)
+		}
+		b.stops = append(b.stops, stop)
+		fmt.Fprintf(stderr, "pprof on http://%s/debug/pprof/\n", o.PprofAddr)
+	}
+	return b, nil
+}
+
+func (b *bench) close() {
+	for _, s := range b.servers {
+		s.stop()
+	}
+	for _, stop := range b.stops {
+		stop()
+	}
+	if b.pg != nil {
+		b.pg.close(context.Background())
+	}
+	if b.rdb != nil {
+		_ = b.rdb.Close()
+	}
+	if b.serverLg != nil {
+		b.serverLg.Close()
+	}
+}
+
+func (b *bench) selected() []scenario {
+	only := splitList(b.opts.Only)
+	var out []scenario
+	for _, s := range scenarioCatalog {
+		if len(only) == 0 || slices.Contains(only, s.name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// serverEnv is what the in-process servers run with besides the
+// environment: loopback, the bench's tokens, and jobs that do not run during
+// the measurements (they run once at start).
+func (b *bench) serverEnv(writePath string) map[string]string {
+	return map[string]string{
+		"HTTP_ADDR":          "127.0.0.1:0",
+		"DATABASE_URL":       b.opts.DatabaseURL,
+		"REDIS_URL":          b.opts.RedisURL,
+		"STOREFRONT_TOKENS":  benchStorefrontToken,
+		"ADMIN_TOKENS":       benchAdminToken,
+		"FLASH_WRITE_PATH":   writePath,
+		"EXPIRY_INTERVAL":    "1h",
+		"RECONCILE_INTERVAL": "1h",
+		"WARMUP_INTERVAL":    "1h",
+		"LOG_LEVEL":          or(b.getenv("LOG_LEVEL"), "warn"),
+		"APP_ENV":            "",
+	}
+}
+
+func (b *bench) startServers(ctx context.Context, wantKafka bool) error {
+	if b.opts.URL != "" {
+		b.api = newAPI(b.opts.URL, b.opts.StorefrontToken, b.opts.AdminToken)
+		if wantKafka {
+			if b.opts.KafkaURL == "" {
+				b.noKafka = "kafka path not available (with -url, give -kafka-url)"
+			} else {
+				b.kafkaAPI = newAPI(b.opts.KafkaURL, b.opts.StorefrontToken, b.opts.AdminToken)
+			}
+		}
+		return nil
+	}
+	lg, err := os.Create(filepath.Join(b.opts.Out, "server.log"))
+	if err != nil {
+		return err
+	}
+	b.serverLg = lg
+	s, err := startVoucherd(ctx, "server", b.getenv, b.serverEnv("sync"), lg)
+	if err != nil {
+		return err
+	}
+	b.servers = append(b.servers, s)
+	b.api = newAPI(s.URL, benchStorefrontToken, benchAdminToken)
+	if wantKafka {
+		k, err := startVoucherd(ctx, "server-kafka", b.getenv, b.serverEnv("kafka"), lg)
+		if err != nil {
+			b.noKafka = "kafka path not available: " + err.Error()
+		} else {
+			b.servers = append(b.servers, k)
+			b.kafkaAPI = newAPI(k.URL, benchStorefrontToken, benchAdminToken)
+		}
+	}
+	return nil
+}
+
+// prepared is a scenario's voucher, made before any measurement.
+type prepared struct {
+	code, orderPrefix string
+	quota             int
+	api               *api
+	presold           int
+	probes            int    // orders reserved by the kafka probe
+	skip              string // why the row has no number
+}
+
+func (b *bench) code(s scenario) string { return "fb-" + s.name + "-" + b.runID }
+
+func (b *bench) prepare(ctx context.Context, s scenario) (*prepared, error) {
+	p := &prepared{code: b.code(s), quota: b.opts.Quota, api: b.api}
+	p.orderPrefix = p.code + "-"
+	requests := b.opts.Requests
+	if s.name == "db" {
+		requests = b.opts.DBRequests
+	}
+	if s.big {
+		p.quota = int(requests) + b.opts.Quota
+	}
+	if s.kafka {
+		if b.kafkaAPI == nil {
+			p.skip = b.noKafka
+			return p, nil
+		}
+		p.api = b.kafkaAPI
+	}
+	if err := p.api.createVoucher(ctx, p.code, p.quota, s.flash); err != nil {
+		return nil, err
+	}
+	if s.presold {
+		if err := b.presell(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	if s.kafka {
+		if why, err := b.probeKafka(ctx, p); err != nil {
+			return nil, err
+		} else if why != "" {
+			p.skip = why
+		}
+	}
+	return p, nil
+}
+
+// presell sells the whole quota to other customers before the late crowd.
+func (b *bench) presell(ctx context.Context, p *prepared) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(p.quota) {
+					return
+				}
+				status, body, err := p.api.reserve(ctx, p.code, p.orderPrefix+"pre-"+strconv.FormatInt(i, 10), 2*customerBase+i)
+				if err == nil && status != http.StatusCreated {
+					err = fmt.Errorf("presell: HTTP %d %s", status, body)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	p.presold = p.quota
+	return nil
+}
+
+// probeKafka reserves one order on the kafka-mode server and looks at how
+// its write reached the database: only path "kafka" means the server does
+// what FLASH_WRITE_PATH=kafka says.
+func (b *bench) probeKafka(ctx context.Context, p *prepared) (string, error) {
+	order := p.orderPrefix + "probe"
+	status, body, err := p.api.reserve(ctx, p.code, order, 3*customerBase)
+	if err != nil {
+		return "", err
+	}
+	if status != http.StatusCreated {
+		return fmt.Sprintf("kafka path not available (probe reserve: HTTP %d %.80s)", status, body), nil
+	}
+	p.probes = 1
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		path, err := b.pg.reservationPath(ctx, order)
+		if err != nil {
+			return "", err
+		}
+		switch path {
+		case "":
+		case "kafka":
+			return "", nil
+		default:
+			return fmt.Sprintf("kafka path not available (the server accepts FLASH_WRITE_PATH=kafka but wrote the winner in the request: path %s)", path), nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "kafka path not available (the probe's write did not reach the database within 15s)", nil
+}
+
+// run plays every selected scenario.
+func (b *bench) run(ctx context.Context) (*report, error) {
+	scenarios := b.selected()
+	wantKafka := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.kafka })
+	needServer := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.sale() })
+	rep := newReport(b)
+	if needServer {
+		fmt.Fprintln(b.stderr, "flashbench: starting voucherd in this process")
+		if err := b.startServers(ctx, wantKafka); err != nil {
+			return nil, err
+		}
+	}
+	if needServer && b.opts.URL == "" {
+		if err := b.waitForExpiry(ctx); err != nil {
+			return nil, err
+		}
+	}
+	preps := map[string]*prepared{}
+	for _, s := range scenarios {
+		if !s.sale() {
+			continue
+		}
+		p, err := b.prepare(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: set-up: %w", s.name, err)
+		}
+		preps[s.name] = p
+	}
+	b.lastDB = time.Now()
+	if needServer && b.opts.Client == "nethttp" {
+		if b.api != nil {
+			warmConnections(ctx, b.client, b.api.base, b.opts.Concurrency)
+		}
+		if b.kafkaAPI != nil {
+			warmConnections(ctx, b.client, b.kafkaAPI.base, b.opts.Concurrency)
+		}
+	}
+	if slices.ContainsFunc(scenarios, func(s scenario) bool { return s.kind == kindEvalsha }) {
+		b.redisVer = redisVersion(ctx, b.opts.RedisURL)
+	}
+
+	for _, s := range scenarios {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var res *scenarioResult
+		var err error
+		switch s.kind {
+		case kindCeiling, kindCeilingPlain:
+			res, err = b.runCeiling(ctx, s)
+		case kindEvalsha:
+			res, err = b.runEvalsha(ctx, s)
+		default:
+			res, err = b.runSale(ctx, s, preps[s.name])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		rep.add(res)
+	}
+	rep.finish()
+	b.cleanUp(context.WithoutCancel(ctx), preps)
+	return rep, nil
+}
+
+// probeCeiling measures the HTTP+JSON ceiling again, just before scenario s.
+func (b *bench) probeCeiling(ctx context.Context, s scenario) (float64, error) {
+	if b.opts.CeilingProbe <= 0 {
+		return 0, nil
+	}
+	if b.ceiling == "" {
+		base, stop, err := serveLoopback(ctx, "ceiling", ceilingJSONHandler())
+		if err != nil {
+			return 0, err
+		}
+		b.ceiling = base
+		b.stops = append(b.stops, stop)
+	}
+	l := load{
+		name: "ceiling>" + s.name, requests: b.opts.CeilingProbe, concurrency: b.opts.Concurrency, maxTime: b.opts.MaxTime, retryShare: b.opts.RetryShare,
+		newAttempt: b.httpAttempt(b.ceiling, "/vouchers/fb-ceiling-"+b.runID+"/reservations", benchStorefrontToken, restBody("fb-ceiling-"+b.runID+"-"), classifyCeiling),
+	}
+	lr := l.run(ctx, b.stderr)
+	return float64(lr.Requests) / lr.Elapsed.Seconds(), nil
+}
+
+// httpAttempt is the load client of -client.
+func (b *bench) httpAttempt(base, path, token string, build func([]byte, int64) []byte, classify func(int, []byte) (string, bool)) func() (attempt, func()) {
+	if b.opts.Client == "nethttp" {
+		return httpAttempt(b.client, base+path, token, build, classify)
+	}
+	return rawAttempt(base, path, token, build, classify)
+}
+
+// profiled runs fn under a CPU profile when the scenario is listed in
+// -cpuprofile.
+func (b *bench) profiled(s scenario, fn func()) error {
+	if !slices.Contains(splitList(b.opts.CPUProfile), s.name) {
+		fn()
+		return nil
+	}
+	f, err := os.Create(filepath.Join(b.opts.Out, "cpu-"+s.name+".pprof"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	fn()
+	pprof.StopCPUProfile()
+	fmt.Fprintf(b.stderr, "%s: CPU profile in %s (go tool pprof -tagfocus role=server ...)\n", s.name, f.Name())
+	return nil
+}
+
+func (b *bench) runCeiling(ctx context.Context, s scenario) (*scenarioResult, error) {
+	h, role := ceilingJSONHandler(), "ceiling"
+	if s.kind == kindCeilingPlain {
+		h, role = ceilingPlainHandler(), "ceiling-raw"
+	}
+	base, stop, err := serveLoopback(ctx, role, h)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	if b.opts.Client == "nethttp" {
+		warmConnections(ctx, b.client, base, b.opts.Concurrency)
+	}
+	prefix := "fb-ceiling-" + b.runID + "-"
+	l := load{
+		name: s.name, requests: b.opts.Requests, concurrency: b.opts.Concurrency, maxTime: b.opts.MaxTime, retryShare: b.opts.RetryShare,
+		newAttempt: b.httpAttempt(base, "/vouchers/fb-ceiling-"+b.runID+"/reservations", benchStorefrontToken, restBody(prefix), classifyCeiling),
+	}
+	var lr *loadResult
+	if err := b.profiled(s, func() { lr = l.run(ctx, b.stderr) }); err != nil {
+		return nil, err
+	}
+	res := newResult(s, lr)
+	res.check("all answered 201", lr.Outcomes["OK"]+lr.Outcomes["retry OK"] == lr.Requests, fmt.Sprintf("%d of %d", lr.Outcomes["OK"]+lr.Outcomes["retry OK"], lr.Requests))
+	return res, nil
+}
+
+// runEvalsha floods a throwaway gate (keys of a unique code, never a real
+// voucher's) with reserve.lua through the same go-redis client settings as
+// the server, then deletes its keys.
+func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, error) {
+	rdb, err := gate.NewClient(b.opts.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	code := b.code(s)
+	p := "voucher:{" + code + "}:"
+	keys := []string{p + "stock", p + "customers", p + "orders", p + "paused"}
+	defer func() { _ = rdb.Del(context.WithoutCancel(ctx), keys...).Err() }()
+	if err := rdb.Set(ctx, keys[0], b.opts.Quota, 10*time.Minute).Err(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	script := redis.NewScript(lua.Reserve)
+	if err := script.Load(ctx, rdb).Err(); err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	orderPrefix := code + "-"
+	newAttempt := func() (attempt, func()) {
+		var order []byte
+		return func(j int64) (string, bool, error) {
+			order = strconv.AppendInt(append(order[:0], orderPrefix...), j, 10)
+			v, err := script.Run(ctx, rdb, keys, string(order), customerBase+j+1, orderAmount, 1).Text()
+			if err != nil {
+				return "REDIS_ERROR", false, err
+			}
+			out := intern([]byte(v))
+			return out, out == "ADMITTED" || out == "DUPLICATE", nil
+		}, func() {}
+	}
+	l := load{name: s.name, requests: b.opts.Requests, concurrency: b.opts.Concurrency, maxTime: b.opts.MaxTime, retryShare: b.opts.RetryShare, newAttempt: newAttempt}
+	ceiling, err := b.probeCeiling(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var lr *loadResult
+	if err := b.profiled(s, func() { lr = l.run(ctx, b.stderr) }); err != nil {
+		return nil, err
+	}
+	res := newResult(s, lr)
+	res.Ceiling = ceiling
+	sold := lr.UniqueSuccesses()
+	res.Sold = &sold
+	stock, err := rdb.Get(ctx, keys[0]).Int64()
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	admitted := lr.Outcomes["ADMITTED"] + lr.Outcomes["retry ADMITTED"]
+	res.check("admitted == quota", admitted == int64(b.opts.Quota), fmt.Sprintf("%d admitted of %d", admitted, b.opts.Quota))
+	res.check("stock left == quota - admitted", stock == int64(b.opts.Quota)-admitted, fmt.Sprintf("stock %d", stock))
+	res.check("no Redis errors", lr.Outcomes["REDIS_ERROR"]+lr.Outcomes["retry REDIS_ERROR"] == 0, lr.FirstError)
+	return res, nil
+}
+
+// settle waits until every backend has reported the statistics of the
+// server's last database work.
+func (b *bench) settle(ctx context.Context) {
+	if b.opts.StatsSettle <= 0 {
+		return
+	}
+	wait := time.Until(b.lastDB.Add(b.opts.StatsSettle))
+	if wait <= 0 {
+		return
+	}
+	fmt.Fprintf(b.stderr, "waiting %.1fs for PostgreSQL's statistics to settle\n", wait.Seconds())
+	select {
+	case <-ctx.Done():
+	case <-time.After(wait):
+	}
+}
+
+func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenarioResult, error) {
+	if p.skip != "" {
+		res := &scenarioResult{Name: s.name, Title: s.title, Skipped: p.skip}
+		return res, nil
+	}
+	requests, maxTime := b.opts.Requests, b.opts.MaxTime
+	if s.name == "db" {
+		requests = b.opts.DBRequests
+	}
+	if s.name == "db" || s.name == "winners-sync" {
+		maxTime = min(maxTime, b.opts.MaxTimeSlow)
+	}
+	path, body, classify := "/vouchers/"+p.code+"/reservations", restBody(p.orderPrefix), classifyREST
+	if s.kind == kindGraphQL {
+		path, body, classify = "/graphql", graphqlBody(p.code, p.orderPrefix), classifyGraphQL
+	}
+	l := load{
+		name: s.name, requests: requests, concurrency: b.opts.Concurrency, maxTime: maxTime, retryShare: b.opts.RetryShare,
+		newAttempt: b.httpAttempt(p.api.base, path, p.api.storefront, body, classify),
+	}
+
+	b.settle(ctx)
+	ceiling, err := b.probeCeiling(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var before pgCounters
+	if b.opts.StatsSettle > 0 {
+		if before, err = b.pg.counters(ctx); err != nil {
+			return nil, err
+		}
+	}
+	redisBefore, redisErr := readRedisCalls(ctx, b.rdb)
+	var lr *loadResult
+	if err := b.profiled(s, func() { lr = l.run(ctx, b.stderr) }); err != nil {
+		return nil, err
+	}
+	res := newResult(s, lr)
+	res.Ceiling = ceiling
+	if redisAfter, err := readRedisCalls(ctx, b.rdb); err == nil && redisErr == nil {
+		d := redisAfter.minus(redisBefore)
+		res.Redis = &d
+	}
+	sold := lr.UniqueSuccesses()
+	res.Sold = &sold
+	if q := p.quota - p.presold - p.probes; !s.big && q > 0 && len(lr.SuccessTimes) >= q {
+		ms := float64(lr.SuccessTimes[q-1].Microseconds()) / 1000
+		res.SoldOutMs = &ms
+		res.AfterSoldOut = rateAfter(lr, lr.SuccessTimes[q-1])
+	}
+
+	// The kafka path answers before the write: wait for the consumer.
+	if s.kafka {
+		start := time.Now()
+		want := int(sold) + p.probes
+		var live int
+		for time.Since(start) < 2*time.Minute {
+			if live, err = b.pg.liveRows(ctx, p.code); err != nil {
+				return nil, err
+			}
+			if live >= want {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		res.CatchUp = time.Since(start)
+		res.check("consumer caught up", live >= want, fmt.Sprintf("%d of %d rows after %s", live, want, res.CatchUp.Round(time.Millisecond)))
+	}
+
+	counts, gqlErr := p.api.voucher(ctx, p.code)
+	b.lastDB = time.Now()
+	state, err := b.pg.sale(ctx, p.code, p.orderPrefix)
+	if err != nil {
+		return nil, err
+	}
+	res.State = &state
+	if gqlErr == nil {
+		res.GraphQLUsed = &counts.UsedCount
+		res.GateRemaining = counts.GateRemaining
+	}
+	b.pg.flushOwn(ctx)
+	if b.opts.StatsSettle > 0 {
+		b.settle(ctx)
+		after, err := b.pg.counters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w := b.pg.delta(before, after, 1)
+		res.DB = &w
+	}
+	b.checkSale(res, s, p, lr, state, counts, gqlErr)
+	return res, nil
+}
+
+func (b *bench) checkSale(res *scenarioResult, s scenario, p *prepared, lr *loadResult, st saleState, counts voucherCounts, gqlErr error) {
+	sold := lr.UniqueSuccesses()
+	extra := int64(p.presold + p.probes) // live rows the load did not make
+	quota := int64(p.quota)
+
+	res.check("never more than the quota", int64(st.LiveRows) <= quota && int64(st.UsedCount) <= quota && sold+extra <= quota,
+		fmt.Sprintf("live rows %d, used_count %d, successes %d+%d, quota %d", st.LiveRows, st.UsedCount, sold, extra, quota))
+	if gqlErr != nil {
+		res.check("usedCount (GraphQL) == successes", false, gqlErr.Error())
+	} else {
+		res.check("successes == usedCount (GraphQL) == used_count == live rows (SQL)",
+			sold+extra == int64(counts.UsedCount) && counts.UsedCount == st.UsedCount && st.UsedCount == st.LiveRows,
+			fmt.Sprintf("successes %d+%d, usedCount %d, used_count %d, live rows %d", sold, extra, counts.UsedCount, st.UsedCount, st.LiveRows))
+	}
+	// Every success is in the database and every live row was a success.
+	inDB := make(map[int64]bool, len(st.liveOrderJ))
+	var notAnswered int
+	for _, j := range st.liveOrderJ {
+		inDB[j] = true
+		if j < 0 || j >= int64(len(lr.SuccessOrders)) || !lr.SuccessOrders[j] {
+			notAnswered++
+		}
+	}
+	var lost int
+	for j, ok := range lr.SuccessOrders {
+		if ok && !inDB[int64(j)] {
+			lost++
+		}
+	}
+	res.check("each success is a live row and each live row a success", lost == 0 && notAnswered == 0 && st.foreignOrders == int(extra),
+		fmt.Sprintf("%d successes not in the database, %d rows never answered success, %d other rows (want %d)", lost, notAnswered, st.foreignOrders, extra))
+	res.check("per-customer bound held", st.OverLimit == 0, fmt.Sprintf("%d customers over %d (max %d)", st.OverLimit, st.PerUserLimit, st.MaxPerCust))
+
+	fresh := lr.Requests - retries(lr)
+	switch {
+	case s.presold:
+		res.check("late crowd gets nothing", sold == 0, fmt.Sprintf("%d successes", sold))
+	case s.big:
+		res.check("every fresh request won", sold == fresh, fmt.Sprintf("%d of %d", sold, fresh))
+	case fresh >= quota:
+		res.check("sold out: exactly the quota", sold == quota, fmt.Sprintf("%d of %d", sold, quota))
+	}
+	failures := lr.Outcomes["UNAVAILABLE"] + lr.Outcomes["retry UNAVAILABLE"] + lr.Outcomes["INTERNAL"] + lr.Outcomes["retry INTERNAL"] +
+		lr.Outcomes["TRANSPORT_ERROR"] + lr.Outcomes["retry TRANSPORT_ERROR"] + lr.Outcomes["GRAPHQL_ERROR"] + lr.Outcomes["retry GRAPHQL_ERROR"]
+	res.check("no failed requests (UNAVAILABLE, INTERNAL, transport, GraphQL errors)", failures == 0, fmt.Sprintf("%d failed; first transport error: %s", failures, lr.FirstError))
+	if res.DB != nil && s.flash {
+		limit, what := int64(st.Reserved)+10, "reserve writes <= winners + 10"
+		if !s.big && !s.presold {
+			limit, what = quota+10, "reserve writes <= quota + 10"
+		}
+		if s.presold {
+			limit, what = 10, "reserve writes <= 10"
+		}
+		res.check(what, res.DB.RedemptionInserts <= limit, fmt.Sprintf("%d reserve writes, %d transactions", res.DB.RedemptionInserts, res.DB.Transactions))
+	}
+}
+
+// rateAfter is the throughput from the first whole timeline step after t to
+// the end of the load (0 when less than a second is left).
+func rateAfter(lr *loadResult, t time.Duration) float64 {
+	first := int(t/timelineStep) + 1
+	span := lr.Elapsed - time.Duration(first)*timelineStep
+	if first >= len(lr.Timeline) || span < time.Second {
+		return 0
+	}
+	var n int64
+	for _, c := range lr.Timeline[first:] {
+		n += c
+	}
+	return float64(n) / span.Seconds()
+}
+
+func retries(lr *loadResult) int64 {
+	var n int64
+	for k, v := range lr.Outcomes {
+		if len(k) > 6 && k[:6] == "retry " {
+			n += v
+		}
+	}
+	return n
+}
+
+func redisVersion(ctx context.Context, redisURL string) string {
+	rdb, err := gate.NewClient(redisURL)
+	if err != nil {
+		return ""
+	}
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// cleanUp ends the run's vouchers (the database keeps them and their
+// reservations, which expire as any others), stops the servers and deletes
+// the vouchers' gate keys, which no warm-up loads again once they ended.
+func (b *bench) cleanUp(ctx context.Context, preps map[string]*prepared) {
+	for _, p := range preps {
+		if p.skip != "" && p.probes == 0 {
+			continue
+		}
+		if err := p.api.endVoucher(ctx, p.code); err != nil {
+			fmt.Fprintf(b.stderr, "flashbench: could not end voucher %s: %v\n", p.code, err)
+		}
+	}
+	if b.opts.URL != "" {
+		return // the gate belongs to that server
+	}
+	for _, s := range b.servers {
+		s.stop()
+	}
+	b.servers = nil
+	for _, p := range preps {
+		k := "voucher:{" + p.code + "}:"
+		_ = b.rdb.Unlink(ctx, k+"stock", k+"customers", k+"orders", k+"meta", k+"paused").Err()
+	}
+}
+
+// waitForExpiry waits until the in-process server's first expiry pass (it
+// runs at start; the next one an hour later) has released the reservations
+// that came due since the last server ran (earlier runs leave thousands), so
+// that work does not run during a measurement: until none is due, or the
+// backlog has stopped shrinking for a few seconds (the pass is over; what
+// comes due later waits for a pass after the run).
+func (b *bench) waitForExpiry(ctx context.Context) error {
+	const poll, still = time.Second, 4
+	last, unchanged := -1, 0
+	for {
+		n, err := b.pg.dueReservations(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if last >= 0 && n >= last {
+			unchanged++
+		} else {
+			unchanged = 0
+		}
+		if unchanged >= still {
+			return nil
+		}
+		if last != n {
+			fmt.Fprintf(b.stderr, "waiting for the expiry job's first pass: %d reservations past their deadline\n", n)
+		}
+		last = n
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}

@@ -1,0 +1,175 @@
+// Command flashbench is the flash-sale benchmark behind `make bench`: it
+// starts voucherd in this process (or targets one given by -url), floods a
+// fresh 1,000-use flash voucher with reserves from many concurrent clients
+// over REST and over GraphQL, measures the machine's baselines in the same
+// run (an HTTP+JSON ceiling, raw EVALSHA of lua/reserve.lua, the database
+// path, a sold-out voucher), checks after every sale that nothing was
+// oversold, and writes a markdown table (stdout), JSON and an SVG latency
+// histogram (bench/results/) and the table of docs/benchmarks.md.
+//
+// Everything runs on loopback, and the load generator shares the machine's
+// cores with the server: results are meant to be read as ratios to the
+// ceiling measured in the same run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "flashbench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line's settings.
+type options struct {
+	URL             string        // a running voucherd; empty: start one in this process
+	KafkaURL        string        // a running voucherd with FLASH_WRITE_PATH=kafka (with -url)
+	StorefrontToken string        // with -url
+	AdminToken      string        // with -url
+	Client          string        // raw or nethttp
+	Concurrency     int           // concurrent clients
+	Requests        int64         // requests per scenario
+	DBRequests      int64         // requests of the database-path scenario
+	MaxTime         time.Duration // per scenario, whichever comes first
+	MaxTimeSlow     time.Duration // the same for the database-bound scenarios
+	RetryShare      float64       // share of requests that repeat an earlier orderId
+	Quota           int           // uses of the sale's voucher
+	Only            string        // comma-separated scenario names; empty: all
+	Out             string        // results directory
+	Doc             string        // markdown file whose generated section is replaced
+	CPUProfile      string        // comma-separated scenario names to profile
+	PprofAddr       string        // side listener for net/http/pprof
+	StatsSettle     time.Duration // wait for PostgreSQL's statistics to be flushed
+	CeilingProbe    int64         // requests of the ceiling measured before each scenario
+	DatabaseURL     string
+	RedisURL        string
+}
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("flashbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.URL, "url", "", "benchmark a running voucherd at this loopback URL instead of starting one")
+	fs.StringVar(&o.KafkaURL, "kafka-url", "", "with -url: a running voucherd with FLASH_WRITE_PATH=kafka, for the winners scenario")
+	fs.StringVar(&o.StorefrontToken, "storefront-token", or(getenv("FLASHBENCH_STOREFRONT_TOKEN"), "dev-storefront-token"), "with -url: a storefront bearer token")
+	fs.StringVar(&o.AdminToken, "admin-token", or(getenv("FLASHBENCH_ADMIN_TOKEN"), "dev-admin-token"), "with -url: an admin bearer token")
+	fs.IntVar(&o.Concurrency, "c", 256, "concurrent clients (connections)")
+	fs.StringVar(&o.Client, "client", "raw", "load client: raw (a minimal keep-alive HTTP/1.1 client, one connection per worker) or nethttp (net/http's Transport)")
+	fs.Int64Var(&o.Requests, "n", 100000, "requests per scenario")
+	fs.Int64Var(&o.DBRequests, "n-db", 20000, "requests of the database-path scenario (it is the slow one)")
+	fs.DurationVar(&o.MaxTime, "max-time", 30*time.Second, "longest load phase of one scenario; it stops early")
+	fs.DurationVar(&o.MaxTimeSlow, "max-time-slow", 15*time.Second, "longest load phase of the database-bound scenarios (db, winners-sync)")
+	fs.Float64Var(&o.RetryShare, "retries", 0.05, "share of requests that retry an earlier orderId (same customer and amount)")
+	fs.IntVar(&o.Quota, "quota", 1000, "uses of the sale's flash voucher")
+	fs.StringVar(&o.Only, "only", "", "run only these scenarios (comma-separated; see -list)")
+	list := fs.Bool("list", false, "list the scenarios and exit")
+	fs.StringVar(&o.Out, "out", "bench/results", "directory for the JSON, the SVG, CPU profiles and the server log")
+	fs.StringVar(&o.Doc, "doc", "docs/benchmarks.md", "markdown file whose generated section gets the table of this run (empty: none)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of these scenarios' load phases to -out (comma-separated, e.g. rest,graphql)")
+	fs.StringVar(&o.PprofAddr, "pprof", "", "serve net/http/pprof on this loopback address while running (e.g. 127.0.0.1:6060)")
+	fs.DurationVar(&o.StatsSettle, "stats-settle", 11*time.Second, "wait after a sale before reading PostgreSQL's statistics (an idle backend reports within 10s); 0 skips the database counters")
+	fs.Int64Var(&o.CeilingProbe, "ceiling-probe", 100000, "measure the ceiling (a) again with this many requests just before each scenario and divide by it (0: divide by row (a) only)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if *list {
+		for _, s := range scenarioCatalog {
+			fmt.Fprintf(stderr, "%-12s %s\n", s.name, s.title)
+		}
+		return o, flag.ErrHelp
+	}
+	o.DatabaseURL = or(getenv("DATABASE_URL"), "postgres://voucher@127.0.0.1:5432/voucher?sslmode=disable")
+	o.RedisURL = or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")
+	var errs []error
+	if o.Concurrency < 1 || o.Requests < 1 || o.DBRequests < 1 || o.Quota < 1 {
+		errs = append(errs, errors.New("-c, -n, -n-db and -quota must be positive"))
+	}
+	if o.Client != "raw" && o.Client != "nethttp" {
+		errs = append(errs, errors.New("-client must be raw or nethttp"))
+	}
+	if o.RetryShare < 0 || o.RetryShare >= 1 {
+		errs = append(errs, errors.New("-retries must be in [0, 1)"))
+	}
+	for _, u := range []string{o.URL, o.KafkaURL} {
+		if u != "" {
+			if err := requireLoopbackURL(u); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if o.PprofAddr != "" {
+		if err := requireLoopbackAddr(o.PprofAddr); err != nil {
+			errs = append(errs, fmt.Errorf("-pprof: %w", err))
+		}
+	}
+	for _, name := range splitList(o.Only + "," + o.CPUProfile) {
+		if findScenario(name) == nil {
+			errs = append(errs, fmt.Errorf("unknown scenario %q (see -list)", name))
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	opts, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
+		return err
+	}
+	b, err := newBench(ctx, opts, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	report, err := b.run(ctx)
+	if err != nil {
+		return err
+	}
+	report.Command = commandLine(args)
+	fmt.Fprint(stdout, report.markdown())
+	return report.write(opts.Out, opts.Doc, stderr)
+}
+
+func or(v, def string) string {
+	if strings.TrimSpace(v) == "" {
+		return def
+	}
+	return strings.TrimSpace(v)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// commandLine is how to run this again: `make bench` when no flags were given.
+func commandLine(args []string) string {
+	if len(args) == 0 {
+		return "make bench   # = go run ./cmd/flashbench"
+	}
+	return "go run ./cmd/flashbench " + strings.Join(args, " ")
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	runtimepprof "runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"voucherd/internal/app"
+)
+
+// The in-process voucherd's own tokens (never the development ones).
+const (
+	benchStorefrontToken = "flashbench-storefront-7f3c9a51d2e8"
+	benchAdminToken      = "flashbench-admin-4b8e2d6f1a9c0357"
+)
+
+// voucherd is one server started in this process with app.Run.
+type voucherd struct {
+	URL    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startVoucherd runs app.Run with the environment plus overrides on a free
+// loopback port. Its goroutines carry the pprof label role=<role>, so a CPU
+// profile of the whole process can be cut to the server
+// (go tool pprof -tagfocus role=server).
+func startVoucherd(ctx context.Context, role string, getenv func(string) string, overrides map[string]string, logw io.Writer) (*voucherd, error) {
+	settings := func(k string) string {
+		if v, ok := overrides[k]; ok {
+			return v
+		}
+		return getenv(k)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	pr, pw := io.Pipe()
+	s := &voucherd{cancel: cancel, done: make(chan error, 1)}
+	runtimepprof.Do(ctx, runtimepprof.Labels("role", role), func(ctx context.Context) {
+		go func() {
+			err := app.Run(ctx, []string{"serve"}, settings, pw, logw)
+			_ = pw.CloseWithError(fmt.Errorf("voucherd stopped: %v", err))
+			s.done <- err
+		}()
+	})
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		if addr, ok := strings.CutPrefix(lines.Text(), "voucherd listening on "); ok {
+			s.URL = addr
+			break
+		}
+	}
+	if s.URL == "" {
+		cancel()
+		err := lines.Err()
+		select {
+		case err = <-s.done:
+		case <-time.After(5 * time.Second):
+		}
+		return nil, fmt.Errorf("voucherd (%s) did not start: %v", role, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if err := waitHealthy(ctx, s.URL); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *voucherd) stop() {
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+func waitHealthy(ctx context.Context, base string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("voucherd at %s never became healthy", base)
+}
+
+// The ceiling: what this machine's net/http and encoding/json do with the
+// same request and a similar answer and no work at all, served as app.Run
+// serves (same http.Server settings) and loaded by the same client.
+
+// ceilingReservation mirrors the REST answer's shape and size.
+type ceilingReservation struct {
+	OrderID        string    `json:"orderId"`
+	VoucherCode    string    `json:"voucherCode"`
+	CustomerID     int64     `json:"customerId"`
+	OrderAmount    int64     `json:"orderAmount"`
+	DiscountAmount int64     `json:"discountAmount"`
+	Status         string    `json:"status"`
+	CreatedAt      time.Time `json:"createdAt"`
+	ExpiresAt      time.Time `json:"expiresAt"`
+}
+
+type ceilingBody struct {
+	CustomerID  json.RawMessage `json:"customerId"`
+	OrderID     string          `json:"orderId"`
+	OrderAmount int64           `json:"orderAmount"`
+}
+
+func ceilingJSONHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /vouchers/{code}/reservations", func(w http.ResponseWriter, r *http.Request) {
+		var b ceilingBody
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			http.Error(w, `{"error":"INVALID_INPUT"}`, http.StatusBadRequest)
+			return
+		}
+		cid, _ := strconv.ParseInt(string(b.CustomerID), 10, 64)
+		now := time.Now().UTC()
+		var buf bytes.Buffer
+		_ = json.NewEncoder(&buf).Encode(ceilingReservation{
+			OrderID: b.OrderID, VoucherCode: r.PathValue("code"), CustomerID: cid, OrderAmount: b.OrderAmount,
+			DiscountAmount: 1000, Status: "RESERVED", CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+		})
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(buf.Bytes())
+	})
+	return mux
+}
+
+// ceilingPlainHandler reads the body and answers a fixed JSON without
+// encoding/json: the price of net/http alone.
+func ceilingPlainHandler() http.Handler {
+	answer := []byte(`{"orderId":"o","status":"RESERVED"}` + "\n")
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /vouchers/{code}/reservations", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(answer)
+	})
+	return mux
+}
+
+// serveLoopback serves h with app.Run's http.Server settings on a free
+// loopback port, its goroutines labelled role=<role>.
+func serveLoopback(ctx context.Context, role string, h http.Handler) (base string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	runtimepprof.Do(ctx, runtimepprof.Labels("role", role), func(context.Context) {
+		go func() { _ = srv.Serve(ln) }()
+	})
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+// servePprof serves net/http/pprof on a side listener.
+func servePprof(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return func() { _ = srv.Close() }, nil
+}
+
+// api is a small client of voucherd for set-up and checks (not the load).
+type api struct {
+	base, storefront, admin string
+	client                  *http.Client
+}
+
+func newAPI(base, storefront, admin string) *api {
+	return &api{base: base, storefront: storefront, admin: admin, client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// graphql runs one operation and decodes data into out; GraphQL errors fail.
+func (a *api) graphql(ctx context.Context, token, query string, vars map[string]any, out any) error {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/graphql", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var env struct {
+		Data   json.RawMessage `json:"data"`
+		Errors []struct {
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return fmt.Errorf("graphql: HTTP %d: %.200s", resp.StatusCode, raw)
+	}
+	if len(env.Errors) > 0 {
+		return fmt.Errorf("graphql: %s", env.Errors[0].Message)
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+// createVoucher creates a voucher open from a minute ago for half an hour:
+// long enough for any run, short enough that no warm-up reloads it later.
+func (a *api) createVoucher(ctx context.Context, code string, total int, flash bool) error {
+	now := time.Now().UTC()
+	var out struct {
+		CreateVoucher struct {
+			Voucher *struct{ Code string }
+			Error   *struct{ Code, Message string }
+		}
+	}
+	err := a.graphql(ctx, a.admin, `mutation Create($input: CreateVoucherInput!) {
+  createVoucher(input: $input) { voucher { code } error { code message } } }`, map[string]any{"input": map[string]any{
+		"code": code, "discountAmount": 1000, "minOrderAmount": 0, "totalLimit": total, "perUserLimit": 1,
+		"startsAt": now.Add(-time.Minute).Format(time.RFC3339), "endsAt": now.Add(30 * time.Minute).Format(time.RFC3339), "flash": flash,
+	}}, &out)
+	if err != nil {
+		return fmt.Errorf("create voucher %s: %w", code, err)
+	}
+	if e := out.CreateVoucher.Error; e != nil {
+		return fmt.Errorf("create voucher %s: %s: %s", code, e.Code, e.Message)
+	}
+	return nil
+}
+
+// endVoucher ends a voucher of the run (the admin mutation the dashboard
+// uses), so no warm-up loads its gate again once the run is over.
+func (a *api) endVoucher(ctx context.Context, code string) error {
+	var out struct {
+		EndVoucher struct {
+			Error *struct{ Code, Message string }
+		}
+	}
+	if err := a.graphql(ctx, a.admin, `mutation End($code: String!) { endVoucher(code: $code) { error { code message } } }`,
+		map[string]any{"code": code}, &out); err != nil {
+		return err
+	}
+	if e := out.EndVoucher.Error; e != nil {
+		return fmt.Errorf("%s: %s", e.Code, e.Message)
+	}
+	return nil
+}
+
+// voucherCounts is the voucher query's view of a sale.
+type voucherCounts struct {
+	UsedCount     int  `json:"usedCount"`
+	Remaining     int  `json:"remaining"`
+	GateRemaining *int `json:"gateRemaining"`
+}
+
+func (a *api) voucher(ctx context.Context, code string) (voucherCounts, error) {
+	var out struct{ Voucher *voucherCounts }
+	err := a.graphql(ctx, a.storefront, `query V($code: String!) { voucher(code: $code) { usedCount remaining gateRemaining } }`,
+		map[string]any{"code": code}, &out)
+	if err != nil {
+		return voucherCounts{}, err
+	}
+	if out.Voucher == nil {
+		return voucherCounts{}, fmt.Errorf("voucher %s not found", code)
+	}
+	return *out.Voucher, nil
+}
+
+// reserve sends one REST reserve and returns its status.
+func (a *api) reserve(ctx context.Context, code, orderID string, customer int64) (int, string, error) {
+	body := fmt.Sprintf(`{"customerId":%d,"orderId":%q,"orderAmount":%d}`, customer, orderID, orderAmount)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/vouchers/"+code+"/reservations", strings.NewReader(body))
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+a.storefront)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw), nil
+}
+
+// warmConnections opens the client's C connections before a measurement, so
+// no scenario pays for the dials.
+func warmConnections(ctx context.Context, client *http.Client, base string, c int) {
+	errs := make(chan error, c)
+	for range c {
+		go func() {
+			for range 4 {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- nil
+		}()
+	}
+	for range c {
+		<-errs
+	}
+}
+
+func requireLoopbackURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%q is not a URL", raw)
+	}
+	return requireLoopbackAddr(u.Host)
+}
+
+// requireLoopbackAddr refuses any host but this machine's loopback.
+func requireLoopbackAddr(hostport string) error {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return errors.New(hostport + " is not a loopback address; flashbench only loads this machine")
+}
