@@ -40,7 +40,11 @@ func openKafka(ctx context.Context, cfg config, logger *slog.Logger, m *metrics.
 			"do NOT survive a restart of this process: a flash reservation whose event is not yet applied when it stops is lost "+
 			"(reconciliation returns its use). Set KAFKA_BROKERS for durable events.", "addr", strings.Join(brokers, ","))
 	}
-	k.cfg = events.Config{Brokers: brokers, Logger: logger, Observer: m}
+	// One publish timeout for franz-go's delivery timeout and the request's
+	// wait: franz-go then fails a record it never sent while the request
+	// still waits, so the request knows it surely failed (use given back)
+	// rather than treating it as of unknown outcome (use held).
+	k.cfg = events.Config{Brokers: brokers, Logger: logger, Observer: m, PublishTimeout: 3 * time.Second}
 	ensureCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := events.EnsureTopics(ensureCtx, k.cfg); err != nil {
@@ -59,7 +63,7 @@ func openKafka(ctx context.Context, cfg config, logger *slog.Logger, m *metrics.
 
 // deps are the service's dependencies for the Kafka write path.
 func (k *kafkaWritePath) deps(store voucher.EventStore) (*voucher.KafkaPath, voucher.PendingWrites) {
-	return &voucher.KafkaPath{Publisher: k.producer, Store: store}, k.offsets
+	return &voucher.KafkaPath{Publisher: k.producer, Store: store, PublishTimeout: k.cfg.PublishTimeout}, k.offsets
 }
 
 // startConsumer joins the group voucher-writer and starts the lag gauge.
