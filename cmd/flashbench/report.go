@@ -167,6 +167,9 @@ func newReport(b *bench) *report {
 	o := b.opts
 	r := &report{
 		Started: time.Now().UTC(), InProcess: o.URL == "", EdgesNs: histogramEdges, b: b,
+		// The tree as the run starts (go run has just built it); a commit
+		// made during the run is not what was measured.
+		Tree: gitTree(),
 		Settings: map[string]string{
 			"concurrency":   strconv.Itoa(o.Concurrency),
 			"client":        o.Client,
@@ -211,7 +214,6 @@ func (r *report) find(name string) *scenarioResult {
 // finish computes ratios and the targets.
 func (r *report) finish() {
 	r.Machine = describeMachine(r.b.pgVer, r.b.redisVer)
-	r.Tree = gitTree()
 	ceiling := r.find("ceiling")
 	for _, s := range r.Scenarios {
 		if s.Skipped != "" {
