@@ -215,8 +215,12 @@ type prepared struct {
 
 func (b *bench) code(s scenario) string { return "fb-" + s.name + "-" + b.runID }
 
-func (b *bench) prepare(ctx context.Context, s scenario) (*prepared, error) {
+// prepare makes the voucher of a sale scenario's attempt.
+func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared, error) {
 	p := &prepared{code: b.code(s), quota: b.opts.Quota, api: b.api}
+	if attempt > 1 {
+		p.code += "-" + strconv.Itoa(attempt)
+	}
 	p.orderPrefix = p.code + "-"
 	requests := b.opts.Requests
 	if s.name == "db" {
@@ -333,15 +337,17 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		}
 	}
 	preps := map[string]*prepared{}
+	var made []*prepared // every voucher of the run, for the clean-up
 	for _, s := range scenarios {
 		if !s.sale() {
 			continue
 		}
-		p, err := b.prepare(ctx, s)
+		p, err := b.prepare(ctx, s, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%s: set-up: %w", s.name, err)
 		}
 		preps[s.name] = p
+		made = append(made, p)
 	}
 	b.lastDB = time.Now()
 	if needServer && b.opts.Client == "nethttp" {
@@ -357,38 +363,61 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	}
 
 	for _, s := range scenarios {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+		// A measurement during which other processes took a share of the
+		// cores is made again (on a fresh voucher), and the least disturbed
+		// attempt is kept.
+		var best *scenarioResult
+		for attempt := 1; ; attempt++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			if attempt > 1 && s.sale() {
+				p, err := b.prepare(ctx, s, attempt)
+				if err != nil {
+					return nil, fmt.Errorf("%s: set-up: %w", s.name, err)
+				}
+				preps[s.name] = p
+				made = append(made, p)
+				b.lastDB = time.Now()
+			}
+			var res *scenarioResult
+			var err error
+			switch s.kind {
+			case kindCeiling, kindCeilingPlain:
+				res, err = b.runCeiling(ctx, s)
+			case kindEvalsha:
+				res, err = b.runEvalsha(ctx, s)
+			default:
+				res, err = b.runSale(ctx, s, preps[s.name])
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", s.name, err)
+			}
+			res.Attempt, res.Disturbance = attempt, max(res.CPU.Other, res.probeCPU.Other)
+			if best == nil || res.Disturbance < best.Disturbance {
+				best = res
+			}
+			if res.Skipped != "" || res.Disturbance <= b.opts.MaxOther || attempt >= b.opts.Attempts {
+				break
+			}
+			fmt.Fprintf(b.stderr, "%s: other processes used %.2f cores during the measurement; measuring it again\n", s.name, res.Disturbance)
 		}
-		var res *scenarioResult
-		var err error
-		switch s.kind {
-		case kindCeiling, kindCeilingPlain:
-			res, err = b.runCeiling(ctx, s)
-		case kindEvalsha:
-			res, err = b.runEvalsha(ctx, s)
-		default:
-			res, err = b.runSale(ctx, s, preps[s.name])
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
-		}
-		rep.add(res)
+		rep.add(best)
 	}
 	rep.finish()
-	b.cleanUp(context.WithoutCancel(ctx), preps)
+	b.cleanUp(context.WithoutCancel(ctx), made)
 	return rep, nil
 }
 
 // probeCeiling measures the HTTP+JSON ceiling again, just before scenario s.
-func (b *bench) probeCeiling(ctx context.Context, s scenario) (float64, error) {
+func (b *bench) probeCeiling(ctx context.Context, s scenario) (float64, cpuUse, error) {
 	if b.opts.CeilingProbe <= 0 {
-		return 0, nil
+		return 0, cpuUse{}, nil
 	}
 	if b.ceiling == "" {
 		base, stop, err := serveLoopback(ctx, "ceiling", ceilingJSONHandler())
 		if err != nil {
-			return 0, err
+			return 0, cpuUse{}, err
 		}
 		b.ceiling = base
 		b.stops = append(b.stops, stop)
@@ -398,7 +427,7 @@ func (b *bench) probeCeiling(ctx context.Context, s scenario) (float64, error) {
 		newAttempt: b.httpAttempt(b.ceiling, "/vouchers/fb-ceiling-"+b.runID+"/reservations", benchStorefrontToken, restBody("fb-ceiling-"+b.runID+"-"), classifyCeiling),
 	}
 	lr := l.run(ctx, b.stderr)
-	return float64(lr.Requests) / lr.Elapsed.Seconds(), nil
+	return float64(lr.Requests) / lr.Elapsed.Seconds(), lr.CPU, nil
 }
 
 // httpAttempt is the load client of -client.
@@ -491,7 +520,7 @@ func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, er
 		}, func() {}
 	}
 	l := load{name: s.name, requests: b.opts.Requests, concurrency: b.opts.Concurrency, maxTime: b.opts.MaxTime, retryShare: b.opts.RetryShare, newAttempt: newAttempt}
-	ceiling, err := b.probeCeiling(ctx, s)
+	ceiling, probeCPU, err := b.probeCeiling(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +529,7 @@ func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, er
 		return nil, err
 	}
 	res := newResult(s, lr)
-	res.Ceiling = ceiling
+	res.Ceiling, res.probeCPU = ceiling, probeCPU
 	sold := lr.UniqueSuccesses()
 	res.Sold = &sold
 	stock, err := rdb.Get(ctx, keys[0]).Int64()
@@ -553,7 +582,7 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 	}
 
 	b.settle(ctx)
-	ceiling, err := b.probeCeiling(ctx, s)
+	ceiling, probeCPU, err := b.probeCeiling(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -569,7 +598,7 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		return nil, err
 	}
 	res := newResult(s, lr)
-	res.Ceiling = ceiling
+	res.Ceiling, res.probeCPU = ceiling, probeCPU
 	if redisAfter, err := readRedisCalls(ctx, b.rdb); err == nil && redisErr == nil {
 		d := redisAfter.minus(redisBefore)
 		res.Redis = &d
@@ -728,7 +757,7 @@ func redisVersion(ctx context.Context, redisURL string) string {
 // cleanUp ends the run's vouchers (the database keeps them and their
 // reservations, which expire as any others), stops the servers and deletes
 // the vouchers' gate keys, which no warm-up loads again once they ended.
-func (b *bench) cleanUp(ctx context.Context, preps map[string]*prepared) {
+func (b *bench) cleanUp(ctx context.Context, preps []*prepared) {
 	for _, p := range preps {
 		if p.skip != "" && p.probes == 0 {
 			continue

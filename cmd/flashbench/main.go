@@ -55,6 +55,8 @@ type options struct {
 	PprofAddr       string        // side listener for net/http/pprof
 	StatsSettle     time.Duration // wait for PostgreSQL's statistics to be flushed
 	CeilingProbe    int64         // requests of the ceiling measured before each scenario
+	Attempts        int           // measurements of a disturbed row
+	MaxOther        float64       // cores other processes may use before a row counts as disturbed
 	DatabaseURL     string
 	RedisURL        string
 }
@@ -83,6 +85,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.PprofAddr, "pprof", "", "serve net/http/pprof on this loopback address while running (e.g. 127.0.0.1:6060)")
 	fs.DurationVar(&o.StatsSettle, "stats-settle", 11*time.Second, "wait after a sale before reading PostgreSQL's statistics (an idle backend reports within 10s); 0 skips the database counters")
 	fs.Int64Var(&o.CeilingProbe, "ceiling-probe", 100000, "measure the ceiling (a) again with this many requests just before each scenario and divide by it (0: divide by row (a) only)")
+	fs.IntVar(&o.Attempts, "attempts", 3, "measure a row again, up to this many times, when other processes disturbed it")
+	fs.Float64Var(&o.MaxOther, "max-other", 0.15, "CPU cores other processes may use during a row before it counts as disturbed")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -95,8 +99,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	o.DatabaseURL = or(getenv("DATABASE_URL"), "postgres://voucher@127.0.0.1:5432/voucher?sslmode=disable")
 	o.RedisURL = or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")
 	var errs []error
-	if o.Concurrency < 1 || o.Requests < 1 || o.DBRequests < 1 || o.Quota < 1 {
-		errs = append(errs, errors.New("-c, -n, -n-db and -quota must be positive"))
+	if o.Concurrency < 1 || o.Requests < 1 || o.DBRequests < 1 || o.Quota < 1 || o.Attempts < 1 {
+		errs = append(errs, errors.New("-c, -n, -n-db, -quota and -attempts must be positive"))
 	}
 	if o.Client != "raw" && o.Client != "nethttp" {
 		errs = append(errs, errors.New("-client must be raw or nethttp"))
