@@ -48,8 +48,7 @@ type Drift interface {
 	RebuildGate(ctx context.Context, code string) error
 }
 
-// DeadLetterCounter counts dead-lettered events. No store has one yet; the
-// drift page shows a count only when one is given.
+// DeadLetterCounter counts dead-lettered events (the Kafka write path's).
 type DeadLetterCounter interface {
 	DeadLetterCount(ctx context.Context) (int, error)
 }
@@ -60,7 +59,7 @@ type Deps struct {
 	Vouchers     Vouchers
 	Reservations Reservations
 	Drift        Drift
-	// DeadLetters is nil until the Kafka write path has a dead-letter store.
+	// DeadLetters counts the Kafka write path's dead letters; nil: not shown.
 	DeadLetters DeadLetterCounter
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/testredis"
@@ -50,11 +51,11 @@ func sale(t testing.TB, api checkoutAPI, code string, firstCustomer, n, c int) (
 	return counts, won
 }
 
-// liveRows counts a voucher's RESERVED and CONFIRMED rows in the database.
-func liveRows(t testing.TB, code string) int {
+// liveRows counts a voucher's RESERVED and CONFIRMED rows in db.
+func liveRows(t testing.TB, db *pgxpool.Pool, code string) int {
 	t.Helper()
 	var n int
-	if err := database(t).QueryRow(context.Background(),
+	if err := db.QueryRow(context.Background(),
 		`SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status <> 'RELEASED'`, code).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +72,8 @@ func TestFlash_ThousandConcurrentReservesSellExactlyFifty(t *testing.T) {
 		t.Errorf("1,000 reserves on 50 uses: %v, want 50 successes and 950 OUT_OF_STOCK", counts)
 	}
 	st := readVoucher(t, s, code)
-	if st.Used != 50 || liveRows(t, code) != 50 || st.GateRemaining == nil || *st.GateRemaining != 0 {
-		t.Errorf("after the sale: %+v gate %s, live rows %d; want 50 used and the gate at 0", st, deref(st.GateRemaining), liveRows(t, code))
+	if st.Used != 50 || liveRows(t, database(t), code) != 50 || st.GateRemaining == nil || *st.GateRemaining != 0 {
+		t.Errorf("after the sale: %+v gate %s, live rows %d; want 50 used and the gate at 0", st, deref(st.GateRemaining), liveRows(t, database(t), code))
 	}
 }
 
@@ -90,8 +91,8 @@ func TestFlash_TwoServersShareOneGate(t *testing.T) {
 	if counts[""] != 30 || counts["OUT_OF_STOCK"] != 370 {
 		t.Errorf("400 reserves over two servers on 30 uses: %v, want exactly 30 successes", counts)
 	}
-	if st := readVoucher(t, b, code); st.Used != 30 || liveRows(t, code) != 30 {
-		t.Errorf("after the sale: %+v, live rows %d", st, liveRows(t, code))
+	if st := readVoucher(t, b, code); st.Used != 30 || liveRows(t, database(t), code) != 30 {
+		t.Errorf("after the sale: %+v, live rows %d", st, liveRows(t, database(t), code))
 	}
 }
 
@@ -130,25 +131,26 @@ func TestFlash_SaleCostsTheDatabaseAboutOneWritePerUse(t *testing.T) {
 	} else {
 		t.Logf("a 1,000-use flash sale hit by 20,000 requests cost the database %v reserve writes", got)
 	}
-	if st := readVoucher(t, s, code); st.Used != 1000 || liveRows(t, code) != 1000 {
+	if st := readVoucher(t, s, code); st.Used != 1000 || liveRows(t, database(t), code) != 1000 {
 		t.Errorf("after the sale: %+v", st)
 	}
 }
 
 // ownRedisServer runs voucherd against a Redis of the test's own, which the
 // test may flush, stop and restart.
-func ownRedisServer(t *testing.T) (*server, *testredis.Server, *redis.Client) {
+func ownRedisServer(t *testing.T) (*server, *testredis.Server, *redis.Client, *pgxpool.Pool) {
 	t.Helper()
 	rs := testredis.Start(t)
-	s := startServer(t, map[string]string{"REDIS_URL": rs.URL})
+	dbURL, db := ownDatabase(t)
+	s := startServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL})
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return s, rs, rdb
+	return s, rs, rdb, db
 }
 
 func TestFlash_RedisLosingItsDataMidSaleNeverOversells(t *testing.T) {
 	t.Parallel()
-	s, _, rdb := ownRedisServer(t)
+	s, _, rdb, db := ownRedisServer(t)
 	api := restAPI{s}
 	code := createVoucher(t, s, voucherSpec{TotalLimit: 40, Flash: true})
 	counts1, won := sale(t, api, code, 1, 25, 8)
@@ -165,8 +167,8 @@ func TestFlash_RedisLosingItsDataMidSaleNeverOversells(t *testing.T) {
 	}
 	counts2, _ := sale(t, api, code, 1000, 100, 16)
 	st := readVoucher(t, s, code)
-	if st.Used != 40 || liveRows(t, code) != 40 {
-		t.Errorf("after FLUSHALL and the rest of the sale: %+v, live rows %d; want exactly 40 sold (second half %v)", st, liveRows(t, code), counts2)
+	if st.Used != 40 || liveRows(t, db, code) != 40 {
+		t.Errorf("after FLUSHALL and the rest of the sale: %+v, live rows %d; want exactly 40 sold (second half %v)", st, liveRows(t, db, code), counts2)
 	}
 	if counts2[""] != 15 {
 		t.Errorf("the sale resumed with %v, want the 15 uses left sold", counts2)
@@ -178,7 +180,7 @@ func TestFlash_RedisLosingItsDataMidSaleNeverOversells(t *testing.T) {
 
 func TestFlash_RetryAfterRedisLostItsDataFindsTheReservation(t *testing.T) {
 	t.Parallel()
-	s, _, rdb := ownRedisServer(t)
+	s, _, rdb, _ := ownRedisServer(t)
 	for _, api := range transports(s) {
 		code := createVoucher(t, s, voucherSpec{TotalLimit: 5, Flash: true})
 		order := uniqueOrder()
@@ -202,7 +204,7 @@ func TestFlash_RetryAfterRedisLostItsDataFindsTheReservation(t *testing.T) {
 
 func TestFlash_RedisDownIsUnavailableAndHoldsNothing(t *testing.T) {
 	t.Parallel()
-	s, rs, _ := ownRedisServer(t)
+	s, rs, _, db := ownRedisServer(t)
 	flash := createVoucher(t, s, voucherSpec{TotalLimit: 10, Flash: true})
 	ordinary := createVoucher(t, s, voucherSpec{TotalLimit: 10})
 	rs.Stop()
@@ -215,7 +217,7 @@ func TestFlash_RedisDownIsUnavailableAndHoldsNothing(t *testing.T) {
 			t.Errorf("%s: ordinary reserve with Redis down = %q", api.name(), r.Error)
 		}
 	}
-	if n := liveRows(t, flash); n != 0 {
+	if n := liveRows(t, db, flash); n != 0 {
 		t.Errorf("%d uses held while Redis was down", n)
 	}
 	if r := do(t, http.MethodGet, s.URL+"/readyz", "", nil); r.Status != http.StatusServiceUnavailable {
@@ -225,7 +227,7 @@ func TestFlash_RedisDownIsUnavailableAndHoldsNothing(t *testing.T) {
 
 func TestFlash_RedisRestartMidSaleResumesWithoutOverselling(t *testing.T) {
 	t.Parallel()
-	s, rs, _ := ownRedisServer(t)
+	s, rs, _, db := ownRedisServer(t)
 	api := restAPI{s}
 	code := createVoucher(t, s, voucherSpec{TotalLimit: 30, Flash: true})
 	_, won := sale(t, api, code, 1, 10, 4)
@@ -235,14 +237,14 @@ func TestFlash_RedisRestartMidSaleResumesWithoutOverselling(t *testing.T) {
 		t.Errorf("retry of an order reserved before the restart = %q, want the reservation", r.Error)
 	}
 	st := readVoucher(t, s, code)
-	if st.Used != 30 || liveRows(t, code) != 30 || counts[""] != 20 {
-		t.Errorf("after the restart: %+v, live rows %d, second half %v; want exactly 30 sold", st, liveRows(t, code), counts)
+	if st.Used != 30 || liveRows(t, db, code) != 30 || counts[""] != 20 {
+		t.Errorf("after the restart: %+v, live rows %d, second half %v; want exactly 30 sold", st, liveRows(t, db, code), counts)
 	}
 }
 
 func TestFlash_ScriptFlushIsInvisible(t *testing.T) {
 	t.Parallel()
-	s, _, rdb := ownRedisServer(t)
+	s, _, rdb, _ := ownRedisServer(t)
 	api := restAPI{s}
 	code := createVoucher(t, s, voucherSpec{TotalLimit: 10, Flash: true})
 	sale(t, api, code, 1, 3, 3)
@@ -258,7 +260,8 @@ func TestFlash_ScriptFlushIsInvisible(t *testing.T) {
 func TestFlash_GateOnARedisCluster(t *testing.T) {
 	t.Parallel()
 	cluster := testredis.StartCluster(t)
-	s := startServer(t, map[string]string{"REDIS_URL": cluster.URL})
+	dbURL, _ := ownDatabase(t)
+	s := startServer(t, map[string]string{"REDIS_URL": cluster.URL, "DATABASE_URL": dbURL})
 	each(t, s, func(t *testing.T, api checkoutAPI, _ bool) {
 		code := createVoucher(t, s, voucherSpec{TotalLimit: 20, Flash: true})
 		counts := stampede(100, func(i int) string {

@@ -68,15 +68,24 @@ func launch(t testing.TB, env map[string]string) *server {
 		"RECONCILE_INTERVAL": "1m",
 		"LOG_LEVEL":          "error",
 	}
+	// TEST_SERVER_LOGS=1 shows the servers' warnings and errors.
+	var logs io.Writer = io.Discard
+	if os.Getenv("TEST_SERVER_LOGS") != "" {
+		settings["LOG_LEVEL"], logs = "warn", os.Stderr
+	}
 	for k, v := range env {
 		settings[k] = v
+	}
+	// Many servers run at once in the tests; PostgreSQL has 100 connections.
+	if !strings.Contains(settings["DATABASE_URL"], "pool_max_conns") {
+		settings["DATABASE_URL"] += "&pool_max_conns=4"
 	}
 	getenv := func(k string) string { return settings[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	s := &server{cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		err := app.Run(ctx, []string{"serve"}, getenv, pw, io.Discard)
+		err := app.Run(ctx, []string{"serve"}, getenv, pw, logs)
 		_ = pw.CloseWithError(fmt.Errorf("voucherd stopped: %v", err))
 		s.done <- err
 	}()
@@ -298,4 +307,34 @@ func num(t testing.TB, v any) int64 {
 		t.Fatalf("not a JSON integer: %v", n)
 	}
 	return i
+}
+
+// ownDatabase creates an empty database for one test (dropped at its end),
+// for a server whose jobs must see only this test's vouchers: one with a
+// Redis of its own (its expiry sweep would otherwise give other tests' uses
+// back to the wrong gate), or one that reconciles or sweeps every second.
+func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.ReplaceAll(uniqueCode("voucher_own"), "-", "_")
+	if _, err := database(t).Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	url := strings.Replace(databaseURL, "/"+cfg.ConnConfig.Database+"?", "/"+name+"?", 1)
+	if url == databaseURL {
+		t.Fatalf("cannot derive a database URL from %s", databaseURL)
+	}
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		_, _ = database(t).Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return url, db
 }

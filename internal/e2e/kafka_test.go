@@ -457,7 +457,7 @@ func TestKafka_ConfirmAndReleaseRacingNeverBothSucceed(t *testing.T) {
 		}
 	}
 	waitGate(t, s, code, 40-n)
-	assertNoDeadLetters(t, code)
+	assertNoDeadLetters(t, database(t), code)
 }
 
 // TestKafka_StampedesNeverOversell: distinct customers, identical requests
@@ -477,7 +477,7 @@ func TestKafka_StampedesNeverOversell(t *testing.T) {
 			t.Errorf("200 reserves on 10 uses: %v, want 10 successes and 190 OUT_OF_STOCK", counts)
 		}
 		waitCounters(t, s, code, 10, 10, 0)
-		if n := liveRows(t, code); n != 10 {
+		if n := liveRows(t, database(t), code); n != 10 {
 			t.Errorf("live rows = %d, want 10", n)
 		}
 	})
@@ -517,11 +517,11 @@ func TestKafka_StampedesNeverOversell(t *testing.T) {
 	})
 }
 
-// assertNoDeadLetters fails if the database refused an event of the voucher.
-func assertNoDeadLetters(t testing.TB, code string) {
+// assertNoDeadLetters fails if the database db refused an event of the voucher.
+func assertNoDeadLetters(t testing.TB, db *pgxpool.Pool, code string) {
 	t.Helper()
 	var n int
-	if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM dead_letter WHERE voucher_code = $1`, code).Scan(&n); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM dead_letter WHERE voucher_code = $1`, code).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 0 {
@@ -904,30 +904,6 @@ func TestKafka_DeadLetteredEventRaisesTheAlert(t *testing.T) {
 	}
 }
 
-// ownDatabase creates a database of this test's own (dropped at its end),
-// so its reconciliation passes see only its vouchers and take the lease.
-func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
-	t.Helper()
-	ctx := context.Background()
-	name := strings.ReplaceAll(uniqueCode("voucher_kafka"), "-", "_")
-	if _, err := database(t).Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	url := strings.Replace(databaseURL, "/voucher_test?", "/"+name+"?", 1)
-	if url == databaseURL {
-		t.Skipf("cannot derive a database URL from %s", databaseURL)
-	}
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Close()
-		_, _ = database(t).Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	return url, db
-}
-
 // latestDrift is a voucher's latest drift report in db.
 type latestDrift struct {
 	Drift    int
@@ -1166,7 +1142,7 @@ func TestKafka_ConfirmAndReleaseOnAnotherInstanceRightAfterTheReserve(t *testing
 	for _, o := range released {
 		waitStatus(t, o, "RELEASED")
 	}
-	assertNoDeadLetters(t, code)
+	assertNoDeadLetters(t, database(t), code)
 }
 
 // TestKafka_RedisLosingItsDataMidSaleNeverOversells: after a FLUSHALL the
@@ -1176,7 +1152,8 @@ func TestKafka_ConfirmAndReleaseOnAnotherInstanceRightAfterTheReserve(t *testing
 func TestKafka_RedisLosingItsDataMidSaleNeverOversells(t *testing.T) {
 	t.Parallel()
 	rs := testredis.Start(t)
-	s := kafkaServer(t, map[string]string{"REDIS_URL": rs.URL})
+	dbURL, db := ownDatabase(t) // its sweeps must not give other tests' uses to this Redis
+	s := kafkaServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL})
 	api := restAPI{s}
 	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 20}))
 	var won []string
@@ -1220,10 +1197,10 @@ func TestKafka_RedisLosingItsDataMidSaleNeverOversells(t *testing.T) {
 		t.Errorf("the rest of the sale: %v, want exactly 13 successes (20 - 7 held)", counts)
 	}
 	waitCounters(t, s, code, 20, 18, 2)
-	if n := liveRows(t, code); n != 20 {
+	if n := liveRows(t, db, code); n != 20 {
 		t.Errorf("live rows = %d, want 20", n)
 	}
-	assertNoDeadLetters(t, code)
+	assertNoDeadLetters(t, db, code)
 }
 
 // TestKafka_DecisionWhosePublishFailsIsRecordedByItsRetry: the gate
@@ -1278,5 +1255,5 @@ func TestKafka_DecisionWhosePublishFailsIsRecordedByItsRetry(t *testing.T) {
 	waitStatus(t, toRelease, "RELEASED")
 	waitCounters(t, s, code, 1, 0, 1)
 	waitGate(t, s, code, 4)
-	assertNoDeadLetters(t, code)
+	assertNoDeadLetters(t, database(t), code)
 }

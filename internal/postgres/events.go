@@ -191,3 +191,12 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]voucher.DeadLette
 	}
 	return out, nil
 }
+
+// DeadLetterCount counts the dead letters kept, for the dashboard.
+func (s *Store) DeadLetterCount(ctx context.Context) (int, error) {
+	n, err := s.q.DeadLetterCount(ctx)
+	if err != nil {
+		return 0, mapError(err)
+	}
+	return int(n), nil
+}

@@ -417,7 +417,33 @@ func mapError(err error) error {
 			return voucher.Errorf(voucher.OrderConflict, "the orderId was already used")
 		}
 	}
+	if isUnavailable(err) {
+		return &voucher.Error{Code: voucher.Unavailable, Message: "the database is unavailable; retry with the same orderId (a retry never takes a second use)", Cause: err}
+	}
 	return fmt.Errorf("postgres: %w", err)
+}
+
+// isUnavailable tells a database that is down, overloaded or timing out (the
+// caller may retry) from a fault in the request.
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "53"),          // insufficient resources (too many connections)
+			pgErr.Code == "57P01", pgErr.Code == "57P03", // shutting down, not yet accepting
+			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
+			return true
+		}
+	}
+	return false
 }
 
 func toVoucher(r db.Voucher) voucher.Voucher {

@@ -34,14 +34,23 @@ type Error struct {
 	Code    ErrorCode
 	Message string
 	Field   string
+	// Cause is what went wrong underneath (UNAVAILABLE): logged, never shown.
+	Cause error
 }
 
 func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s: %s", e.Code, e.Message)
 	if e.Field != "" {
-		return fmt.Sprintf("%s: %s (%s)", e.Code, e.Message, e.Field)
+		msg += " (" + e.Field + ")"
 	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
 }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Errorf returns an *Error with the code and a formatted message.
 func Errorf(code ErrorCode, format string, args ...any) *Error {
@@ -75,8 +84,9 @@ func AsError(err error) *Error {
 	return &Error{Code: Internal, Message: "internal error"}
 }
 
-// IsRefusal reports whether err is one of the contract's refusals (data for the
-// caller) rather than a fault.
+// IsRefusal reports whether err is one of the contract's codes, answered to
+// the caller as data, rather than a fault. UNAVAILABLE is one, but it is no
+// definite "no": the outcome of a write that timed out is unknown.
 func IsRefusal(err error) bool {
 	switch ErrorCodeOf(err) {
 	case "", Internal, Forbidden:

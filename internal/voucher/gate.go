@@ -194,7 +194,7 @@ func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, ve
 			// or the gate was loaded from a snapshot taken before the row
 			// was written; either way this gate use backs it.
 			return res, nil
-		case IsRefusal(err):
+		case IsRefusal(err) && ErrorCodeOf(err) != Unavailable:
 			// The database said no: the use goes back and the order is
 			// forgotten, so a retry is decided afresh.
 			if _, gerr := s.gate.Forget(ctx, v.Code, r.OrderID); gerr != nil {
@@ -260,7 +260,7 @@ func unavailable(err error) error {
 	if IsRefusal(err) {
 		return err
 	}
-	return &Error{Code: Unavailable, Message: "a dependency is unavailable; nothing was held; retry with the same orderId"}
+	return &Error{Code: Unavailable, Message: "a dependency is unavailable; retry with the same orderId (a retry never takes a second use)", Cause: err}
 }
 
 // soldOutCache holds recent snapshots of sold-out gates.

@@ -9,6 +9,17 @@ import (
 	"context"
 )
 
+const deadLetterCount = `-- name: DeadLetterCount :one
+SELECT count(*) FROM dead_letter
+`
+
+func (q *Queries) DeadLetterCount(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, deadLetterCount)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const deadLetterInsert = `-- name: DeadLetterInsert :exec
 INSERT INTO dead_letter (event_id, topic, "partition", "offset", voucher_code, order_id, kind, reason, payload)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)

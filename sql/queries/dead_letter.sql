@@ -7,3 +7,6 @@ ON CONFLICT ON CONSTRAINT dead_letter_once DO NOTHING;
 SELECT * FROM dead_letter
 ORDER BY id DESC
 LIMIT $1;
+
+-- name: DeadLetterCount :one
+SELECT count(*) FROM dead_letter;
