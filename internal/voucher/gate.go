@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // GateVerdict is the Redis gate's atomic answer to a reserve on a flash voucher.
@@ -249,11 +251,18 @@ func (s *Service) noteSoldOut(ctx context.Context, code string) {
 	if !s.soldOut.enabled() || s.soldOut.fresh(code) {
 		return
 	}
-	snap, ok, err := s.gate.Snapshot(ctx, code)
-	if err != nil || !ok || snap.Remaining > 0 {
-		return
-	}
-	s.soldOut.put(snap)
+	// One snapshot per voucher at a time, however many requests hear
+	// OUT_OF_STOCK while it is taken.
+	_, _, _ = s.soldOut.flight.Do(code, func() (any, error) {
+		if s.soldOut.fresh(code) {
+			return nil, nil
+		}
+		snap, ok, err := s.gate.Snapshot(ctx, code)
+		if err == nil && ok && snap.Remaining <= 0 {
+			s.soldOut.put(snap)
+		}
+		return nil, err
+	})
 }
 
 func unavailable(err error) error {
@@ -265,9 +274,10 @@ func unavailable(err error) error {
 
 // soldOutCache holds recent snapshots of sold-out gates.
 type soldOutCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]soldOutEntry
+	ttl    time.Duration
+	mu     sync.Mutex
+	m      map[string]soldOutEntry
+	flight singleflight.Group
 }
 
 type soldOutEntry struct {

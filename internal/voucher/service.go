@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // Store is PostgreSQL, the truth. Each method is one transaction and returns
@@ -294,9 +296,10 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 // metadataCache keeps vouchers' terms for a short while so the flash path can
 // decide eligibility without a database round trip per request.
 type metadataCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]cachedVoucher
+	ttl    time.Duration
+	mu     sync.Mutex
+	m      map[string]cachedVoucher
+	flight singleflight.Group // one database read per stale voucher, however many requests wait
 }
 
 type cachedVoucher struct {
@@ -316,12 +319,18 @@ func (c *metadataCache) get(ctx context.Context, code string, load func(context.
 	if ok && now.Sub(e.fetched) < c.ttl {
 		return e.v, nil
 	}
-	v, err := load(ctx, code)
-	if err != nil {
-		return Voucher{}, err
-	}
-	c.mu.Lock()
-	c.m[code] = cachedVoucher{v: v, fetched: now}
-	c.mu.Unlock()
-	return v, nil
+	loaded, err, _ := c.flight.Do(code, func() (any, error) {
+		// Not the first caller's cancellation: others wait on this read.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		v, err := load(ctx, code)
+		if err != nil {
+			return Voucher{}, err
+		}
+		c.mu.Lock()
+		c.m[code] = cachedVoucher{v: v, fetched: time.Now()}
+		c.mu.Unlock()
+		return v, nil
+	})
+	return loaded.(Voucher), err
 }
