@@ -65,12 +65,26 @@ func newLogger(cfg config, w io.Writer) *slog.Logger {
 }
 
 func migrate(ctx context.Context, cfg config, logger *slog.Logger) error {
-	pool, err := openPool(ctx, cfg)
+	pool, err := openMigrated(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	return migrateUp(ctx, pool, logger)
+	pool.Close()
+	return nil
+}
+
+// openMigrated opens the pool and applies pending migrations: what every
+// subcommand that touches the database does first.
+func openMigrated(ctx context.Context, cfg config, logger *slog.Logger) (*pgxpool.Pool, error) {
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrateUp(ctx, pool, logger); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
 }
 
 func migrateUp(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error {
@@ -111,14 +125,11 @@ func openPool(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 }
 
 func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) error {
-	pool, err := openPool(ctx, cfg)
+	pool, err := openMigrated(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := migrateUp(ctx, pool, logger); err != nil {
-		return err
-	}
 	store := postgres.New(pool)
 
 	rdb, err := gate.NewClient(cfg.RedisURL)

@@ -104,14 +104,11 @@ func userCommand(ctx context.Context, cfg config, logger *slog.Logger, args []st
 	}
 	password := strings.TrimRight(line, "\r\n")
 
-	pool, err := openPool(ctx, cfg)
+	pool, err := openMigrated(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := migrateUp(ctx, pool, logger); err != nil {
-		return err
-	}
 	accounts := voucher.NewAccounts(postgres.New(pool), voucher.AccountsConfig{})
 	u, err := accounts.AddUser(ctx, voucher.NewUser{Email: *email, Name: *name, Role: voucher.Role(*role), Password: password})
 	if err != nil {

@@ -87,9 +87,15 @@ func keysOf(code string) keys {
 // RELEASED, ORDER_CONFLICT, ALREADY_USED, OUT_OF_STOCK or ADMITTED (one use
 // taken).
 func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest) (voucher.GateVerdict, error) {
+	return g.reserve(ctx, code, perUserLimit, r)
+}
+
+// reserve runs reserve.lua; times (createdAt, expiresAt in Unix ms) are the
+// Kafka path's extra arguments.
+func (g *Gate) reserve(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest, times ...any) (voucher.GateVerdict, error) {
 	k := keysOf(code)
-	answer, err := reserveScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.paused},
-		r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit).Text()
+	args := append([]any{r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit}, times...)
+	answer, err := reserveScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.paused}, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, err)
 	}

@@ -26,18 +26,7 @@ var (
 // createdAt and expiresAt (Unix ms), which confirm and expiry decide on. The
 // verdicts and their order are Reserve's.
 func (g *Gate) ReserveTimed(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest, createdAt, expiresAt time.Time) (voucher.GateVerdict, error) {
-	k := keysOf(code)
-	answer, err := reserveScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.paused},
-		r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit, createdAt.UnixMilli(), expiresAt.UnixMilli()).Text()
-	if err != nil {
-		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, err)
-	}
-	switch v := voucher.GateVerdict(answer); v {
-	case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
-		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateNotLoaded, voucher.GatePaused:
-		return v, nil
-	}
-	return "", fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", r.OrderID, code, answer)
+	return g.reserve(ctx, code, perUserLimit, r, createdAt.UnixMilli(), expiresAt.UnixMilli())
 }
 
 // Order reads what the gate remembers of an order; ok is false when it does
