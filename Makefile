@@ -104,6 +104,5 @@ test:
 		go test -race -count=1 -timeout 30m ./...
 
 bench:
-	@if [ ! -d cmd/flashbench ]; then echo "flashbench not built yet"; exit 1; fi
 	bash scripts/setup.sh
 	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/flashbench $(BENCH_FLAGS)
