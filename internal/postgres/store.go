@@ -343,19 +343,12 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation
 	}
 	var expired []voucher.Reservation
 	for _, orderID := range due {
-		err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-			row, err := q.VoucherRedemptionExpire(ctx, orderID)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil // confirmed, released or expired by another instance meanwhile
-			}
-			if err != nil {
-				return err
-			}
-			expired = append(expired, toReservation(row))
-			return giveBack(ctx, q, row, "expired", voucher.PathExpiry)
-		})
+		res, ok, err := s.ExpireReservation(ctx, orderID)
 		if err != nil {
-			return expired, mapError(err)
+			return expired, err
+		}
+		if ok { // else confirmed, released or expired by another instance meanwhile
+			expired = append(expired, res)
 		}
 	}
 	return expired, nil
