@@ -4,8 +4,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/vektah/gqlparser/v2/gqlerror"
-
 	"voucherd/graph/model"
 	"voucherd/internal/voucher"
 )
@@ -74,20 +72,6 @@ func voucherPayload(v voucher.Voucher, err error) (*model.VoucherPayload, error)
 		return &model.VoucherPayload{Error: verr}, nil
 	}
 	return &model.VoucherPayload{Voucher: toVoucher(v)}, nil
-}
-
-// queryError turns an error from a query resolver into a GraphQL error: a
-// refusal keeps its code and message; faults go to the presenter.
-func queryError(err error) error {
-	if voucher.IsRefusal(err) {
-		e := voucher.AsError(err)
-		ext := map[string]any{"code": string(e.Code)}
-		if e.Field != "" {
-			ext["field"] = e.Field
-		}
-		return &gqlerror.Error{Message: e.Message, Extensions: ext}
-	}
-	return err
 }
 
 func isNotFound(err error) bool {

@@ -86,8 +86,8 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		}
 		var gerr *gqlerror.Error
 		if errors.As(err, &gerr) && gerr.Err == nil {
-			// Parse, validation and limit errors, or our own refusals from
-			// queries: they describe the request, not the server.
+			// Parse, validation and limit errors: they describe the
+			// request, not the server.
 			return gerr
 		}
 		if errors.As(err, &gerr) && errors.As(gerr.Err, &verr) {

@@ -52,7 +52,7 @@ func (r *queryResolver) Voucher(ctx context.Context, code string) (*model.Vouche
 		return nil, nil
 	}
 	if err != nil {
-		return nil, queryError(err)
+		return nil, err
 	}
 	return toVoucher(v), nil
 }
@@ -61,7 +61,7 @@ func (r *queryResolver) Voucher(ctx context.Context, code string) (*model.Vouche
 func (r *queryResolver) Vouchers(ctx context.Context, first *int, after *string) (*model.VoucherConnection, error) {
 	page, err := r.Service.Vouchers(ctx, deref(first, 50), deref(after, ""))
 	if err != nil {
-		return nil, queryError(err)
+		return nil, err
 	}
 	conn := &model.VoucherConnection{Edges: []*model.VoucherEdge{}, PageInfo: &model.PageInfo{HasNextPage: page.HasNext}}
 	for i, v := range page.Vouchers {
@@ -80,7 +80,7 @@ func (r *queryResolver) Reservation(ctx context.Context, orderID string) (*model
 		return nil, nil
 	}
 	if err != nil {
-		return nil, queryError(err)
+		return nil, err
 	}
 	return toReservation(res), nil
 }
@@ -89,7 +89,7 @@ func (r *queryResolver) Reservation(ctx context.Context, orderID string) (*model
 func (r *queryResolver) DriftReports(ctx context.Context) ([]*model.DriftReport, error) {
 	reports, err := r.Service.DriftReports(ctx)
 	if err != nil {
-		return nil, queryError(err)
+		return nil, err
 	}
 	out := make([]*model.DriftReport, 0, len(reports))
 	for _, d := range reports {
@@ -102,7 +102,7 @@ func (r *queryResolver) DriftReports(ctx context.Context) ([]*model.DriftReport,
 func (r *voucherResolver) GateRemaining(ctx context.Context, obj *model.Voucher) (*int, error) {
 	n, ok, err := r.Service.GateRemaining(ctx, voucher.Voucher{Code: obj.Code, Flash: obj.Flash})
 	if err != nil || !ok {
-		return nil, queryError(err)
+		return nil, err
 	}
 	return &n, nil
 }
