@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -91,7 +90,7 @@ func limitBody(next http.Handler) http.Handler {
 				writeJSON(w, http.StatusBadRequest, map[string]string{"error": string(voucher.InvalidInput), "field": "body", "message": "the request body could not be read"})
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = newReadBody(body)
 		}
 		next.ServeHTTP(w, r)
 	})

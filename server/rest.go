@@ -103,12 +103,7 @@ func parseMoney(field string, raw json.RawMessage) (int64, error) {
 
 func handleReserve(svc *voucher.Service, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body reserveBody
-		if err := decodeJSON(r, &body); err != nil {
-			writeError(w, r, logger, err)
-			return
-		}
-		req, err := body.request(r.PathValue("code"))
+		req, err := reserveRequest(r)
 		if err != nil {
 			writeError(w, r, logger, err)
 			return
@@ -120,6 +115,22 @@ func handleReserve(svc *voucher.Service, logger *slog.Logger) http.Handler {
 		}
 		writeJSON(w, http.StatusCreated, toReservationJSON(res))
 	})
+}
+
+// reserveRequest reads the reserve body: in one pass when it has the usual
+// shape (parseReserveBody), else through reserveBody, which words every
+// refusal.
+func reserveRequest(r *http.Request) (voucher.ReserveRequest, error) {
+	if data, ok := unread(r); ok {
+		if req, ok := parseReserveBody(data, r.PathValue("code")); ok {
+			return req, nil
+		}
+	}
+	var body reserveBody
+	if err := decodeJSON(r, &body); err != nil {
+		return voucher.ReserveRequest{}, err
+	}
+	return body.request(r.PathValue("code"))
 }
 
 func handleConfirm(svc *voucher.Service, logger *slog.Logger) http.Handler {
