@@ -189,7 +189,44 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	if status >= 500 {
 		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
 	}
+	// Most refusals (the late crowd's OUT_OF_STOCK above all) are plain
+	// ASCII: written by hand they cost one allocation instead of
+	// encoding/json's reflection, with the same bytes.
+	if body, ok := appendErrorJSON(make([]byte, 0, 40+len(e.Code)+len(e.Message)+len(e.Field)), e); ok {
+		writeBody(w, status, body)
+		return
+	}
 	writeJSON(w, status, errorJSON{Error: string(e.Code), Message: e.Message, Field: e.Field})
+}
+
+// appendErrorJSON appends what json.NewEncoder(w).Encode(errorJSON{...})
+// writes, byte for byte, when every string is printable ASCII that
+// encoding/json writes as it is (no quote, backslash or its HTML escapes
+// <, > and &); ok is false otherwise.
+func appendErrorJSON(b []byte, e *voucher.Error) ([]byte, bool) {
+	if !plainJSON(string(e.Code)) || !plainJSON(e.Message) || !plainJSON(e.Field) {
+		return nil, false
+	}
+	b = append(b, `{"error":"`...)
+	b = append(b, e.Code...)
+	b = append(b, `","message":"`...)
+	b = append(b, e.Message...)
+	if e.Field != "" {
+		b = append(b, `","field":"`...)
+		b = append(b, e.Field...)
+	}
+	b = append(b, "\"}\n"...)
+	return b, true
+}
+
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -199,8 +236,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		buf.Reset()
 		buf.WriteString(`{"error":"INTERNAL","message":"internal error"}` + "\n")
 	}
+	writeBody(w, status, buf.Bytes())
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }
