@@ -4,7 +4,6 @@
 package voucher
 
 import (
-	"regexp"
 	"strconv"
 	"time"
 	"unicode"
@@ -146,11 +145,16 @@ func (r ReserveRequest) Retry(earlier Reservation) (Reservation, error) {
 	return earlier, nil
 }
 
-var codePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
-
 // ValidateCode checks a voucher code: 1-32 characters of A-Z a-z 0-9 _ -.
+// A byte loop rather than a regexp: it runs on every reserve, and the
+// characters allowed are all one byte, so bytes and characters agree.
 func ValidateCode(code string) error {
-	if !codePattern.MatchString(code) {
+	ok := len(code) >= 1 && len(code) <= 32
+	for i := 0; ok && i < len(code); i++ {
+		c := code[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	}
+	if !ok {
 		return Invalid("code", "code must be 1-32 characters of A-Z, a-z, 0-9, _ and -")
 	}
 	return nil

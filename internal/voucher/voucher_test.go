@@ -1,6 +1,7 @@
 package voucher
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,41 @@ func TestCaller_RolesMayDoWhatTheContractSays(t *testing.T) {
 	} {
 		if got := (Caller{Role: tc.role}).Can(tc.op); got != tc.want {
 			t.Errorf("%s may %s = %v, want %v", tc.role, tc.op, got, tc.want)
+		}
+	}
+}
+
+// codeRegexp is the rule ValidateCode spelled as a regexp, as it once was
+// implemented: the byte loop must accept exactly what it matches.
+var codeRegexp = regexp.MustCompile(`^[A-Za-z0-9_-]{1,32}$`)
+
+func TestValidateCode_AcceptsWhatTheRegexpMatches(t *testing.T) {
+	cases := []string{
+		"", "a", "Z", "0", "_", "-", "flash-1", "FLASH_2026-xmas", strings.Repeat("a", 32), strings.Repeat("a", 33),
+		strings.Repeat("é", 16), "a b", "a\n", "a\n\n", "\na", "a\x00", "a.b", "a/b", "a+b", "a~", "\xff", "a\xffb",
+		"é", "\u212a", "a`", "a[", "a@", "a:", "Ａ",
+	}
+	for c := 0; c < 256; c++ {
+		cases = append(cases, string(rune(c)), "x"+string([]byte{byte(c)}), strings.Repeat("y", 31)+string([]byte{byte(c)}))
+	}
+	for _, code := range cases {
+		want := codeRegexp.MatchString(code)
+		err := ValidateCode(code)
+		if got := err == nil; got != want {
+			t.Errorf("ValidateCode(%q) accepts: %v, the regexp: %v", code, got, want)
+		}
+		if err != nil && (ErrorCodeOf(err) != InvalidInput || AsError(err).Field != "code" ||
+			AsError(err).Message != "code must be 1-32 characters of A-Z, a-z, 0-9, _ and -") {
+			t.Errorf("ValidateCode(%q): %v", code, err)
+		}
+	}
+}
+
+func BenchmarkValidateCode(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ValidateCode("fb-flash-1a2b3c4d5e"); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
