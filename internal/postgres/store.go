@@ -29,6 +29,9 @@ type Store struct {
 	// foreign keys' key-share locks (docs/benchmarks.md: a sale's winners
 	// 642/s with 16 at once, 1,617/s with 4).
 	reserveSlots sync.Map
+	// winnerQueues holds each flash voucher's admitted reserves waiting to
+	// be written in a batch (code -> *winnerQueue; batch.go).
+	winnerQueues sync.Map
 }
 
 // ReserveConcurrency is how many reserve transactions of one voucher run at

@@ -188,7 +188,7 @@ func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, ve
 	switch verdict {
 	case GateAdmitted:
 		s.obs.DatabaseWrite("reserve")
-		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+		res, _, err := s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
 		switch {
 		case err == nil:
 			// A success for an order the database already held keeps the

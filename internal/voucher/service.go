@@ -24,6 +24,11 @@ type Store interface {
 	// NOT_FOUND, ORDER_CONFLICT, RESERVATION_RELEASED, NOT_ELIGIBLE,
 	// ALREADY_USED, OUT_OF_STOCK. created is false for an identical retry.
 	Reserve(ctx context.Context, r ReserveRequest, ttl time.Duration, path Path) (res Reservation, created bool, err error)
+	// ReserveAdmitted is Reserve for a use the gate already took: the same
+	// rules and answers, but the store may write it in one transaction with
+	// the voucher's other admitted reserves of the moment. It answers only
+	// after its write committed (or was refused).
+	ReserveAdmitted(ctx context.Context, r ReserveRequest, ttl time.Duration, path Path) (res Reservation, created bool, err error)
 	// Confirm: NOT_FOUND, RESERVATION_RELEASED (also once past expiresAt).
 	Confirm(ctx context.Context, code, orderID string, path Path) (Reservation, error)
 	// Release: NOT_FOUND, ALREADY_CONFIRMED. released is false when it was

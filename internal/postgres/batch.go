@@ -1,0 +1,275 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"voucherd/internal/voucher"
+	"voucherd/sql/db"
+)
+
+// The write of flash winners in batches. Every winner of a sale ends on the
+// voucher's one row; written one transaction each they queue on its lock
+// and the commits (docs/benchmarks.md: about 1,600 winners/s on this
+// machine). Written together, the admitted reserves of a voucher that wait
+// at the same moment cost one transaction and one update of that row.
+// Nothing waits to fill a batch: a writer takes whatever queued while the
+// previous batch was in flight, so a lone winner is written at once.
+
+const (
+	// MaxWinnerBatch bounds the reserves written in one transaction.
+	MaxWinnerBatch = 128
+	// winnerWriters is how many batches of one voucher are in flight at
+	// once in one process: one claims its orders while the other commits.
+	winnerWriters = 2
+	// winnerBatchTimeout bounds one batch's transaction. The requests keep
+	// their own deadlines; one that gives up first answers UNAVAILABLE, and
+	// its retry finds the row if the batch committed.
+	winnerBatchTimeout = 10 * time.Second
+)
+
+type pendingWinner struct {
+	ctx  context.Context
+	r    voucher.ReserveRequest
+	ttl  time.Duration
+	path voucher.Path
+	done chan winnerOutcome // buffered: a writer never waits for the request
+}
+
+type winnerOutcome struct {
+	res     voucher.Reservation
+	created bool
+	err     error
+}
+
+func (p *pendingWinner) answer(res voucher.Reservation, created bool, err error) {
+	p.done <- winnerOutcome{res, created, err}
+}
+
+// winnerQueue holds one voucher's admitted reserves waiting for a writer.
+type winnerQueue struct {
+	mu      sync.Mutex
+	pending []*pendingWinner
+	writers int
+}
+
+// ReserveAdmitted writes a reserve the gate admitted, in one transaction
+// with the other admitted reserves of the voucher queued at the same moment,
+// and answers after that transaction committed. A batch that cannot be
+// written whole (an order already held, a customer at the limit, fewer uses
+// left than winners, any error) is rolled back and its reserves are written
+// one by one with Reserve, so each gets exactly the answer Reserve gives.
+func (s *Store) ReserveAdmitted(ctx context.Context, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
+	qv, ok := s.winnerQueues.Load(r.Code)
+	if !ok {
+		qv, _ = s.winnerQueues.LoadOrStore(r.Code, &winnerQueue{})
+	}
+	q := qv.(*winnerQueue)
+	p := &pendingWinner{ctx: ctx, r: r, ttl: ttl, path: path, done: make(chan winnerOutcome, 1)}
+	q.mu.Lock()
+	q.pending = append(q.pending, p)
+	start := q.writers < winnerWriters
+	if start {
+		q.writers++
+	}
+	q.mu.Unlock()
+	if start {
+		go s.writeWinners(q)
+	}
+	select {
+	case out := <-p.done:
+		return out.res, out.created, out.err
+	case <-ctx.Done():
+		return voucher.Reservation{}, false, &voucher.Error{Code: voucher.Unavailable, Message: "the database is busy; retry with the same orderId", Cause: ctx.Err()}
+	}
+}
+
+// writeWinners writes the queue's reserves in batches until it is empty.
+func (s *Store) writeWinners(q *winnerQueue) {
+	for {
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.pending = nil
+			q.writers--
+			q.mu.Unlock()
+			return
+		}
+		n := min(len(q.pending), MaxWinnerBatch)
+		batch := slices.Clone(q.pending[:n])
+		q.pending = q.pending[n:]
+		q.mu.Unlock()
+		s.writeBatch(batch, batchSplits)
+	}
+}
+
+// batchSplits is how many times a batch is split before the rest of it is
+// written one by one: each split sets aside at least one reserve.
+const batchSplits = 3
+
+// errBatchSplit: some reserves of a batch cannot be written with the
+// others; errBatchShort: the voucher cannot take them all.
+var (
+	errBatchSplit = errors.New("batch holds reserves that must be written alone")
+	errBatchShort = errors.New("fewer uses left than reserves in the batch")
+)
+
+// writeBatch writes batch in one transaction, or splits it: the reserves
+// that kept it from committing are written one by one, and the others are
+// tried again as one batch while splits remain. It returns once every
+// reserve of the batch is answered, so a writer busy with a batch lets the
+// next one gather.
+func (s *Store) writeBatch(batch []*pendingWinner, splits int) {
+	var together, alone []*pendingWinner
+	seen := make(map[string]bool, len(batch))
+	for _, p := range batch {
+		switch {
+		case p.ctx.Err() != nil:
+			// Gone before its write began: nothing is written for it.
+			p.answer(voucher.Reservation{}, false, &voucher.Error{Code: voucher.Unavailable, Message: "the database is busy; retry with the same orderId", Cause: p.ctx.Err()})
+		case seen[p.r.OrderID] || p.ttl != batch[0].ttl || p.path != batch[0].path:
+			alone = append(alone, p)
+		default:
+			seen[p.r.OrderID] = true
+			together = append(together, p)
+		}
+	}
+	if len(together) == 1 {
+		alone, together = append(alone, together[0]), nil
+	}
+	var next []*pendingWinner // tried again as one batch, before the ones alone
+	if len(together) > 0 {
+		rows, suspects, err := s.reserveBatch(together)
+		switch {
+		case err == nil:
+			for _, p := range together {
+				p.answer(toReservation(rows[p.r.OrderID]), true, nil)
+			}
+		case errors.Is(err, errBatchSplit) && splits > 0:
+			rest := make([]*pendingWinner, 0, len(together))
+			for i, p := range together {
+				if suspects[i] {
+					alone = append(alone, p)
+				} else {
+					rest = append(rest, p)
+				}
+			}
+			next = rest
+		case errors.Is(err, errBatchShort) && splits > 0:
+			// The first ones get the uses left, in one batch; the others
+			// are decided one by one (OUT_OF_STOCK unless uses come back).
+			// (Enough left now: another batch gave uses back or rolled
+			// back meanwhile; try them all again.)
+			left := min(s.usesLeft(together[0].ctx, together[0].r.Code), len(together))
+			if left > 0 {
+				alone = append(alone, together[left:]...)
+				next = together[:left]
+			} else {
+				alone = append(alone, together...)
+			}
+		default:
+			alone = append(alone, together...)
+		}
+	}
+	if len(next) > 0 {
+		s.writeBatch(next, splits-1)
+	}
+	// One by one, concurrently (Reserve bounds how many run at once).
+	var wg sync.WaitGroup
+	for _, p := range alone {
+		wg.Go(func() { p.answer(s.Reserve(p.ctx, p.r, p.ttl, p.path)) })
+	}
+	wg.Wait()
+}
+
+// reserveBatch is the batch's transaction. On errBatchSplit, suspects[i]
+// says which reserves kept it from committing.
+func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedemption, []bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), winnerBatchTimeout)
+	defer cancel()
+	code, ttl, path := batch[0].r.Code, batch[0].ttl, batch[0].path
+
+	orderIDs := make([]string, len(batch))
+	customerIDs := make([]int64, len(batch))
+	amounts := make([]int64, len(batch))
+	uses := make(map[int64]int32, len(batch))
+	var customers []int64
+	for i, p := range batch {
+		orderIDs[i], customerIDs[i], amounts[i] = p.r.OrderID, p.r.CustomerID, p.r.OrderAmount
+		if uses[p.r.CustomerID] == 0 {
+			customers = append(customers, p.r.CustomerID)
+		}
+		uses[p.r.CustomerID]++
+	}
+	customerUses := make([]int32, len(customers))
+	for i, c := range customers {
+		customerUses[i] = uses[c]
+	}
+
+	var rows map[string]db.VoucherRedemption
+	var suspects []bool
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		claimed, err := q.ReserveBatchClaimOrders(ctx, db.ReserveBatchClaimOrdersParams{
+			Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CustomerIds: customerIDs, OrderAmounts: amounts,
+		})
+		if err != nil {
+			return err
+		}
+		rows = make(map[string]db.VoucherRedemption, len(claimed))
+		for _, row := range claimed {
+			rows[row.OrderID] = row
+		}
+		if len(rows) != len(batch) {
+			// Held already (a retry, a concurrent request) or not eligible.
+			suspects = make([]bool, len(batch))
+			for i, p := range batch {
+				_, ok := rows[p.r.OrderID]
+				suspects[i] = !ok
+			}
+			return errBatchSplit
+		}
+		taken, err := q.ReserveBatchTakeCustomerUses(ctx, db.ReserveBatchTakeCustomerUsesParams{
+			Code: code, CustomerIds: customers, Uses: customerUses,
+		})
+		if err != nil {
+			return err
+		}
+		if len(taken) != len(customers) {
+			ok := make(map[int64]bool, len(taken))
+			for _, c := range taken {
+				ok[c] = true
+			}
+			suspects = make([]bool, len(batch))
+			for i, p := range batch {
+				suspects[i] = !ok[p.r.CustomerID]
+			}
+			return errBatchSplit
+		}
+		if err := q.ReserveBatchEvents(ctx, db.ReserveBatchEventsParams{
+			Code: code, Path: string(path), OrderIds: orderIDs, CustomerIds: customerIDs,
+		}); err != nil {
+			return err
+		}
+		// The hot row last, as a single reserve does.
+		if _, err := q.ReserveBatchTakeUses(ctx, db.ReserveBatchTakeUsesParams{Code: code, N: int32(len(batch))}); errors.Is(err, pgx.ErrNoRows) {
+			return errBatchShort
+		} else if err != nil {
+			return err
+		}
+		return nil
+	})
+	return rows, suspects, err
+}
+
+// usesLeft is how many uses the voucher has left now; 0 when unknown.
+func (s *Store) usesLeft(ctx context.Context, code string) int {
+	v, err := s.Voucher(ctx, code)
+	if err != nil {
+		return 0
+	}
+	return v.TotalLimit - v.UsedCount
+}

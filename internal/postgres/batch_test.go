@@ -1,0 +1,231 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"voucherd/internal/voucher"
+	"voucherd/migrations"
+)
+
+// The store's tests run on the test database (make test sets it up), each
+// on vouchers of its own.
+var (
+	databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
+	testPool    *pgxpool.Pool
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestMain(m *testing.M) {
+	ctx := context.Background()
+	var err error
+	testPool, err = pgxpool.New(ctx, databaseURL)
+	if err == nil {
+		err = testPool.Ping(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "store tests need PostgreSQL at TEST_DATABASE_URL (%s): %v; `make test` sets it up\n", databaseURL, err)
+		os.Exit(1)
+	}
+	if _, err := migrations.Up(ctx, stdlib.OpenDBFromPool(testPool)); err != nil {
+		fmt.Fprintf(os.Stderr, "migrations: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	testPool.Close()
+	os.Exit(code)
+}
+
+func unique(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+func newFlashVoucher(t *testing.T, s *Store, total, perUser int, minOrder int64) string {
+	t.Helper()
+	code := unique("BATCH")
+	_, err := s.CreateVoucher(context.Background(), voucher.NewVoucher{
+		Code: code, DiscountAmount: 100, MinOrderAmount: minOrder, TotalLimit: total, PerUserLimit: perUser,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), Flash: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+// stored reads what the database holds for a voucher: its counters, its
+// live rows, and how many transactions wrote those rows (distinct xmin).
+func stored(t *testing.T, code string) (used, reserved, rows, events, writers int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := testPool.QueryRow(ctx, `SELECT used_count, reserved_count FROM voucher WHERE code = $1`, code).Scan(&used, &reserved); err != nil {
+		t.Fatal(err)
+	}
+	if err := testPool.QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM voucher_redemption WHERE voucher_code = $1 AND status = 'RESERVED'`, code).Scan(&rows, &writers); err != nil {
+		t.Fatal(err)
+	}
+	if err := testPool.QueryRow(ctx, `SELECT count(*) FROM reservation_event WHERE voucher_code = $1 AND kind = 'reserved'`, code).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+// Concurrent winners are written in shared transactions, and never past the
+// limit: more winners than uses (the gate one use too high after a rebuild)
+// sells exactly the uses left.
+func TestReserveAdmitted_ConcurrentWinnersShareTransactionsAndNeverPassTheLimit(t *testing.T) {
+	s := New(testPool)
+	code := newFlashVoucher(t, s, 150, 1, 0)
+	const winners = 200
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	start := make(chan struct{})
+	for i := range winners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := voucher.ReserveRequest{Code: code, CustomerID: int64(1000 + i), OrderID: unique("o"), OrderAmount: 500}
+			res, created, err := s.ReserveAdmitted(context.Background(), r, 15*time.Minute, voucher.PathGateSync)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				outcomes[string(voucher.ErrorCodeOf(err))]++
+			case !created || res.OrderID != r.OrderID || res.Status != voucher.StatusReserved:
+				outcomes["wrong answer"]++
+			default:
+				outcomes["RESERVED"]++
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if outcomes["RESERVED"] != 150 || outcomes[string(voucher.OutOfStock)] != 50 || len(outcomes) != 2 {
+		t.Fatalf("200 winners on 150 uses: %v, want 150 RESERVED and 50 OUT_OF_STOCK", outcomes)
+	}
+	used, reserved, rows, events, writers := stored(t, code)
+	if used != 150 || reserved != 150 || rows != 150 || events != 150 {
+		t.Fatalf("stored: used %d, reserved %d, rows %d, reserved events %d; want 150 each", used, reserved, rows, events)
+	}
+	// One transaction each would be 150 writers.
+	if writers > 75 {
+		t.Fatalf("150 concurrent winners were written by %d transactions; batching should need far fewer", writers)
+	}
+	t.Logf("150 winners written by %d transactions", writers)
+}
+
+// A batch holding reserves the database must refuse or answer as retries is
+// split: those get exactly the answer a single reserve gives, and the rest
+// are still written together.
+func TestReserveAdmitted_ABatchWithRefusalsGivesEachReserveItsOwnAnswer(t *testing.T) {
+	ctx := context.Background()
+	s := New(testPool)
+	code := newFlashVoucher(t, s, 100, 1, 1000)
+	ttl := 15 * time.Minute
+
+	held := voucher.ReserveRequest{Code: code, CustomerID: 7, OrderID: unique("held"), OrderAmount: 2000}
+	first, _, err := s.Reserve(ctx, held, ttl, voucher.PathGateSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type want struct {
+		r       voucher.ReserveRequest
+		code    voucher.ErrorCode // "" for a success
+		created bool
+	}
+	cases := []want{
+		{r: held, created: false}, // an identical retry: the same reservation
+		{r: voucher.ReserveRequest{Code: code, CustomerID: 7, OrderID: held.OrderID, OrderAmount: 3000}, code: voucher.OrderConflict},
+		{r: voucher.ReserveRequest{Code: code, CustomerID: 7, OrderID: unique("again"), OrderAmount: 2000}, code: voucher.AlreadyUsed},
+		{r: voucher.ReserveRequest{Code: code, CustomerID: 8, OrderID: unique("small"), OrderAmount: 999}, code: voucher.NotEligible},
+		{r: voucher.ReserveRequest{Code: code, CustomerID: 9, OrderID: unique("twice-a"), OrderAmount: 2000}, created: true},
+		{r: voucher.ReserveRequest{Code: code, CustomerID: 9, OrderID: unique("twice-b"), OrderAmount: 2000}, code: voucher.AlreadyUsed},
+	}
+	good := 0
+	for i := range 20 {
+		cases = append(cases, want{r: voucher.ReserveRequest{Code: code, CustomerID: int64(100 + i), OrderID: unique("good"), OrderAmount: 1000}, created: true})
+		good++
+	}
+	batch := make([]*pendingWinner, len(cases))
+	for i, c := range cases {
+		batch[i] = &pendingWinner{ctx: ctx, r: c.r, ttl: ttl, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
+	}
+	s.writeBatch(batch, batchSplits)
+
+	// Customer 9's two orders race for one use in the single path: either
+	// may win, exactly one does.
+	var nine []string
+	for i, c := range cases {
+		out := <-batch[i].done
+		if c.r.CustomerID == 9 {
+			nine = append(nine, string(voucher.ErrorCodeOf(out.err)))
+			continue
+		}
+		if got := voucher.ErrorCodeOf(out.err); got != c.code {
+			t.Errorf("order %s (customer %d, amount %d): %v, want %q", c.r.OrderID, c.r.CustomerID, c.r.OrderAmount, out.err, c.code)
+			continue
+		}
+		if c.code == "" && out.created != c.created {
+			t.Errorf("order %s: created %v, want %v", c.r.OrderID, out.created, c.created)
+		}
+		if c.code == "" && !c.created && out.res != first {
+			t.Errorf("the retry of %s answered %+v, want the first reservation %+v", held.OrderID, out.res, first)
+		}
+	}
+	if !(nine[0] == "" && nine[1] == string(voucher.AlreadyUsed) || nine[1] == "" && nine[0] == string(voucher.AlreadyUsed)) {
+		t.Errorf("customer 9 (perUserLimit 1), two orders: %v, want one success and one ALREADY_USED", nine)
+	}
+
+	used, reserved, rows, events, _ := stored(t, code)
+	wantUsed := 1 + good + 1 // held, the good ones, one of customer 9's
+	if used != wantUsed || reserved != wantUsed || rows != wantUsed || events != wantUsed {
+		t.Fatalf("stored: used %d, reserved %d, rows %d, events %d; want %d each", used, reserved, rows, events, wantUsed)
+	}
+	var goodWriters int
+	if err := testPool.QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM voucher_redemption WHERE voucher_code = $1 AND order_id LIKE 'good-%'`, code).Scan(&goodWriters); err != nil {
+		t.Fatal(err)
+	}
+	if goodWriters != 1 {
+		t.Fatalf("the %d good reserves were written by %d transactions, want one (the batch without the others)", good, goodWriters)
+	}
+}
+
+// A reserve whose caller gave up before its batch began is not written.
+func TestReserveAdmitted_ACallerGoneBeforeTheWriteWritesNothing(t *testing.T) {
+	s := New(testPool)
+	code := newFlashVoucher(t, s, 10, 1, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := &pendingWinner{ctx: ctx, r: voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("gone"), OrderAmount: 1}, ttl: time.Minute, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
+	live := &pendingWinner{ctx: context.Background(), r: voucher.ReserveRequest{Code: code, CustomerID: 2, OrderID: unique("live"), OrderAmount: 1}, ttl: time.Minute, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
+	s.writeBatch([]*pendingWinner{p, live}, batchSplits)
+	if out := <-p.done; voucher.ErrorCodeOf(out.err) != voucher.Unavailable {
+		t.Fatalf("a caller gone before the write: %v, want UNAVAILABLE", out.err)
+	}
+	if out := <-live.done; out.err != nil || !out.created {
+		t.Fatalf("the live reserve of the same batch: %+v", out)
+	}
+	if used, _, rows, _, _ := stored(t, code); used != 1 || rows != 1 {
+		t.Fatalf("stored: used %d, rows %d; want 1 (only the live one)", used, rows)
+	}
+}
