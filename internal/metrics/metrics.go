@@ -7,6 +7,8 @@ package metrics
 import (
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +34,32 @@ type Metrics struct {
 	httpRequests   *prometheus.CounterVec
 	httpLatency    *prometheus.HistogramVec
 	kafka          kafkaMetrics // kafka.go
+
+	// The children of the per-request instruments, by label values
+	// (cached, see children).
+	reserveChildren  children[reserveLabels, reserveInstruments]
+	gateChildren     children[gateLabels, gateInstruments]
+	databaseChildren children[string, prometheus.Counter]
+}
+
+type reserveLabels struct {
+	outcome voucher.ErrorCode
+	path    voucher.Path
+}
+
+type reserveInstruments struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
+}
+
+type gateLabels struct {
+	op     string
+	failed bool
+}
+
+type gateInstruments struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
 }
 
 var _ voucher.Observer = (*Metrics)(nil)
@@ -85,6 +113,21 @@ func New() *Metrics {
 		f(c)
 	}
 	m.kafka = newKafkaMetrics(reg)
+	m.reserveChildren.create = func(l reserveLabels) reserveInstruments {
+		o := "ok"
+		if l.outcome != "" {
+			o = string(l.outcome)
+		}
+		return reserveInstruments{m.reserves.WithLabelValues(o, string(l.path)), m.reserveLatency.WithLabelValues(string(l.path))}
+	}
+	m.gateChildren.create = func(l gateLabels) gateInstruments {
+		result := "ok"
+		if l.failed {
+			result = "error"
+		}
+		return gateInstruments{m.gateCalls.WithLabelValues(l.op, result), m.gateLatency.WithLabelValues(l.op)}
+	}
+	m.databaseChildren.create = func(op string) prometheus.Counter { return m.databaseWrites.WithLabelValues(op) }
 	return m
 }
 
@@ -95,26 +138,20 @@ func (m *Metrics) Handler() http.Handler {
 
 // ReserveDone implements voucher.Observer.
 func (m *Metrics) ReserveDone(path voucher.Path, outcome voucher.ErrorCode, d time.Duration) {
-	o := "ok"
-	if outcome != "" {
-		o = string(outcome)
-	}
-	m.reserves.WithLabelValues(o, string(path)).Inc()
-	m.reserveLatency.WithLabelValues(string(path)).Observe(d.Seconds())
+	c := m.reserveChildren.get(reserveLabels{outcome, path})
+	c.count.Inc()
+	c.latency.Observe(d.Seconds())
 }
 
 // GateCall implements voucher.Observer.
 func (m *Metrics) GateCall(op string, err error, d time.Duration) {
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	m.gateCalls.WithLabelValues(op, result).Inc()
-	m.gateLatency.WithLabelValues(op).Observe(d.Seconds())
+	c := m.gateChildren.get(gateLabels{op, err != nil})
+	c.count.Inc()
+	c.latency.Observe(d.Seconds())
 }
 
 // DatabaseWrite implements voucher.Observer.
-func (m *Metrics) DatabaseWrite(op string) { m.databaseWrites.WithLabelValues(op).Inc() }
+func (m *Metrics) DatabaseWrite(op string) { m.databaseChildren.get(op).Inc() }
 
 // ReservationsExpired implements voucher.Observer.
 func (m *Metrics) ReservationsExpired(n int) { m.expired.Add(float64(n)) }
@@ -130,16 +167,59 @@ func (m *Metrics) DriftChecked(d voucher.DriftReport) {
 	m.ordersOnlyGate.WithLabelValues(d.VoucherCode).Set(float64(d.InFlight))
 }
 
-// ObserveHTTP counts and times the requests of one route.
+// ObserveHTTP counts and times the requests of one route. The route's
+// counter is resolved once per status (children), not per request.
 func (m *Metrics) ObserveHTTP(route string, next http.Handler) http.Handler {
 	latency := m.httpLatency.WithLabelValues(route)
+	counts := &children[int, prometheus.Counter]{create: func(status int) prometheus.Counter {
+		return m.httpRequests.WithLabelValues(route, strconv.Itoa(status))
+	}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		latency.Observe(time.Since(start).Seconds())
-		m.httpRequests.WithLabelValues(route, strconv.Itoa(sw.status)).Inc()
+		counts.get(sw.status).Inc()
 	})
+}
+
+// children caches the children of metric vectors by label values: a vector's
+// WithLabelValues checks and hashes the values and takes the vector's lock on
+// every call, which the per-request instruments paid on every request. A
+// child is created (create) the first time its labels are seen, as
+// WithLabelValues did, so /metrics lists the same series. Reads are a lookup
+// in an immutable map; a new label set copies the map (label sets are few
+// and fixed: codes, paths, operations, statuses). Nothing deletes or resets
+// series of these vectors, so a cached child never goes stale.
+type children[K comparable, V any] struct {
+	create func(K) V
+	mu     sync.Mutex
+	known  atomic.Pointer[map[K]V]
+}
+
+func (c *children[K, V]) get(k K) V {
+	if known := c.known.Load(); known != nil {
+		if v, ok := (*known)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[K]V
+	if known := c.known.Load(); known != nil {
+		old = *known
+	}
+	if v, ok := old[k]; ok {
+		return v
+	}
+	v := c.create(k)
+	next := make(map[K]V, len(old)+1)
+	for key, val := range old {
+		next[key] = val
+	}
+	next[k] = v
+	c.known.Store(&next)
+	return v
 }
 
 type statusWriter struct {
