@@ -44,9 +44,10 @@ func NewHandler(svc *voucher.Service, opts Options) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	srv := handler.New(generated.NewExecutableSchema(generated.Config{
+	cfg := generated.Config{
 		Resolvers: &Resolver{Service: svc, Backoffice: opts.Backoffice, Logger: logger},
-	}))
+	}
+	srv := handler.New(generated.NewExecutableSchema(cfg))
 	srv.AddTransport(transport.POST{})
 	// Parsed and validated operations are cached: a flash sale repeats one
 	// operation text thousands of times a second.
@@ -55,7 +56,7 @@ func NewHandler(svc *voucher.Service, opts Options) http.Handler {
 	if opts.Introspection {
 		srv.Use(extension.Introspection{})
 	}
-	srv.Use(extension.FixedComplexityLimit(MaxComplexity))
+	srv.Use(newComplexityLimit(MaxComplexity, cfg.Complexity))
 	srv.Use(depthLimit{max: MaxDepth})
 	srv.SetErrorPresenter(errorPresenter(logger))
 	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
