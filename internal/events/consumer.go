@@ -19,6 +19,10 @@ type Applier interface {
 	// ApplyEvent applies one event in one transaction: *voucher.EventRefusedError
 	// when the database refuses it, any other error is transient.
 	ApplyEvent(ctx context.Context, ev voucher.Event) error
+	// ApplyReservedBatch applies reserved events of one voucher in one
+	// transaction; applied[i] false: apply that one with ApplyEvent. Any
+	// error means none was applied.
+	ApplyReservedBatch(ctx context.Context, evs []voucher.Event) (applied []bool, err error)
 	// SaveDeadLetter keeps a refused event for operators.
 	SaveDeadLetter(ctx context.Context, dl voucher.DeadLetter) error
 }
@@ -99,11 +103,15 @@ func (c *Consumer) run(ctx context.Context) {
 			go func() {
 				defer wg.Done()
 				var last *kgo.Record
-				for _, rec := range p.Records {
-					if err := c.handle(ctx, rec); err != nil {
-						break // stopping: this record and the rest are applied again later
+				for recs := p.Records; len(recs) > 0; {
+					n, err := c.applyNext(ctx, recs)
+					if n > 0 {
+						last = recs[n-1]
 					}
-					last = rec
+					if err != nil {
+						break // stopping: the rest are applied again later
+					}
+					recs = recs[n:]
 				}
 				if last != nil {
 					mu.Lock()
@@ -123,6 +131,44 @@ func (c *Consumer) run(ctx context.Context) {
 		}
 		c.cl.AllowRebalance()
 	}
+}
+
+// maxBatch bounds the reserved events applied in one transaction.
+const maxBatch = 500
+
+// applyNext applies the records at the head of recs and says how many it
+// applied (or dead-lettered). A run of reserved events of one voucher, the
+// bulk of a sale, goes in one transaction; anything else, and a run the
+// database does not take whole, one record at a time, in order. An error
+// means ctx ended: recs[n:] are not applied.
+func (c *Consumer) applyNext(ctx context.Context, recs []*kgo.Record) (int, error) {
+	var run []voucher.Event
+	for _, rec := range recs[:min(len(recs), maxBatch)] {
+		ev, err := Decode(rec.Value)
+		if err != nil || ev.Kind != voucher.EventReserved || (len(run) > 0 && ev.Code != run[0].Code) {
+			break
+		}
+		run = append(run, ev)
+	}
+	if len(run) < 2 {
+		if err := c.handle(ctx, recs[0]); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	applied, err := c.applier.ApplyReservedBatch(ctx, run)
+	for i, rec := range recs[:len(run)] {
+		if err == nil && applied[i] {
+			c.cfg.Observer.EventConsumed(string(voucher.EventReserved), "applied")
+			continue
+		}
+		// Held already (ApplyEvent checks it is the same order), or the
+		// batch failed: this one alone, retried or dead-lettered.
+		if herr := c.handle(ctx, rec); herr != nil {
+			return i, herr
+		}
+	}
+	return len(run), nil
 }
 
 // handle applies one record, retrying transient failures until ctx ends

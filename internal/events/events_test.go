@@ -82,11 +82,14 @@ type applier struct {
 	dead    []voucher.DeadLetter
 	refuse  map[string]bool // event ids
 	fail    int             // transient failures before the next success
+	batches int             // ApplyReservedBatch calls
+	single  int             // ApplyEvent calls
 }
 
 func (a *applier) ApplyEvent(_ context.Context, ev voucher.Event) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.single++
 	if a.fail > 0 {
 		a.fail--
 		return errors.New("database briefly down")
@@ -96,6 +99,29 @@ func (a *applier) ApplyEvent(_ context.Context, ev voucher.Event) error {
 	}
 	a.applied = append(a.applied, ev)
 	return nil
+}
+
+// ApplyReservedBatch applies the whole run, or nothing when any event of it
+// is to be refused or a failure is pending, as the store does.
+func (a *applier) ApplyReservedBatch(_ context.Context, evs []voucher.Event) ([]bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.batches++
+	if a.fail > 0 {
+		a.fail--
+		return nil, errors.New("database briefly down")
+	}
+	for _, ev := range evs {
+		if a.refuse[ev.ID] {
+			return nil, &voucher.EventRefusedError{Reason: "CHECK voucher_used_within_limit"}
+		}
+	}
+	a.applied = append(a.applied, evs...)
+	applied := make([]bool, len(evs))
+	for i := range applied {
+		applied[i] = true
+	}
+	return applied, nil
 }
 
 func (a *applier) SaveDeadLetter(_ context.Context, dl voucher.DeadLetter) error {
@@ -238,6 +264,49 @@ func TestConsumer_DeadLettersARefusedEventAndGoesOn(t *testing.T) {
 	if reason != "CHECK voucher_used_within_limit" || string(recs[0].Key) != "V" {
 		t.Errorf("dead-letter record: key %q, reason %q", recs[0].Key, reason)
 	}
+}
+
+// A backlog of one voucher's reserved events (a sale's winners) is applied
+// in a few batches, in order. (A batch with an event the database refuses:
+// TestConsumer_DeadLettersARefusedEventAndGoesOn.)
+func TestConsumer_AppliesABacklogOfReservedEventsInBatches(t *testing.T) {
+	t.Parallel()
+	cfg := cluster(t)
+	p := producer(t, cfg)
+	var want []string
+	var evs []voucher.Event
+	for i := range 300 {
+		ev := event(voucher.EventReserved, fmt.Sprintf("o-%03d", i), "SALE")
+		evs = append(evs, ev)
+		want = append(want, ev.ID)
+	}
+	publish(t, p, evs...) // before the consumer starts: a backlog
+	a := &applier{}
+	c, err := events.StartConsumer(context.Background(), cfg, a, p.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	settle(t, cfg, p)
+
+	applied, dead := a.snapshot()
+	var got []string
+	for _, ev := range applied {
+		got = append(got, ev.ID)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("applied (-want +got):\n%s", diff)
+	}
+	if len(dead) != 0 {
+		t.Fatalf("dead letters %+v, want none", dead)
+	}
+	a.mu.Lock()
+	batches, single := a.batches, a.single
+	a.mu.Unlock()
+	if batches == 0 || batches > 30 || single > 30 {
+		t.Fatalf("300 reserved events: %d batches and %d alone; want a few batches (one event a transaction would be 300)", batches, single)
+	}
+	t.Logf("300 reserved events applied in %d batches", batches)
 }
 
 func TestConsumer_AnotherMemberOfTheGroupStartsAfterTheCommittedOffsets(t *testing.T) {

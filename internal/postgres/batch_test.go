@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -227,5 +228,52 @@ func TestReserveAdmitted_ACallerGoneBeforeTheWriteWritesNothing(t *testing.T) {
 	}
 	if used, _, rows, _, _ := stored(t, code); used != 1 || rows != 1 {
 		t.Fatalf("stored: used %d, rows %d; want 1 (only the live one)", used, rows)
+	}
+}
+
+func reservedEvent(code, order string, customer int64) voucher.Event {
+	at := time.UnixMilli(time.Now().UnixMilli())
+	return voucher.NewEvent(voucher.EventReserved, voucher.Reservation{
+		OrderID: order, VoucherCode: code, CustomerID: customer, OrderAmount: 500, DiscountAmount: 100,
+		Status: voucher.StatusReserved, CreatedAt: at, ExpiresAt: at.Add(15 * time.Minute),
+	}, at)
+}
+
+// The consumer's batch makes a row and counts a use only for orders the
+// database does not hold, in one transaction; past a limit it applies
+// nothing, so the consumer can apply the events one by one.
+func TestApplyReservedBatch_CountsOnlyNewOrdersAndAppliesNothingPastALimit(t *testing.T) {
+	ctx := context.Background()
+	s := New(testPool)
+	code := newFlashVoucher(t, s, 6, 2, 0)
+	held := reservedEvent(code, unique("held"), 1)
+	if _, err := s.ApplyEvent(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := reservedEvent(code, unique("a"), 2), reservedEvent(code, unique("b"), 2), reservedEvent(code, unique("c"), 3)
+	applied, err := s.ApplyReservedBatch(ctx, []voucher.Event{a, held, b, a, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{true, false, true, false, true}; fmt.Sprint(applied) != fmt.Sprint(want) {
+		t.Fatalf("applied %v, want %v (held before, and a repeated in the batch, are not made again)", applied, want)
+	}
+	used, reserved, rows, events, writers := stored(t, code)
+	if used != 4 || reserved != 4 || rows != 4 || events != 4 || writers != 2 {
+		t.Fatalf("stored: used %d, reserved %d, rows %d, events %d, writers %d; want 4, 4, 4, 4 and 2 transactions", used, reserved, rows, events, writers)
+	}
+	var customer2 int
+	if err := testPool.QueryRow(ctx, `SELECT used_count FROM voucher_customer WHERE voucher_code = $1 AND customer_id = 2`, code).Scan(&customer2); err != nil || customer2 != 2 {
+		t.Fatalf("customer 2 holds %d uses (%v), want 2", customer2, err)
+	}
+
+	// Three more on the two uses left: the CHECK refuses the batch whole.
+	over := []voucher.Event{reservedEvent(code, unique("d"), 4), reservedEvent(code, unique("e"), 5), reservedEvent(code, unique("f"), 6)}
+	var refused *voucher.EventRefusedError
+	if _, err := s.ApplyReservedBatch(ctx, over); !errors.As(err, &refused) {
+		t.Fatalf("three events on two uses left: %v, want a refusal", err)
+	}
+	if used, _, rows, _, _ := stored(t, code); used != 4 || rows != 4 {
+		t.Fatalf("after the refused batch: used %d, rows %d; want 4 and 4 (nothing applied)", used, rows)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -67,6 +68,82 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 		return "", refusedOrTransient(err)
 	}
 	return status, nil
+}
+
+// ApplyReservedBatch applies reserved events of one voucher in one
+// transaction: a row, a customer use and a voucher use for each order the
+// database does not hold yet, and one update of the voucher's row for them
+// all. applied[i] is false for an event whose order was held already: the
+// caller applies it with ApplyEvent (which changes nothing or refuses it).
+// Any error rolls the whole batch back; the caller then applies the events
+// one by one, so a refused one is told apart from the others.
+func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]bool, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	code := evs[0].Code
+	p := db.ReservationApplyBatchInsertParams{
+		Code:            code,
+		OrderIds:        make([]string, len(evs)),
+		CustomerIds:     make([]int64, len(evs)),
+		OrderAmounts:    make([]int64, len(evs)),
+		DiscountAmounts: make([]int64, len(evs)),
+		CreatedAts:      make([]time.Time, len(evs)),
+		ExpiresAts:      make([]time.Time, len(evs)),
+	}
+	for i, ev := range evs {
+		if ev.Kind != voucher.EventReserved || ev.Code != code {
+			return nil, fmt.Errorf("postgres: a batch holds only reserved events of one voucher (%s)", ev)
+		}
+		p.OrderIds[i], p.CustomerIds[i], p.OrderAmounts[i] = ev.OrderID, ev.CustomerID, ev.OrderAmount
+		p.DiscountAmounts[i], p.CreatedAts[i], p.ExpiresAts[i] = ev.DiscountAmount, ev.CreatedAt, ev.ExpiresAt
+	}
+	applied := make([]bool, len(evs))
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		made, err := q.ReservationApplyBatchInsert(ctx, p)
+		if err != nil || len(made) == 0 {
+			return err
+		}
+		uses := make(map[int64]int32, len(made))
+		var customers []int64
+		orders := make(map[string]bool, len(made))
+		ev := db.ReserveBatchEventsParams{Code: code, Path: string(voucher.PathKafka)}
+		for _, m := range made {
+			if uses[m.CustomerID] == 0 {
+				customers = append(customers, m.CustomerID)
+			}
+			uses[m.CustomerID]++
+			orders[m.OrderID] = true
+			ev.OrderIds = append(ev.OrderIds, m.OrderID)
+			ev.CustomerIds = append(ev.CustomerIds, m.CustomerID)
+		}
+		customerUses := make([]int32, len(customers))
+		for i, c := range customers {
+			customerUses[i] = uses[c]
+		}
+		if err := q.ReservationApplyBatchCustomerTake(ctx, db.ReservationApplyBatchCustomerTakeParams{Code: code, CustomerIds: customers, Uses: customerUses}); err != nil {
+			return err
+		}
+		if err := q.ReserveBatchEvents(ctx, ev); err != nil {
+			return err
+		}
+		// The hot row last, as reserve does.
+		if _, err := q.ReservationApplyBatchVoucherTake(ctx, db.ReservationApplyBatchVoucherTakeParams{Code: code, N: int32(len(made))}); err != nil {
+			return err
+		}
+		for i, e := range evs {
+			// A duplicate orderId in the batch: the first one made the row.
+			if orders[e.OrderID] {
+				applied[i] = true
+				delete(orders, e.OrderID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, refusedOrTransient(err)
+	}
+	return applied, nil
 }
 
 func target(k voucher.EventKind) voucher.Status {

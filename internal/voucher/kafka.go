@@ -126,6 +126,11 @@ type EventStore interface {
 	// reservation's status after it: *EventRefusedError when the database
 	// refuses it; any other error is transient.
 	ApplyEvent(ctx context.Context, ev Event) (Status, error)
+	// ApplyReservedBatch applies reserved events of one voucher in one
+	// transaction; applied[i] is false for an event whose order the
+	// database held already (ApplyEvent it). Any error means nothing was
+	// applied.
+	ApplyReservedBatch(ctx context.Context, evs []Event) (applied []bool, err error)
 	// DueReservations lists up to limit RESERVED reservations past their
 	// deadline, oldest deadline first.
 	DueReservations(ctx context.Context, limit int) ([]DueReservation, error)
@@ -503,6 +508,25 @@ func (s *Service) ApplyEvent(ctx context.Context, ev Event) error {
 		}
 	}
 	return nil
+}
+
+// ApplyReservedBatch applies reserved events of one voucher in one
+// transaction (the consumer's batch); see EventStore.ApplyReservedBatch.
+// Reserved events need nothing of the gate, which decided them.
+func (s *Service) ApplyReservedBatch(ctx context.Context, evs []Event) ([]bool, error) {
+	if s.kafka == nil {
+		return nil, errors.New("voucher: the Kafka write path is not configured")
+	}
+	applied, err := s.kafka.Store.ApplyReservedBatch(ctx, evs)
+	if err != nil {
+		return nil, err
+	}
+	for _, ok := range applied {
+		if ok {
+			s.obs.DatabaseWrite("reserve")
+		}
+	}
+	return applied, nil
 }
 
 // writeOp names an event's database write as the other paths do.
