@@ -147,7 +147,13 @@ func (s *Store) writeBatch(batch []*pendingWinner, splits int) {
 		switch {
 		case err == nil:
 			for _, p := range together {
-				p.answer(toReservation(rows[p.r.OrderID]), true, nil)
+				if row, ok := rows[p.r.OrderID]; ok {
+					p.answer(toReservation(row), true, nil)
+				} else {
+					// Not claimed by the batch: held already (a concurrent
+					// retry) or not eligible. Reserve gives its answer.
+					alone = append(alone, p)
+				}
 			}
 		case errors.Is(err, errBatchSplit) && splits > 0:
 			rest := make([]*pendingWinner, 0, len(together))
@@ -186,8 +192,10 @@ func (s *Store) writeBatch(batch []*pendingWinner, splits int) {
 	wg.Wait()
 }
 
-// reserveBatch is the batch's transaction. On errBatchSplit, suspects[i]
-// says which reserves kept it from committing.
+// reserveBatch is the batch's transaction. It writes the reserves whose
+// orders it could claim and returns their rows; the others (held already,
+// or not eligible) are for Reserve, after the commit. On errBatchSplit,
+// suspects[i] says which reserves kept it from committing.
 func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedemption, []bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), winnerBatchTimeout)
 	defer cancel()
@@ -196,18 +204,8 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 	orderIDs := make([]string, len(batch))
 	customerIDs := make([]int64, len(batch))
 	amounts := make([]int64, len(batch))
-	uses := make(map[int64]int32, len(batch))
-	var customers []int64
 	for i, p := range batch {
 		orderIDs[i], customerIDs[i], amounts[i] = p.r.OrderID, p.r.CustomerID, p.r.OrderAmount
-		if uses[p.r.CustomerID] == 0 {
-			customers = append(customers, p.r.CustomerID)
-		}
-		uses[p.r.CustomerID]++
-	}
-	customerUses := make([]int32, len(customers))
-	for i, c := range customers {
-		customerUses[i] = uses[c]
 	}
 
 	var rows map[string]db.VoucherRedemption
@@ -219,18 +217,25 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 		if err != nil {
 			return err
 		}
+		if len(claimed) == 0 {
+			return nil
+		}
 		rows = make(map[string]db.VoucherRedemption, len(claimed))
+		uses := make(map[int64]int32, len(claimed))
+		var customers []int64
+		ev := db.ReserveBatchEventsParams{Code: code, Path: string(path)}
 		for _, row := range claimed {
 			rows[row.OrderID] = row
-		}
-		if len(rows) != len(batch) {
-			// Held already (a retry, a concurrent request) or not eligible.
-			suspects = make([]bool, len(batch))
-			for i, p := range batch {
-				_, ok := rows[p.r.OrderID]
-				suspects[i] = !ok
+			if uses[row.CustomerID] == 0 {
+				customers = append(customers, row.CustomerID)
 			}
-			return errBatchSplit
+			uses[row.CustomerID]++
+			ev.OrderIds = append(ev.OrderIds, row.OrderID)
+			ev.CustomerIds = append(ev.CustomerIds, row.CustomerID)
+		}
+		customerUses := make([]int32, len(customers))
+		for i, c := range customers {
+			customerUses[i] = uses[c]
 		}
 		taken, err := q.ReserveBatchTakeCustomerUses(ctx, db.ReserveBatchTakeCustomerUsesParams{
 			Code: code, CustomerIds: customers, Uses: customerUses,
@@ -245,17 +250,16 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 			}
 			suspects = make([]bool, len(batch))
 			for i, p := range batch {
-				suspects[i] = !ok[p.r.CustomerID]
+				_, claimed := rows[p.r.OrderID]
+				suspects[i] = claimed && !ok[p.r.CustomerID]
 			}
 			return errBatchSplit
 		}
-		if err := q.ReserveBatchEvents(ctx, db.ReserveBatchEventsParams{
-			Code: code, Path: string(path), OrderIds: orderIDs, CustomerIds: customerIDs,
-		}); err != nil {
+		if err := q.ReserveBatchEvents(ctx, ev); err != nil {
 			return err
 		}
 		// The hot row last, as a single reserve does.
-		if _, err := q.ReserveBatchTakeUses(ctx, db.ReserveBatchTakeUsesParams{Code: code, N: int32(len(batch))}); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.ReserveBatchTakeUses(ctx, db.ReserveBatchTakeUsesParams{Code: code, N: int32(len(claimed))}); errors.Is(err, pgx.ErrNoRows) {
 			return errBatchShort
 		} else if err != nil {
 			return err
