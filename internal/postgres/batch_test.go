@@ -277,3 +277,51 @@ func TestApplyReservedBatch_CountsOnlyNewOrdersAndAppliesNothingPastALimit(t *te
 		t.Fatalf("after the refused batch: used %d, rows %d; want 4 and 4 (nothing applied)", used, rows)
 	}
 }
+
+// Concurrent reads of reservations share queries, and each gets its own
+// order's answer (NOT_FOUND for an order the database does not hold).
+func TestReservation_ConcurrentReadsShareQueriesAndGetTheirOwnAnswers(t *testing.T) {
+	ctx := context.Background()
+	s := New(testPool)
+	code := newFlashVoucher(t, s, 100, 1, 0)
+	held := map[string]voucher.Reservation{}
+	for i := range 50 {
+		res, _, err := s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: int64(i + 1), OrderID: unique("read"), OrderAmount: 10}, time.Minute, voucher.PathGateSync)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[res.OrderID] = res
+	}
+	var orders []string
+	for id := range held {
+		orders = append(orders, id, unique("missing"))
+	}
+	before := s.lookups.queries.Load()
+	var wg sync.WaitGroup
+	errs := make(chan string, len(orders))
+	start := make(chan struct{})
+	for _, id := range orders {
+		wg.Go(func() {
+			<-start
+			res, err := s.Reservation(ctx, id)
+			want, ok := held[id]
+			switch {
+			case ok && (err != nil || res != want):
+				errs <- fmt.Sprintf("%s: %+v, %v; want %+v", id, res, err, want)
+			case !ok && voucher.ErrorCodeOf(err) != voucher.NotFound:
+				errs <- fmt.Sprintf("%s (not held): %+v, %v; want NOT_FOUND", id, res, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	queries := s.lookups.queries.Load() - before
+	if queries >= int64(len(orders))/2 {
+		t.Fatalf("%d concurrent reads took %d queries; want them coalesced", len(orders), queries)
+	}
+	t.Logf("%d concurrent reads in %d queries", len(orders), queries)
+}

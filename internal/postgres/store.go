@@ -32,6 +32,8 @@ type Store struct {
 	// winnerQueues holds each flash voucher's admitted reserves waiting to
 	// be written in a batch (code -> *winnerQueue; batch.go).
 	winnerQueues sync.Map
+	// lookups holds the reads of Reservation waiting for a query (lookup.go).
+	lookups lookupQueue
 }
 
 // ReserveConcurrency is how many reserve transactions of one voucher run at
@@ -322,18 +324,6 @@ func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind
 		return err
 	}
 	return q.ReservationEventInsert(ctx, event(row, kind, path))
-}
-
-// Reservation reads a reservation by orderId. Errors: NOT_FOUND.
-func (s *Store) Reservation(ctx context.Context, orderID string) (voucher.Reservation, error) {
-	row, err := s.q.VoucherRedemptionGetByOrderID(ctx, orderID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return voucher.Reservation{}, voucher.Errorf(voucher.NotFound, "no reservation for order %s", orderID)
-	}
-	if err != nil {
-		return voucher.Reservation{}, mapError(err)
-	}
-	return toReservation(row), nil
 }
 
 // ExpireDue releases up to limit reservations past their deadline, each in

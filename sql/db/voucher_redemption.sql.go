@@ -90,6 +90,43 @@ func (q *Queries) VoucherRedemptionGetByOrderID(ctx context.Context, orderID str
 	return i, err
 }
 
+const voucherRedemptionGetByOrderIDs = `-- name: VoucherRedemptionGetByOrderIDs :many
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = ANY($1::text[])
+`
+
+// VoucherRedemptionGetByOrderIDs reads the rows of several orders at once
+// (the coalesced lookups of Store.Reservation).
+func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds []string) ([]VoucherRedemption, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionGetByOrderIDs, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemption
+	for rows.Next() {
+		var i VoucherRedemption
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.VoucherCode,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.DiscountAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.ConfirmedAt,
+			&i.ReleasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherRedemptionInsert = `-- name: VoucherRedemptionInsert :one
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, 'RESERVED', $6, $7)

@@ -47,3 +47,8 @@ SELECT * FROM voucher_redemption
 WHERE voucher_code = $1
 ORDER BY created_at DESC
 LIMIT $2;
+
+-- VoucherRedemptionGetByOrderIDs reads the rows of several orders at once
+-- (the coalesced lookups of Store.Reservation).
+-- name: VoucherRedemptionGetByOrderIDs :many
+SELECT * FROM voucher_redemption WHERE order_id = ANY(sqlc.arg(order_ids)::text[]);
