@@ -61,6 +61,12 @@ func NewClient(redisURL string) (redis.UniversalClient, error) {
 	opt.MaxRetries = cmp.Or(opt.MaxRetries, maxRetries)
 	opt.PoolSize = cmp.Or(opt.PoolSize, 10*runtime.GOMAXPROCS(0))
 	opt.ContextTimeoutEnabled = true
+	// Pipelines, the gate's auto-pipelined scripts among them, share the
+	// pool above instead of go-redis's dedicated pipeline pool: when Redis
+	// stalls, a new connection of that pool times out in its handshake and
+	// the pipeline then tries a connection of this pool too, doubling the
+	// time before the request fails (and so becomes UNAVAILABLE).
+	opt.PipelinePoolSize = cmp.Or(opt.PipelinePoolSize, -1)
 	return redis.NewClient(opt), nil
 }
 

@@ -84,6 +84,12 @@ func TestGate_OnACluster(t *testing.T) {
 			}
 			// The kafka-mode scripts on a voucher of the cluster.
 			kafkaLifecycle(t, g, newCode(t))
+			// A crowd on several vouchers at once, auto-pipelined to their
+			// masters.
+			if !g.AutoPipelined() {
+				t.Error("the cluster's gate does not auto-pipeline")
+			}
+			crowd(t, g, []string{newCode(t), newCode(t), newCode(t), newCode(t)}, nil)
 			if len(nodes) < 2 {
 				t.Errorf("the vouchers landed on %d master(s); want them spread over the cluster", len(nodes))
 			}

@@ -107,7 +107,7 @@ func orderKey(orderID string) string { return "order:{" + orderID + "}" }
 // ClaimOrder claims an orderId for a voucher and returns the voucher holding
 // the claim: code itself when the orderId was free or already claimed by it.
 func (g *Gate) ClaimOrder(ctx context.Context, orderID, code string) (string, error) {
-	owner, err := orderClaimScript.Run(ctx, g.rdb, []string{orderKey(orderID)}, "claim", code, claimTTL.Milliseconds()).Text()
+	owner, err := orderClaimScript.Run(ctx, g.hot, []string{orderKey(orderID)}, "claim", code, claimTTL.Milliseconds()).Text()
 	if err != nil {
 		return "", fmt.Errorf("gate: claim %s for %s: %w", orderID, code, err)
 	}
