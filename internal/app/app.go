@@ -139,7 +139,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	defer func(rdb redis.UniversalClient) { _ = rdb.Close() }(rdb)
 
 	m := metrics.New()
-	deps := voucher.Deps{Store: store, Gate: gate.New(rdb), Observer: m}
+	deps := voucher.Deps{Store: store, Gate: gate.New(rdb, gate.WithAutoPipeline(cfg.RedisAutoPipeline)), Observer: m}
 	var kafka *kafkaWritePath
 	if cfg.FlashWritePath == "kafka" {
 		if kafka, err = openKafka(ctx, cfg, logger, m); err != nil {

@@ -19,6 +19,7 @@ type config struct {
 	HTTPAddr          string
 	DatabaseURL       string
 	RedisURL          string
+	RedisAutoPipeline bool // coalesce concurrent gate scripts into pipelines
 	KafkaBrokers      []string
 	FlashWritePath    string
 	StorefrontTokens  []string
@@ -58,6 +59,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ReconcileInterval = duration("RECONCILE_INTERVAL", "1m")
 	c.WarmUpInterval = duration("WARMUP_INTERVAL", "1m")
 	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
+
+	switch v := or(getenv("REDIS_AUTOPIPELINE"), "true"); v {
+	case "true", "1":
+		c.RedisAutoPipeline = true
+	case "false", "0":
+	default:
+		errs = append(errs, errors.New("REDIS_AUTOPIPELINE must be true or false (1 or 0)"))
+	}
 
 	c.LogFormat = getenv("LOG_FORMAT")
 	if c.LogFormat == "" {

@@ -41,11 +41,20 @@ func TestConfig_DevelopmentDefaultsAndValidation(t *testing.T) {
 	if c.HTTPAddr != ":8080" || c.FlashWritePath != "sync" || c.ReservationTTL.String() != "15m0s" || c.LogFormat != "text" {
 		t.Errorf("defaults = %+v", c)
 	}
+	if !c.RedisAutoPipeline {
+		t.Error("REDIS_AUTOPIPELINE is off by default; want on")
+	}
+	for value, want := range map[string]bool{"false": false, "0": false, "true": true, "1": true} {
+		if c, err := loadConfig(env(map[string]string{"REDIS_AUTOPIPELINE": value})); err != nil || c.RedisAutoPipeline != want {
+			t.Errorf("REDIS_AUTOPIPELINE=%s: %v, %v; want %v", value, c.RedisAutoPipeline, err, want)
+		}
+	}
 	for _, tc := range []struct{ name, value, want string }{
 		{"RESERVATION_TTL", "soon", "RESERVATION_TTL"},
 		{"EXPIRY_INTERVAL", "-1s", "EXPIRY_INTERVAL"},
 		{"FLASH_WRITE_PATH", "carrier-pigeon", "FLASH_WRITE_PATH"},
 		{"LOG_FORMAT", "xml", "LOG_FORMAT"},
+		{"REDIS_AUTOPIPELINE", "maybe", "REDIS_AUTOPIPELINE"},
 	} {
 		if _, err := loadConfig(env(map[string]string{tc.name: tc.value})); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: %v", tc.name, tc.value, err)
