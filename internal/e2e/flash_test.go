@@ -134,6 +134,19 @@ func TestFlash_SaleCostsTheDatabaseAboutOneWritePerUse(t *testing.T) {
 	if st := readVoucher(t, s, code); st.Used != 1000 || liveRows(t, database(t), code) != 1000 {
 		t.Errorf("after the sale: %+v", st)
 	}
+	// The winners arrive together and are written in shared transactions
+	// (rows inserted by one transaction share its xmin): one each would be
+	// 1,000.
+	var transactions int
+	if err := database(t).QueryRow(context.Background(),
+		`SELECT count(DISTINCT xmin::text) FROM voucher_redemption WHERE voucher_code = $1`, code).Scan(&transactions); err != nil {
+		t.Fatal(err)
+	}
+	if transactions > 500 {
+		t.Errorf("the 1,000 winners were written by %d transactions; want them batched", transactions)
+	} else {
+		t.Logf("the 1,000 winners were written by %d transactions", transactions)
+	}
 }
 
 // ownRedisServer runs voucherd against a Redis of the test's own, which the
