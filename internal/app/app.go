@@ -42,6 +42,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	logger := newLogger(cfg, stderr)
 	switch cmd {
 	case "serve":
+		tuneGC(getenv)
 		return serve(ctx, cfg, logger, stdout)
 	case "migrate":
 		return migrate(ctx, cfg, logger)
