@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,59 +50,27 @@ func (p *pendingWinner) answer(res voucher.Reservation, created bool, err error)
 	p.done <- winnerOutcome{res, created, err}
 }
 
-// winnerQueue holds one voucher's admitted reserves waiting for a writer.
-type winnerQueue struct {
-	mu      sync.Mutex
-	pending []*pendingWinner
-	writers int
-}
-
 // ReserveAdmitted writes a reserve the gate admitted, in one transaction
 // with the other admitted reserves of the voucher queued at the same moment,
-// and answers after that transaction committed. A batch that cannot be
-// written whole (an order already held, a customer at the limit, fewer uses
-// left than winners, any error) is rolled back and its reserves are written
-// one by one with Reserve, so each gets exactly the answer Reserve gives.
+// and answers after that transaction committed. What the batch cannot take
+// goes to Reserve, one by one, so each gets exactly the answer Reserve
+// gives: the orders it could not claim (held already, not eligible) after
+// its commit; all of it when it cannot be written whole (a customer at the
+// limit, fewer uses left than winners, any error: rolled back and split).
 func (s *Store) ReserveAdmitted(ctx context.Context, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
-	qv, ok := s.winnerQueues.Load(r.Code)
+	q, ok := s.winnerQueues.Load(r.Code)
 	if !ok {
-		qv, _ = s.winnerQueues.LoadOrStore(r.Code, &winnerQueue{})
+		q, _ = s.winnerQueues.LoadOrStore(r.Code, newCoalescer(winnerWriters, MaxWinnerBatch, func(batch []*pendingWinner) {
+			s.writeBatch(batch, batchSplits)
+		}))
 	}
-	q := qv.(*winnerQueue)
 	p := &pendingWinner{ctx: ctx, r: r, ttl: ttl, path: path, done: make(chan winnerOutcome, 1)}
-	q.mu.Lock()
-	q.pending = append(q.pending, p)
-	start := q.writers < winnerWriters
-	if start {
-		q.writers++
-	}
-	q.mu.Unlock()
-	if start {
-		go s.writeWinners(q)
-	}
+	q.(*coalescer[*pendingWinner]).add(p)
 	select {
 	case out := <-p.done:
 		return out.res, out.created, out.err
 	case <-ctx.Done():
 		return voucher.Reservation{}, false, &voucher.Error{Code: voucher.Unavailable, Message: "the database is busy; retry with the same orderId", Cause: ctx.Err()}
-	}
-}
-
-// writeWinners writes the queue's reserves in batches until it is empty.
-func (s *Store) writeWinners(q *winnerQueue) {
-	for {
-		q.mu.Lock()
-		if len(q.pending) == 0 {
-			q.pending = nil
-			q.writers--
-			q.mu.Unlock()
-			return
-		}
-		n := min(len(q.pending), MaxWinnerBatch)
-		batch := slices.Clone(q.pending[:n])
-		q.pending = q.pending[n:]
-		q.mu.Unlock()
-		s.writeBatch(batch, batchSplits)
 	}
 }
 
@@ -221,29 +188,17 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 			return nil
 		}
 		rows = make(map[string]db.VoucherRedemption, len(claimed))
-		uses := make(map[int64]int32, len(claimed))
-		var customers []int64
-		ev := db.ReserveBatchEventsParams{Code: code, Path: string(path)}
 		for _, row := range claimed {
 			rows[row.OrderID] = row
-			if uses[row.CustomerID] == 0 {
-				customers = append(customers, row.CustomerID)
-			}
-			uses[row.CustomerID]++
-			ev.OrderIds = append(ev.OrderIds, row.OrderID)
-			ev.CustomerIds = append(ev.CustomerIds, row.CustomerID)
 		}
-		customerUses := make([]int32, len(customers))
-		for i, c := range customers {
-			customerUses[i] = uses[c]
-		}
+		u := usesOf(len(claimed), func(i int) (string, int64) { return claimed[i].OrderID, claimed[i].CustomerID })
 		taken, err := q.ReserveBatchTakeCustomerUses(ctx, db.ReserveBatchTakeCustomerUsesParams{
-			Code: code, CustomerIds: customers, Uses: customerUses,
+			Code: code, CustomerIds: u.customers, Uses: u.uses,
 		})
 		if err != nil {
 			return err
 		}
-		if len(taken) != len(customers) {
+		if len(taken) != len(u.customers) {
 			ok := make(map[int64]bool, len(taken))
 			for _, c := range taken {
 				ok[c] = true
@@ -255,7 +210,9 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 			}
 			return errBatchSplit
 		}
-		if err := q.ReserveBatchEvents(ctx, ev); err != nil {
+		if err := q.ReserveBatchEvents(ctx, db.ReserveBatchEventsParams{
+			Code: code, Path: string(path), OrderIds: u.orderIDs, CustomerIds: u.orderCustomers,
+		}); err != nil {
 			return err
 		}
 		// The hot row last, as a single reserve does.
@@ -276,4 +233,32 @@ func (s *Store) usesLeft(ctx context.Context, code string) int {
 		return 0
 	}
 	return v.TotalLimit - v.UsedCount
+}
+
+// batchUses is what a batch's new rows hold: each customer's uses (every
+// customer once, in first-seen order) and, per row, its order and customer
+// (for the reserved events).
+type batchUses struct {
+	customers      []int64
+	uses           []int32
+	orderIDs       []string
+	orderCustomers []int64
+}
+
+// usesOf counts the uses of n rows; row(i) gives the ith's order and customer.
+func usesOf(n int, row func(i int) (orderID string, customerID int64)) batchUses {
+	u := batchUses{orderIDs: make([]string, n), orderCustomers: make([]int64, n)}
+	at := make(map[int64]int, n) // customer -> index in u.customers
+	for i := range n {
+		orderID, customer := row(i)
+		u.orderIDs[i], u.orderCustomers[i] = orderID, customer
+		if j, ok := at[customer]; ok {
+			u.uses[j]++
+			continue
+		}
+		at[customer] = len(u.customers)
+		u.customers = append(u.customers, customer)
+		u.uses = append(u.uses, 1)
+	}
+	return u
 }

@@ -296,7 +296,7 @@ func TestReservation_ConcurrentReadsShareQueriesAndGetTheirOwnAnswers(t *testing
 	for id := range held {
 		orders = append(orders, id, unique("missing"))
 	}
-	before := s.lookups.queries.Load()
+	before := s.lookupQueries.Load()
 	var wg sync.WaitGroup
 	errs := make(chan string, len(orders))
 	start := make(chan struct{})
@@ -319,7 +319,7 @@ func TestReservation_ConcurrentReadsShareQueriesAndGetTheirOwnAnswers(t *testing
 	for e := range errs {
 		t.Error(e)
 	}
-	queries := s.lookups.queries.Load() - before
+	queries := s.lookupQueries.Load() - before
 	if queries >= int64(len(orders))/2 {
 		t.Fatalf("%d concurrent reads took %d queries; want them coalesced", len(orders), queries)
 	}

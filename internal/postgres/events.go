@@ -104,32 +104,22 @@ func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]
 		if err != nil || len(made) == 0 {
 			return err
 		}
-		uses := make(map[int64]int32, len(made))
-		var customers []int64
-		orders := make(map[string]bool, len(made))
-		ev := db.ReserveBatchEventsParams{Code: code, Path: string(voucher.PathKafka)}
-		for _, m := range made {
-			if uses[m.CustomerID] == 0 {
-				customers = append(customers, m.CustomerID)
-			}
-			uses[m.CustomerID]++
-			orders[m.OrderID] = true
-			ev.OrderIds = append(ev.OrderIds, m.OrderID)
-			ev.CustomerIds = append(ev.CustomerIds, m.CustomerID)
-		}
-		customerUses := make([]int32, len(customers))
-		for i, c := range customers {
-			customerUses[i] = uses[c]
-		}
-		if err := q.ReservationApplyBatchCustomerTake(ctx, db.ReservationApplyBatchCustomerTakeParams{Code: code, CustomerIds: customers, Uses: customerUses}); err != nil {
+		u := usesOf(len(made), func(i int) (string, int64) { return made[i].OrderID, made[i].CustomerID })
+		if err := q.ReservationApplyBatchCustomerTake(ctx, db.ReservationApplyBatchCustomerTakeParams{Code: code, CustomerIds: u.customers, Uses: u.uses}); err != nil {
 			return err
 		}
-		if err := q.ReserveBatchEvents(ctx, ev); err != nil {
+		if err := q.ReserveBatchEvents(ctx, db.ReserveBatchEventsParams{
+			Code: code, Path: string(voucher.PathKafka), OrderIds: u.orderIDs, CustomerIds: u.orderCustomers,
+		}); err != nil {
 			return err
 		}
 		// The hot row last, as reserve does.
 		if _, err := q.ReservationApplyBatchVoucherTake(ctx, db.ReservationApplyBatchVoucherTakeParams{Code: code, N: int32(len(made))}); err != nil {
 			return err
+		}
+		orders := make(map[string]bool, len(made))
+		for _, m := range made {
+			orders[m.OrderID] = true
 		}
 		for i, e := range evs {
 			// A duplicate orderId in the batch: the first one made the row.

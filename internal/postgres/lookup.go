@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"context"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"voucherd/internal/voucher"
@@ -37,27 +34,10 @@ type lookupOutcome struct {
 	err   error
 }
 
-type lookupQueue struct {
-	mu      sync.Mutex
-	pending []*pendingLookup
-	workers int
-	queries atomic.Int64 // queries sent, for tests
-}
-
 // Reservation reads a reservation by orderId. Errors: NOT_FOUND.
 func (s *Store) Reservation(ctx context.Context, orderID string) (voucher.Reservation, error) {
 	p := &pendingLookup{ctx: ctx, orderID: orderID, done: make(chan lookupOutcome, 1)}
-	q := &s.lookups
-	q.mu.Lock()
-	q.pending = append(q.pending, p)
-	start := q.workers < lookupWorkers
-	if start {
-		q.workers++
-	}
-	q.mu.Unlock()
-	if start {
-		go s.runLookups()
-	}
+	s.lookups.add(p)
 	select {
 	case out := <-p.done:
 		switch {
@@ -69,24 +49,6 @@ func (s *Store) Reservation(ctx context.Context, orderID string) (voucher.Reserv
 		return toReservation(out.row), nil
 	case <-ctx.Done():
 		return voucher.Reservation{}, mapError(ctx.Err())
-	}
-}
-
-func (s *Store) runLookups() {
-	q := &s.lookups
-	for {
-		q.mu.Lock()
-		if len(q.pending) == 0 {
-			q.pending = nil
-			q.workers--
-			q.mu.Unlock()
-			return
-		}
-		n := min(len(q.pending), maxLookupBatch)
-		batch := slices.Clone(q.pending[:n])
-		q.pending = q.pending[n:]
-		q.mu.Unlock()
-		s.lookup(batch)
 	}
 }
 
@@ -108,7 +70,7 @@ func (s *Store) lookup(batch []*pendingLookup) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(live[0].ctx), lookupTimeout)
 	defer cancel()
-	s.lookups.queries.Add(1)
+	s.lookupQueries.Add(1)
 	rows, err := s.q.VoucherRedemptionGetByOrderIDs(ctx, ids)
 	byOrder := make(map[string]db.VoucherRedemption, len(rows))
 	for _, r := range rows {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,10 +31,11 @@ type Store struct {
 	// 642/s with 16 at once, 1,617/s with 4).
 	reserveSlots sync.Map
 	// winnerQueues holds each flash voucher's admitted reserves waiting to
-	// be written in a batch (code -> *winnerQueue; batch.go).
+	// be written in a batch (code -> *coalescer[*pendingWinner]; batch.go).
 	winnerQueues sync.Map
 	// lookups holds the reads of Reservation waiting for a query (lookup.go).
-	lookups lookupQueue
+	lookups       *coalescer[*pendingLookup]
+	lookupQueries atomic.Int64 // queries it sent, for tests
 }
 
 // ReserveConcurrency is how many reserve transactions of one voucher run at
@@ -44,7 +46,9 @@ var _ voucher.Store = (*Store)(nil)
 
 // New returns a store over the pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: db.New(pool)}
+	s := &Store{pool: pool, q: db.New(pool)}
+	s.lookups = newCoalescer(lookupWorkers, maxLookupBatch, s.lookup)
+	return s
 }
 
 // Pool is the connection pool, for health checks.
