@@ -121,10 +121,12 @@ type machine struct {
 	Go         string `json:"go"`
 	PostgreSQL string `json:"postgresql"`
 	Redis      string `json:"redis"`
+	// GOGC is the environment's; empty means voucherd's serve set 400.
+	GOGC string `json:"gogc,omitempty"`
 }
 
 func describeMachine(pgVer, redisVer string) machine {
-	m := machine{Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(), PostgreSQL: pgVer, Redis: redisVer}
+	m := machine{Cores: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), Go: runtime.Version(), PostgreSQL: pgVer, Redis: redisVer, GOGC: os.Getenv("GOGC")}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "model name"); ok {
@@ -407,6 +409,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\nMachine: %s, %d cores (GOMAXPROCS %d), %d GiB, %s; %s; PostgreSQL %s; Redis %s. ",
 		cmp.Or(m.CPU, "unknown CPU"), m.Cores, m.GOMAXPROCS, m.MemoryGiB, m.Kernel, m.Go, m.PostgreSQL, cmp.Or(m.Redis, "?"))
 	if r.InProcess {
+		fmt.Fprintf(&b, "GOGC %s. ", cmp.Or(m.GOGC, "400 (unset: voucherd's default)"))
 		b.WriteString("The server (app.Run) and the load generator run in one process and share these cores.\n")
 	} else {
 		b.WriteString("The load generator shares the machine with the server at " + r.b.opts.URL + ".\n")
