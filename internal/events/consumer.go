@@ -142,19 +142,22 @@ const maxBatch = 500
 // database does not take whole, one record at a time, in order. An error
 // means ctx ended: recs[n:] are not applied.
 func (c *Consumer) applyNext(ctx context.Context, recs []*kgo.Record) (int, error) {
-	var run []voucher.Event
-	for _, rec := range recs[:min(len(recs), maxBatch)] {
-		ev, err := Decode(rec.Value)
-		if err != nil || ev.Kind != voucher.EventReserved || (len(run) > 0 && ev.Code != run[0].Code) {
-			break
-		}
-		run = append(run, ev)
+	head, err := Decode(recs[0].Value)
+	if err != nil {
+		return c.one(c.deadLetter(ctx, recs[0], head, "malformed event: "+err.Error()))
 	}
-	if len(run) < 2 {
-		if err := c.handle(ctx, recs[0]); err != nil {
-			return 0, err
+	run := []voucher.Event{head}
+	if head.Kind == voucher.EventReserved {
+		for _, rec := range recs[1:min(len(recs), maxBatch)] {
+			ev, err := Decode(rec.Value)
+			if err != nil || ev.Kind != voucher.EventReserved || ev.Code != head.Code {
+				break
+			}
+			run = append(run, ev)
 		}
-		return 1, nil
+	}
+	if len(run) == 1 {
+		return c.one(c.handle(ctx, recs[0], head))
 	}
 	applied, err := c.applier.ApplyReservedBatch(ctx, run)
 	for i, rec := range recs[:len(run)] {
@@ -164,20 +167,24 @@ func (c *Consumer) applyNext(ctx context.Context, recs []*kgo.Record) (int, erro
 		}
 		// Held already (ApplyEvent checks it is the same order), or the
 		// batch failed: this one alone, retried or dead-lettered.
-		if herr := c.handle(ctx, rec); herr != nil {
+		if herr := c.handle(ctx, rec, run[i]); herr != nil {
 			return i, herr
 		}
 	}
 	return len(run), nil
 }
 
-// handle applies one record, retrying transient failures until ctx ends
-// (returning its error: the record is not committed).
-func (c *Consumer) handle(ctx context.Context, rec *kgo.Record) error {
-	ev, err := Decode(rec.Value)
+// one is applyNext's answer for a single record.
+func (c *Consumer) one(err error) (int, error) {
 	if err != nil {
-		return c.deadLetter(ctx, rec, ev, "malformed event: "+err.Error())
+		return 0, err
 	}
+	return 1, nil
+}
+
+// handle applies one record's event, retrying transient failures until ctx
+// ends (returning its error: the record is not committed).
+func (c *Consumer) handle(ctx context.Context, rec *kgo.Record, ev voucher.Event) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := c.applier.ApplyEvent(ctx, ev)
