@@ -70,7 +70,7 @@ func (s *Store) ReserveAdmitted(ctx context.Context, r voucher.ReserveRequest, t
 	case out := <-p.done:
 		return out.res, out.created, out.err
 	case <-ctx.Done():
-		return voucher.Reservation{}, false, &voucher.Error{Code: voucher.Unavailable, Message: "the database is busy; retry with the same orderId", Cause: ctx.Err()}
+		return voucher.Reservation{}, false, errBusy(ctx.Err())
 	}
 }
 
@@ -97,7 +97,7 @@ func (s *Store) writeBatch(batch []*pendingWinner, splits int) {
 		switch {
 		case p.ctx.Err() != nil:
 			// Gone before its write began: nothing is written for it.
-			p.answer(voucher.Reservation{}, false, &voucher.Error{Code: voucher.Unavailable, Message: "the database is busy; retry with the same orderId", Cause: p.ctx.Err()})
+			p.answer(voucher.Reservation{}, false, errBusy(p.ctx.Err()))
 		case seen[p.r.OrderID] || p.ttl != batch[0].ttl || p.path != batch[0].path:
 			alone = append(alone, p)
 		default:

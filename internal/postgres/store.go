@@ -152,7 +152,7 @@ func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, ttl time.
 	case slots.(chan struct{}) <- struct{}{}:
 		defer func() { <-slots.(chan struct{}) }()
 	case <-ctx.Done():
-		return voucher.Reservation{}, false, &voucher.Error{Code: voucher.Unavailable, Message: "the database is busy; retry with the same orderId", Cause: ctx.Err()}
+		return voucher.Reservation{}, false, errBusy(ctx.Err())
 	}
 	for attempt := 0; ; attempt++ {
 		res, created, err := s.reserveOnce(ctx, r, ttl, path)
@@ -161,6 +161,13 @@ func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, ttl time.
 		}
 		// Another request held the orderId and rolled back: try again.
 	}
+}
+
+// errBusy answers a reserve whose caller gave up while it waited for the
+// database (a write already begun may still commit; a retry with the same
+// orderId finds it).
+func errBusy(cause error) error {
+	return &voucher.Error{Code: voucher.Unavailable, Message: "the database is busy; retry with the same orderId", Cause: cause}
 }
 
 // errOrderTaken: the orderId insert found a row, but it was gone by the time
