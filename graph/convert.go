@@ -44,10 +44,7 @@ func payloadError(err error) (*model.VoucherError, error) {
 	if !voucher.IsRefusal(err) {
 		return nil, err
 	}
-	e, ok := err.(*voucher.Error) // the service's refusals come unwrapped: no errors.As allocation
-	if !ok {
-		e = voucher.AsError(err)
-	}
+	e := voucher.AsError(err)
 	out := &model.VoucherError{Code: model.VoucherErrorCode(e.Code), Message: e.Message}
 	if e.Field != "" {
 		out.Field = &e.Field

@@ -181,10 +181,7 @@ type errorJSON struct {
 // writeError answers with the code's status; a fault is logged with its
 // cause and shown as a generic internal error.
 func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
-	e, ok := err.(*voucher.Error) // the service's refusals come unwrapped: no errors.As allocation
-	if !ok {
-		e = voucher.AsError(err)
-	}
+	e := voucher.AsError(err)
 	status, ok := statusOf[e.Code]
 	if !ok {
 		status = http.StatusInternalServerError

@@ -67,6 +67,9 @@ func ErrorCodeOf(err error) ErrorCode {
 	if err == nil {
 		return ""
 	}
+	if e, ok := err.(*Error); ok { // the service's own errors come unwrapped: no errors.As allocation
+		return e.Code
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
@@ -77,6 +80,9 @@ func ErrorCodeOf(err error) ErrorCode {
 // AsError returns err as an *Error; anything unexpected becomes a generic
 // INTERNAL error whose message reveals nothing of the cause.
 func AsError(err error) *Error {
+	if e, ok := err.(*Error); ok { // as in ErrorCodeOf
+		return e
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e
