@@ -228,14 +228,28 @@ func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, ve
 	return Reservation{}, Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
 }
 
+// gateGiveBackTimeout bounds giving one released use back to the gate; the
+// gate's own calls fail within about a second when Redis is unwell.
+const gateGiveBackTimeout = 2 * time.Second
+
 // releaseGate gives a released flash use back to the gate. A failure leaves
 // the gate too low (undersell), which reconciliation repairs.
 func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 	if s.gate == nil {
 		return
 	}
+	// The database's release has committed: the give-back is owed whatever
+	// happens to the caller. The expiry sweep in particular calls this at
+	// the end of a pass whose deadline may have passed, which left released
+	// uses out of the gate until reconciliation.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gateGiveBackTimeout)
+	defer cancel()
 	v, err := s.meta.get(ctx, res.VoucherCode, s.store.Voucher)
-	if err != nil || !v.Flash {
+	if err != nil {
+		s.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
+		return
+	}
+	if !v.Flash {
 		return
 	}
 	if _, err := s.gate.Release(ctx, res.VoucherCode, res.OrderID); err != nil {
