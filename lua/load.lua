@@ -16,8 +16,21 @@
 -- ARGV[1] "load" or "replace"
 -- ARGV[2] remaining, ARGV[3] perUserLimit, ARGV[4] expireAt in Unix ms (0: never)
 -- ARGV[5] how many customers were staged, ARGV[6] how many orders were staged
--- ARGV[7] n, then n customer pairs (customerId, count), then order pairs
+-- ARGV[7] k, then k meta pairs (field, value) for kafka mode: epoch (this
+--         load's id), startsAt, endsAt and dbNow (Unix ms on the database's
+--         clock), minOrder, ttl and lease (ms). The window is stored on this
+--         server's clock: shifted by TIME - dbNow, so admit.lua decides it
+--         within the time between the snapshot and this call of the
+--         database's clock. The server's run_id is stored too: a gate read
+--         on another server (a failover, a restart that restored older data)
+--         is STALE for admit.lua and rebuilt.
+-- then n, then n customer pairs (customerId, count), then order pairs
 --         (orderId, value): the last chunk of the snapshot, inline.
+--
+-- Mode "recover" (kafka mode's consumer, at a recovery marker) installs it
+-- when nothing is loaded or the gate is stale (another server, or marked
+-- lost-data), else leaves it; mode "replace" with an epoch already installed
+-- is a retried call and changes nothing.
 --
 -- Returns 1 installed, 0 already loaded (mode "load"; the staged chunks are
 -- dropped).
@@ -34,7 +47,21 @@
 local stock, customers, orders, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stagedCustomers, stagedOrders, paused = KEYS[5], KEYS[6], KEYS[7]
 
-if ARGV[1] == 'load' and redis.call('EXISTS', stock) == 1 then
+local k = tonumber(ARGV[7])
+local extra = {}
+for i = 8, 7 + 2 * k, 2 do
+  extra[ARGV[i]] = ARGV[i + 1]
+end
+local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local loaded = redis.call('EXISTS', stock) == 1
+local skip = ARGV[1] == 'load' and loaded
+if ARGV[1] == 'recover' and loaded and redis.call('HGET', meta, 'server') == server then
+  skip = true
+end
+if ARGV[1] == 'replace' and extra['epoch'] and redis.call('HGET', meta, 'epoch') == extra['epoch'] then
+  skip = true
+end
+if skip then
   redis.call('DEL', stagedCustomers, stagedOrders)
   return 0
 end
@@ -71,10 +98,19 @@ end
 if tonumber(ARGV[6]) > 0 then
   redis.call('RENAME', stagedOrders, orders)
 end
-local n = tonumber(ARGV[7])
-hset_pairs(customers, 8, 7 + 2 * n)
-hset_pairs(orders, 8 + 2 * n, #ARGV)
+local at = 8 + 2 * k
+local n = tonumber(ARGV[at])
+hset_pairs(customers, at + 1, at + 2 * n)
+hset_pairs(orders, at + 1 + 2 * n, #ARGV)
 redis.call('HSET', meta, 'perUserLimit', ARGV[3], 'expireAt', ARGV[4])
+if extra['epoch'] then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local offset = now - tonumber(extra['dbNow'])
+  redis.call('HSET', meta, 'epoch', extra['epoch'], 'server', server,
+    'startsAt', tonumber(extra['startsAt']) + offset, 'endsAt', tonumber(extra['endsAt']) + offset,
+    'minOrder', extra['minOrder'], 'ttl', extra['ttl'], 'lease', extra['lease'])
+end
 redis.call('SET', stock, ARGV[2])
 
 for _, key in ipairs({stock, customers, orders, meta}) do
@@ -85,7 +121,7 @@ for _, key in ipairs({stock, customers, orders, meta}) do
     redis.call('PERSIST', key)
   end
 end
-if ARGV[1] == 'replace' then
+if ARGV[1] ~= 'load' then
   redis.call('DEL', paused)
 end
 return 1

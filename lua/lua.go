@@ -53,3 +53,21 @@ var MarkReleased string
 //
 //go:embed order_claim.lua
 var OrderClaim string
+
+// Admit decides a reserve at the gate in kafka mode: the use is taken as a
+// pending admission that only its owner settles or gives back.
+//
+//go:embed admit.lua
+var Admit string
+
+// Admission settles a pending admission by compare-and-set on its token:
+// finalize, forget, void (reconciliation) or lose (a dead letter).
+//
+//go:embed admission.lua
+var Admission string
+
+// ApplyCheck tells the consumer which reserved events of a voucher stand at
+// the gate before it writes them to the database.
+//
+//go:embed apply_check.lua
+var ApplyCheck string

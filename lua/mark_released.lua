@@ -11,7 +11,8 @@
 -- lower than the database allows for a moment, never higher.
 --
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:orders,
--- KEYS[3] voucher:{CODE}:paused (layout in reserve.lua)
+-- KEYS[3] voucher:{CODE}:paused, KEYS[4] voucher:{CODE}:meta
+-- (layout in reserve.lua and admit.lua)
 -- ARGV[1] orderId
 -- ARGV[2] 'release' (a caller's release) or 'expire' (the sweep: only once
 --         now >= expiresAt)
@@ -20,7 +21,11 @@
 -- Returns {answer, the order's value after the call ('' when unknown)}:
 --   PAUSED        an operator is rebuilding the gate; nothing changed
 --   NOT_LOADED    the gate holds nothing for the voucher
---   UNKNOWN       the gate does not know the order
+--   STALE         another Redis server holds the gate, or it lost data: it
+--                 is rebuilt before it decides again (admit.lua)
+--   UNKNOWN       the gate does not know the order, or holds it void or lost
+--   PENDING       its admission is still being settled: its reserve has not
+--                 been answered as a success
 --   LEGACY        a live order written in sync mode (no state, no times):
 --                 the database decides it, as in sync mode
 --   RELEASED      released (or being released) before; nothing changed
@@ -34,6 +39,10 @@ end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {'NOT_LOADED', ''}
 end
+local server = redis.call('HGET', KEYS[4], 'server')
+if server and server ~= string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') then
+  return {'STALE', ''}
+end
 local known = redis.call('HGET', KEYS[2], ARGV[1])
 if not known then
   return {'UNKNOWN', ''}
@@ -43,6 +52,11 @@ for part in string.gmatch(known, '[^:]+') do
   f[#f + 1] = part
 end
 local state = f[3] or 'live'
+if state == 'void' or state == 'lost' then
+  return {'UNKNOWN', ''}
+elseif state == 'pending' then
+  return {'PENDING', known}
+end
 if state == 'released' or state == 'releasing' then
   return {'RELEASED', known}
 end

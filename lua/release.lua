@@ -30,8 +30,8 @@ local f = {}
 for part in string.gmatch(known, '[^:]+') do
   f[#f + 1] = part
 end
-if f[3] == 'released' then
-  return 0
+if f[3] == 'released' or f[3] == 'void' or f[3] == 'lost' then
+  return 0 -- given back before, or (void) never held, or (lost) kept on purpose
 end
 
 local customer = f[1]

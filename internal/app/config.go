@@ -29,6 +29,8 @@ type config struct {
 	ReconcileInterval time.Duration
 	WarmUpInterval    time.Duration
 	ShutdownTimeout   time.Duration
+	AdmissionLease    time.Duration // kafka mode: how long an admission's owner has to settle it
+	FaultsID          string        // tests only: names hooks registered with RegisterFaults
 	Production        bool
 	LogFormat         string
 	LogLevel          string
@@ -59,6 +61,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ReconcileInterval = duration("RECONCILE_INTERVAL", "1m")
 	c.WarmUpInterval = duration("WARMUP_INTERVAL", "1m")
 	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
+	c.AdmissionLease = duration("ADMISSION_LEASE", "11s")
+	c.FaultsID = getenv("TEST_FAULTS")
 
 	switch v := or(getenv("REDIS_AUTOPIPELINE"), "true"); v {
 	case "true", "1":

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"voucherd/internal/events"
@@ -62,8 +63,38 @@ func openKafka(ctx context.Context, cfg config, logger *slog.Logger, m *metrics.
 }
 
 // deps are the service's dependencies for the Kafka write path.
-func (k *kafkaWritePath) deps(store voucher.EventStore) (*voucher.KafkaPath, voucher.PendingWrites) {
-	return &voucher.KafkaPath{Publisher: k.producer, Store: store, PublishTimeout: k.cfg.PublishTimeout}, k.offsets
+func (k *kafkaWritePath) deps(store voucher.EventStore, cfg config) (*voucher.KafkaPath, voucher.PendingWrites) {
+	return &voucher.KafkaPath{
+		Publisher: k.producer, Store: store, PublishTimeout: k.cfg.PublishTimeout,
+		Lease: cfg.AdmissionLease, Faults: registeredFaults(cfg.FaultsID),
+	}, k.offsets
+}
+
+// Faults are a test's hooks at the steps of kafka-mode requests and of the
+// consumer (voucher.FaultStep): returning an error stops the step there, as
+// a crash would.
+type Faults func(ctx context.Context, step voucher.FaultStep, orderID string) error
+
+var (
+	faultsMu sync.Mutex
+	faults   = map[string]Faults{}
+)
+
+// RegisterFaults makes a server started with TEST_FAULTS=id call f at each
+// fault step; for tests, which start several servers in one process.
+func RegisterFaults(id string, f Faults) {
+	faultsMu.Lock()
+	defer faultsMu.Unlock()
+	faults[id] = f
+}
+
+func registeredFaults(id string) func(context.Context, voucher.FaultStep, string) error {
+	if id == "" {
+		return nil
+	}
+	faultsMu.Lock()
+	defer faultsMu.Unlock()
+	return faults[id]
 }
 
 // startConsumer joins the group voucher-writer and starts the lag gauge.

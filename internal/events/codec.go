@@ -21,6 +21,10 @@ type wireEvent struct {
 	CreatedAt      int64  `json:"createdAt"`
 	ExpiresAt      int64  `json:"expiresAt"`
 	DecidedAt      int64  `json:"decidedAt"`
+	// Epoch is the gate load a reserved event's admission was made in; for
+	// a recovery marker, the epoch a rebuild installs.
+	Epoch   string `json:"epoch,omitempty"`
+	Rebuild bool   `json:"rebuild,omitempty"`
 }
 
 // Encode writes an event as the topic carries it.
@@ -29,6 +33,7 @@ func Encode(ev voucher.Event) ([]byte, error) {
 		EventID: ev.ID, Kind: string(ev.Kind), OrderID: ev.OrderID, Code: ev.Code,
 		CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, DiscountAmount: ev.DiscountAmount,
 		CreatedAt: ev.CreatedAt.UnixMilli(), ExpiresAt: ev.ExpiresAt.UnixMilli(), DecidedAt: ev.DecidedAt.UnixMilli(),
+		Epoch: ev.Epoch, Rebuild: ev.Rebuild,
 	})
 }
 
@@ -43,8 +48,19 @@ func Decode(b []byte) (voucher.Event, error) {
 		ID: w.EventID, Kind: voucher.EventKind(w.Kind), OrderID: w.OrderID, Code: w.Code,
 		CustomerID: w.CustomerID, OrderAmount: w.OrderAmount, DiscountAmount: w.DiscountAmount,
 		CreatedAt: time.UnixMilli(w.CreatedAt), ExpiresAt: time.UnixMilli(w.ExpiresAt), DecidedAt: time.UnixMilli(w.DecidedAt),
+		Epoch: w.Epoch, Rebuild: w.Rebuild,
 	}
 	switch ev.Kind {
+	case voucher.EventRecover:
+		// A marker: the consumer rebuilds the voucher's gate when it reaches
+		// it, after every event before it in the partition.
+		if err := voucher.ValidateCode(ev.Code); err != nil {
+			return ev, err
+		}
+		if ev.ID == "" {
+			return ev, fmt.Errorf("no eventId")
+		}
+		return ev, nil
 	case voucher.EventReserved, voucher.EventConfirmed, voucher.EventReleased:
 	default:
 		return ev, fmt.Errorf("unknown kind %q", w.Kind)

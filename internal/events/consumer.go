@@ -222,6 +222,9 @@ func (c *Consumer) deadLetter(ctx context.Context, rec *kgo.Record, ev voucher.E
 		EventID: ev.ID, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 		VoucherCode: ev.Code, OrderID: ev.OrderID, Kind: kind, Reason: reason, Payload: string(rec.Value),
 	}
+	if ev.Kind != "" {
+		dl.Event = &ev
+	}
 	if dl.EventID == "" {
 		dl.EventID = rec.Topic + "/" + strconv.Itoa(int(rec.Partition)) + "/" + strconv.FormatInt(rec.Offset, 10)
 	}

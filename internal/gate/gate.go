@@ -226,7 +226,7 @@ func expired(snap voucher.GateSnapshot) bool {
 // install runs load.lua in mode "load" or "replace". Snapshots larger than
 // chunkSize entries are staged in several calls and swapped in by one, so
 // reserve never sees half a gate.
-func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode string) (bool, error) {
+func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode string, meta ...any) (bool, error) {
 	var expireAt int64
 	if !snap.ExpireAt.IsZero() {
 		expireAt = snap.ExpireAt.UnixMilli()
@@ -242,13 +242,13 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 	stagedCustomers, stagedOrders := k.prefix+"load:"+token+":customers", k.prefix+"load:"+token+":orders"
 	var nCustomers, nOrders int
 	if len(chunks) > 1 {
-		if mode == "load" {
+		if mode == "load" || mode == "recover" {
 			// Staging is work; skip it when the gate is plainly loaded.
 			n, err := g.rdb.Exists(ctx, k.stock).Result()
 			if err != nil {
 				return false, fmt.Errorf("gate: %s %s: %w", mode, snap.Code, err)
 			}
-			if n == 1 {
+			if n == 1 && mode == "load" {
 				return false, nil
 			}
 		}
@@ -261,7 +261,8 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 			nOrders += len(c.orders)
 		}
 	}
-	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders}, last.args()...)
+	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders, len(meta) / 2}, meta...)
+	args = append(args, last.args()...)
 	n, err := loadScript.Run(ctx, g.rdb,
 		[]string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused}, args...).Int()
 	if err != nil {
@@ -385,6 +386,12 @@ func orderValue(o voucher.GateOrder) string {
 	}
 	state := "live"
 	switch {
+	case o.Void:
+		state = "void"
+	case o.Lost:
+		state = "lost"
+	case o.Pending:
+		state = "pending"
 	case o.Released:
 		state = "released"
 	case o.Releasing:
@@ -411,6 +418,7 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 	if ms > 0 {
 		snap.ExpireAt = time.UnixMilli(ms)
 	}
+	snap.Epoch = meta["epoch"]
 	for id, n := range customers {
 		cid, err1 := strconv.ParseInt(id, 10, 64)
 		count, err2 := strconv.Atoi(n)
@@ -450,6 +458,12 @@ func parseOrder(id, v string) (voucher.GateOrder, error) {
 	}
 	switch f[2] {
 	case "live":
+	case "pending":
+		o.Pending = true
+	case "void":
+		o.Void = true
+	case "lost":
+		o.Lost = true
 	case "confirmed":
 		o.Confirmed = true
 	case "releasing":
@@ -460,7 +474,7 @@ func parseOrder(id, v string) (voucher.GateOrder, error) {
 		return o, malformed
 	}
 	if len(f) == 3 {
-		if !o.Released {
+		if !o.Released || o.Pending || o.Void || o.Lost {
 			return o, malformed
 		}
 		return o, nil

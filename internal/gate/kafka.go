@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,126 @@ import (
 var (
 	confirmScript      = redis.NewScript(lua.Confirm)
 	markReleasedScript = redis.NewScript(lua.MarkReleased)
+	admitScript        = redis.NewScript(lua.Admit)
+	admissionScript    = redis.NewScript(lua.Admission)
+	applyCheckScript   = redis.NewScript(lua.ApplyCheck)
 )
+
+// Admit decides a reserve in kafka mode in one script (admit.lua): the
+// verdict, the order as the gate holds it after the call, and the epoch.
+func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest) (voucher.Admission, error) {
+	k := keysOf(code)
+	reply, err := admitScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta, k.paused},
+		r.OrderID, r.CustomerID, r.OrderAmount).StringSlice()
+	if err != nil {
+		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, err)
+	}
+	if len(reply) != 3 {
+		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: unexpected reply %q", r.OrderID, code, reply)
+	}
+	a := voucher.Admission{Verdict: voucher.GateVerdict(reply[0]), Epoch: reply[2]}
+	switch a.Verdict {
+	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible,
+		voucher.GateAlreadyUsed, voucher.GateOutOfStock:
+		return a, nil
+	case voucher.GateOrderConflict, voucher.GateReleased, voucher.GateLost, voucher.GatePending,
+		voucher.GateDuplicate, voucher.GateAdmitted, voucher.GateAdopted:
+		if a.Order, err = parseOrder(r.OrderID, reply[1]); err != nil {
+			return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, err)
+		}
+		return a, nil
+	}
+	return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: unexpected answer %q", r.OrderID, code, reply[0])
+}
+
+// Settle settles a pending admission made in epoch by compare-and-set on its
+// token (admission.lua).
+func (g *Gate) Settle(ctx context.Context, code string, op voucher.SettleOp, o voucher.GateOrder, epoch string) (voucher.SettleAnswer, voucher.GateOrder, error) {
+	k := keysOf(code)
+	who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
+	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta},
+		string(op), o.OrderID, o.CreatedAt.UnixMilli(), epoch, who).StringSlice()
+	if err != nil {
+		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, o.OrderID, code, err)
+	}
+	if len(reply) != 2 {
+		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected reply %q", op, o.OrderID, code, reply)
+	}
+	answer := voucher.SettleAnswer(reply[0])
+	switch answer {
+	case voucher.SettleOK, voucher.SettleFail, voucher.SettleStale:
+	default:
+		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected answer %q", op, o.OrderID, code, reply[0])
+	}
+	var after voucher.GateOrder
+	if reply[1] != "" {
+		if after, err = parseOrder(o.OrderID, reply[1]); err != nil {
+			return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, o.OrderID, code, err)
+		}
+	}
+	return answer, after, nil
+}
+
+// ApplyCheck asks the gate which reserved events of one voucher stand
+// (apply_check.lua): one verdict per event, in order.
+func (g *Gate) ApplyCheck(ctx context.Context, code string, evs []voucher.Event) ([]voucher.ApplyVerdict, error) {
+	k := keysOf(code)
+	args := make([]any, 0, 1+6*len(evs))
+	args = append(args, len(evs))
+	for _, ev := range evs {
+		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch)
+	}
+	reply, err := applyCheckScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("gate: apply check of %d event(s) on %s: %w", len(evs), code, err)
+	}
+	if len(reply) != len(evs) {
+		return nil, fmt.Errorf("gate: apply check on %s: %d answers for %d events", code, len(reply), len(evs))
+	}
+	out := make([]voucher.ApplyVerdict, len(reply))
+	for i, r := range reply {
+		switch v := voucher.ApplyVerdict(r); v {
+		case voucher.ApplyStands, voucher.ApplySkip, voucher.ApplyUnchecked:
+			out[i] = v
+		default:
+			return nil, fmt.Errorf("gate: apply check on %s: unexpected answer %q", code, r)
+		}
+	}
+	return out, nil
+}
+
+// Recover installs a snapshot with its kafka-mode terms (load.lua in mode
+// "recover", "replace" or "load").
+func (g *Gate) Recover(ctx context.Context, snap voucher.GateSnapshot, terms voucher.GateTerms, mode string) (bool, error) {
+	if expired(snap) {
+		return false, nil
+	}
+	extra := []any{
+		"epoch", terms.Epoch, "startsAt", terms.StartsAt.UnixMilli(), "endsAt", terms.EndsAt.UnixMilli(),
+		"dbNow", terms.DatabaseNow.UnixMilli(), "minOrder", terms.MinOrderAmount,
+		"ttl", terms.TTL.Milliseconds(), "lease", terms.Lease.Milliseconds(),
+	}
+	return g.install(ctx, snap, mode, extra...)
+}
+
+// healthyScript answers 1 when the gate is loaded on the server now serving
+// it and not marked as having lost data.
+var healthyScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local s = redis.call('HGET', KEYS[2], 'server')
+if s == string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') then return 1 end
+return 0`)
+
+// Healthy reports whether the gate holds the voucher, loaded on the Redis
+// server that now serves it and not marked as having lost data.
+func (g *Gate) Healthy(ctx context.Context, code string) (bool, error) {
+	k := keysOf(code)
+	n, err := healthyScript.Run(ctx, g.rdb, []string{k.stock, k.meta}).Int()
+	if err != nil {
+		return false, fmt.Errorf("gate: health of %s: %w", code, err)
+	}
+	return n == 1, nil
+}
 
 // ReserveTimed is Reserve remembering an admitted order as live with its
 // createdAt and expiresAt (Unix ms), which confirm and expiry decide on. The
@@ -57,7 +177,7 @@ func (g *Gate) Order(ctx context.Context, code, orderID string) (voucher.GateOrd
 // order as the gate holds it after the call.
 func (g *Gate) Confirm(ctx context.Context, code, orderID string, now time.Time) (voucher.GateDecision, voucher.GateOrder, error) {
 	k := keysOf(code)
-	return g.decide(ctx, confirmScript, "confirm", code, orderID, []string{k.stock, k.orders, k.paused}, orderID, now.UnixMilli())
+	return g.decide(ctx, confirmScript, "confirm", code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID, now.UnixMilli())
 }
 
 // MarkReleased decides a release (expireOnly false) or an expiry (true: only
@@ -70,7 +190,7 @@ func (g *Gate) MarkReleased(ctx context.Context, code, orderID string, now time.
 	if expireOnly {
 		mode = "expire"
 	}
-	return g.decide(ctx, markReleasedScript, mode, code, orderID, []string{k.stock, k.orders, k.paused}, orderID, mode, now.UnixMilli())
+	return g.decide(ctx, markReleasedScript, mode, code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID, mode, now.UnixMilli())
 }
 
 func (g *Gate) decide(ctx context.Context, script *redis.Script, op, code, orderID string, keys []string, args ...any) (voucher.GateDecision, voucher.GateOrder, error) {
@@ -83,9 +203,9 @@ func (g *Gate) decide(ctx context.Context, script *redis.Script, op, code, order
 	}
 	d := voucher.GateDecision(reply[0])
 	switch d {
-	case voucher.DecisionPaused, voucher.DecisionNotLoaded, voucher.DecisionUnknown:
+	case voucher.DecisionPaused, voucher.DecisionNotLoaded, voucher.DecisionUnknown, voucher.DecisionStale:
 		return d, voucher.GateOrder{}, nil
-	case voucher.DecisionLegacy, voucher.DecisionReleased, voucher.DecisionConfirmed, voucher.DecisionExpired,
+	case voucher.DecisionPending, voucher.DecisionLegacy, voucher.DecisionReleased, voucher.DecisionConfirmed, voucher.DecisionExpired,
 		voucher.DecisionNotDue, voucher.DecisionConfirmedNow, voucher.DecisionReleasedNow:
 		o, err := parseOrder(orderID, reply[1])
 		if err != nil {

@@ -361,6 +361,16 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation
 // GateSnapshot reads a flash voucher's remaining uses, customers' counts and
 // live orders in one repeatable-read snapshot. Errors: NOT_FOUND.
 func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.GateSnapshot, error) {
+	return s.gateSnapshot(ctx, code, false)
+}
+
+// GateSnapshotAll is GateSnapshot with the released orders too, as a gate in
+// kafka mode holds them. Errors: NOT_FOUND.
+func (s *Store) GateSnapshotAll(ctx context.Context, code string) (voucher.GateSnapshot, error) {
+	return s.gateSnapshot(ctx, code, true)
+}
+
+func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool) (voucher.GateSnapshot, error) {
 	var snap voucher.GateSnapshot
 	err := s.withTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(q *db.Queries) error {
 		row, err := q.VoucherGetByCode(ctx, code)
@@ -385,15 +395,29 @@ func (s *Store) GateSnapshot(ctx context.Context, code string) (voucher.GateSnap
 		for _, c := range customers {
 			snap.Customers[c.CustomerID] = int(c.UsedCount)
 		}
-		// With their states and times, which a gate in kafka mode holds.
-		orders, err := q.ReservationApplyListLive(ctx, code)
-		if err != nil {
+		if snap.TakenAt, err = q.VoucherClock(ctx); err != nil {
+			return err
+		}
+		// With their states and times, which a gate in kafka mode holds;
+		// released ones too when asked (a kafka-mode gate answers them
+		// without the database).
+		var orders []db.ReservationApplyListLiveRow
+		if withReleased {
+			all, err := q.ReservationApplyListAll(ctx, code)
+			if err != nil {
+				return err
+			}
+			for _, o := range all {
+				orders = append(orders, db.ReservationApplyListLiveRow(o))
+			}
+		} else if orders, err = q.ReservationApplyListLive(ctx, code); err != nil {
 			return err
 		}
 		for _, o := range orders {
 			snap.Orders = append(snap.Orders, voucher.GateOrder{
 				OrderID: o.OrderID, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
-				Confirmed: o.Status == string(voucher.StatusConfirmed), CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
+				Confirmed: o.Status == string(voucher.StatusConfirmed), Released: o.Status == string(voucher.StatusReleased),
+				CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
 			})
 		}
 		return nil

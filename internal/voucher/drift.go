@@ -106,10 +106,18 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 		inStore[o.OrderID] = true
 	}
 	gateLive, gateReleased := map[string]bool{}, map[string]bool{}
+	gateOrders := map[string]GateOrder{}
+	lost := 0
 	for _, o := range gateSnap.Orders {
-		if o.Released {
+		gateOrders[o.OrderID] = o
+		switch {
+		case o.Void:
+			// Given back before it was ever answered: holds nothing.
+		case o.Lost:
+			lost++ // taken, and never in the database: an undersell, alerted below
+		case o.Released:
 			gateReleased[o.OrderID] = true
-		} else {
+		default:
 			gateLive[o.OrderID] = true
 		}
 	}
@@ -132,6 +140,8 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	d.InFlight = len(d.OrdersOnlyInGate)
 	gateRemaining := gateSnap.Remaining
 	d.GateRemaining = &gateRemaining
+	// A lost use is taken at the gate and absent from the database: it
+	// shows as negative drift (an undersell), alerted every pass.
 	d.Drift = gateRemaining - (dbSnap.Remaining - d.InFlight + releasedSince)
 
 	previous, err := s.drift.LatestDriftReport(ctx, code)
@@ -152,8 +162,15 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	// interval later is a leaked use (the process died between the gate and
 	// the write): give it back.
 	returned := 0
+	if s.kafka != nil {
+		repairs = append(repairs, s.reconcileKafkaOrders(ctx, code, gateSnap.Epoch, d.OrdersOnlyInGate, gateOrders, previous, settled)...)
+		if lost > 0 {
+			s.logger.ErrorContext(ctx, "uses lost: the database refused events of admissions the gate holds (dead letters)", "code", code, "lost", lost)
+			d.Alert = true
+		}
+	}
 	for _, id := range d.OrdersOnlyInGate {
-		if !settled || !slices.Contains(previous.OrdersOnlyInGate, id) {
+		if s.kafka != nil || !settled || !slices.Contains(previous.OrdersOnlyInGate, id) {
 			continue
 		}
 		// Forgotten, not released: the order holds no reservation, so a
@@ -168,7 +185,7 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 		repairs = append(repairs, fmt.Sprintf("returned %d leaked use(s)", returned))
 	}
 	d.Repaired = joinSentences(repairs)
-	d.Alert = d.Drift != 0 && previous.Drift != 0 && !previous.CheckedAt.IsZero()
+	d.Alert = d.Alert || (d.Drift != 0 && previous.Drift != 0 && !previous.CheckedAt.IsZero())
 	if d.Alert {
 		s.logger.ErrorContext(ctx, "gate drift persists past one reconciliation interval",
 			"code", code, "drift", d.Drift, "gate_remaining", gateRemaining, "database_remaining", dbSnap.Remaining)
@@ -177,6 +194,57 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	}
 	s.obs.DriftChecked(d)
 	return s.drift.SaveDriftReport(ctx, d)
+}
+
+// reconcileKafkaOrders repairs, in kafka mode, the orders the gate holds and
+// the database does not once the events in flight are applied: a pending
+// admission past its lease is voided (its owner died or never learnt its
+// publish's outcome; a late event of it is skipped), and a live one (its
+// success was answered) has its events published again from the gate's
+// record, so an event the broker lost is made good. One still missing a pass
+// later is alerted and logged at ERROR: never given back silently.
+func (s *Service) reconcileKafkaOrders(ctx context.Context, code, epoch string, onlyInGate []string, orders map[string]GateOrder, previous DriftReport, settled bool) []string {
+	if !settled {
+		return nil
+	}
+	v, err := s.meta.get(ctx, code, s.store.Voucher)
+	if err != nil {
+		return nil
+	}
+	voided, republished, missing := 0, 0, 0
+	for _, id := range onlyInGate {
+		o := orders[id]
+		if o.Pending {
+			if a, _, err := s.gate.Settle(ctx, code, SettleVoid, o, epoch); err == nil && a == SettleOK {
+				voided++
+			}
+			continue
+		}
+		if slices.Contains(previous.OrdersOnlyInGate, id) {
+			missing++
+		}
+		res := s.reservationOf(v, o, StatusReserved)
+		ev := NewEvent(EventReserved, res, res.CreatedAt)
+		ev.Epoch = epoch
+		if err := s.publish(ctx, ev); err != nil {
+			continue
+		}
+		if o.Confirmed {
+			_ = s.publish(ctx, NewEvent(EventConfirmed, s.reservationOf(v, o, StatusConfirmed), time.Now()))
+		}
+		republished++
+	}
+	var out []string
+	if voided > 0 {
+		out = append(out, fmt.Sprintf("voided %d admission(s) past their lease (never answered as a success)", voided))
+	}
+	if republished > 0 {
+		out = append(out, fmt.Sprintf("published the events of %d answered reservation(s) the database lacks again", republished))
+	}
+	if missing > 0 {
+		s.logger.ErrorContext(ctx, "answered reservations still missing from the database a pass after their events were published again", "code", code, "orders", missing)
+	}
+	return out
 }
 
 // RebuildGate reloads a flash voucher's gate from the database. It raises the
@@ -200,6 +268,9 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	s.soldOut.forget(code)
 	if err := s.gate.Pause(ctx, code); err != nil {
 		return unavailable(err)
+	}
+	if s.kafka != nil {
+		return s.rebuildKafka(ctx, code)
 	}
 	// Requests that passed the gate before the pause finish their write
 	// within the request timeout (in kafka mode: their publish, within the
@@ -225,6 +296,33 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	}
 	s.logger.InfoContext(ctx, "gate rebuilt from the database", "code", code, "remaining", snap.Remaining)
 	return nil
+}
+
+// rebuildKafka has the consumer rebuild a paused gate at a marker in the
+// voucher's partition, after every event before it, and waits for it: the
+// new gate's epoch shows it is done. A retried load with the same epoch
+// changes nothing, so a reply lost and sent again cannot overwrite the
+// admissions made since.
+func (s *Service) rebuildKafka(ctx context.Context, code string) error {
+	epoch, err := newEpoch()
+	if err != nil {
+		return err
+	}
+	if err := s.publishRecovery(ctx, code, true, epoch); err != nil {
+		return unavailable(err)
+	}
+	for {
+		snap, ok, err := s.gate.Snapshot(ctx, code)
+		if err == nil && ok && snap.Epoch == epoch {
+			s.logger.InfoContext(ctx, "gate rebuilt from the database", "code", code, "remaining", snap.Remaining)
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return Errorf(Unavailable, "the rebuild of %s is queued behind the events in flight; it completes without you", code)
+		}
+	}
 }
 
 func joinSentences(parts []string) string {

@@ -34,8 +34,76 @@ type GateOrder struct {
 	// (kafka.go); zero in sync mode.
 	Confirmed bool
 	Releasing bool // released, its use kept until the database releases the row
+	// Pending: admitted, not yet settled by its owner nor applied by the
+	// consumer (admit.lua). Void: given back before it was ever answered.
+	// Lost: the database refused its event; its use stays taken.
+	Pending, Void, Lost bool
+	// CreatedAt is also the admission's token in kafka mode: unique per
+	// order, it names which admission a settle or an event is about.
 	CreatedAt time.Time
 	ExpiresAt time.Time
+}
+
+// GateStale is admit.lua's verdict for a gate another Redis server holds
+// than the one it was loaded on, or that lost data: it is rebuilt first.
+const (
+	GateStale       GateVerdict = "STALE"
+	GatePending     GateVerdict = "PENDING"      // the order's admission is still being settled by its owner
+	GateAdopted     GateVerdict = "ADOPTED"      // a pending admission past its lease, now this caller's
+	GateLost        GateVerdict = "LOST"         // the database refused the order's event
+	GateNotEligible GateVerdict = "NOT_ELIGIBLE" // outside the window or under the minimum, on the gate's clock
+)
+
+// Admission is admit.lua's answer: the verdict, the order as the gate holds
+// it after the call, and the epoch (the id of the load) the gate was in.
+type Admission struct {
+	Verdict GateVerdict
+	Order   GateOrder
+	Epoch   string
+}
+
+// SettleOp is what admission.lua does to a pending admission.
+type SettleOp string
+
+// The settle operations (admission.lua).
+const (
+	SettleFinalize SettleOp = "finalize" // the owner's event was acknowledged
+	SettleForget   SettleOp = "forget"   // the owner's publish surely failed
+	SettleVoid     SettleOp = "void"     // reconciliation: past its lease
+	SettleLose     SettleOp = "lose"     // the database refused its event
+)
+
+// SettleAnswer is admission.lua's answer.
+type SettleAnswer string
+
+// The settle answers.
+const (
+	SettleOK    SettleAnswer = "OK"
+	SettleFail  SettleAnswer = "FAIL"
+	SettleStale SettleAnswer = "STALE"
+)
+
+// ApplyVerdict is the gate's word on one reserved event before the consumer
+// writes it (apply_check.lua).
+type ApplyVerdict string
+
+// The apply verdicts.
+const (
+	ApplyStands    ApplyVerdict = "APPLY"
+	ApplySkip      ApplyVerdict = "SKIP"
+	ApplyUnchecked ApplyVerdict = "UNCHECKED"
+)
+
+// GateTerms are what a gate in kafka mode decides a reserve on, besides
+// stock and customers: loaded with every snapshot (load.lua).
+type GateTerms struct {
+	Epoch          string    // this load's id
+	StartsAt       time.Time // the window, on the database's clock
+	EndsAt         time.Time
+	DatabaseNow    time.Time // the database's clock when the snapshot was read
+	MinOrderAmount int64
+	TTL            time.Duration // how long a reservation is held
+	Lease          time.Duration // how long an owner has to settle its admission
 }
 
 // GateSnapshot is what the gate of one flash voucher holds: the remaining
@@ -48,6 +116,10 @@ type GateSnapshot struct {
 	Orders       []GateOrder
 	// ExpireAt is when the gate may forget the voucher (after its window).
 	ExpireAt time.Time
+	// TakenAt is the database's clock when the snapshot was read.
+	TakenAt time.Time
+	// Epoch is the id of the load the gate holds (kafka mode).
+	Epoch string
 }
 
 // Gate is the Redis gate of flash vouchers: each call is one atomic script.
@@ -97,6 +169,23 @@ type Gate interface {
 	UnclaimOrder(ctx context.Context, orderID, code string) error
 	// OrderOwner reads the voucher holding the claim on an orderId.
 	OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, err error)
+
+	// Admit decides a reserve in kafka mode (admit.lua).
+	Admit(ctx context.Context, code string, r ReserveRequest) (Admission, error)
+	// Settle settles a pending admission made in epoch (admission.lua); the
+	// order is as the gate holds it after the call.
+	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string) (SettleAnswer, GateOrder, error)
+	// ApplyCheck asks the gate which reserved events of one voucher stand
+	// (apply_check.lua), one verdict per event.
+	ApplyCheck(ctx context.Context, code string, evs []Event) ([]ApplyVerdict, error)
+	// Recover installs a snapshot with its kafka-mode terms: mode "recover"
+	// only when the gate is not loaded or stale, "replace" over it (a
+	// rebuild; a retried call with the same epoch changes nothing), "load"
+	// only when nothing is loaded. false when nothing was installed.
+	Recover(ctx context.Context, snap GateSnapshot, terms GateTerms, mode string) (bool, error)
+	// Healthy reports whether the gate holds the voucher, loaded on the
+	// Redis server that now serves it and not marked as having lost data.
+	Healthy(ctx context.Context, code string) (bool, error)
 }
 
 // PendingWrites is the Kafka write path's view of admitted reserves whose
@@ -134,6 +223,16 @@ func (s *Service) WarmGate(ctx context.Context, code string) error {
 func (s *Service) loadGate(ctx context.Context, code string) error {
 	if s.gate == nil {
 		return nil
+	}
+	if s.kafka != nil {
+		// Only a voucher no event can exist for yet (a new one) is loaded
+		// here; every other load goes through the consumer's marker.
+		v, err := s.store.Voucher(ctx, code)
+		if err != nil {
+			return err
+		}
+		_, err = s.loadKafkaGate(ctx, v, "load", "")
+		return err
 	}
 	snap, err := s.gateSnapshot(ctx, code)
 	if err != nil {

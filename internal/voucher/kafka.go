@@ -36,6 +36,8 @@ package voucher
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -50,6 +52,9 @@ const (
 	EventReserved  EventKind = "reserved"
 	EventConfirmed EventKind = "confirmed"
 	EventReleased  EventKind = "released"
+	// EventRecover is a marker, not a decision: the consumer reloads the
+	// voucher's gate from the database when it reaches it.
+	EventRecover EventKind = "recover"
 )
 
 // Event is one decision of the gate about a flash reservation, on its way to
@@ -69,6 +74,11 @@ type Event struct {
 	ExpiresAt      time.Time
 	// DecidedAt is when the gate decided (confirmedAt or releasedAt).
 	DecidedAt time.Time
+	// Epoch is the gate load a reserved event's admission was made in (for
+	// a rebuild's marker: the epoch it installs); CreatedAt is its token.
+	Epoch string
+	// Rebuild marks an operator's rebuild marker (EventRecover).
+	Rebuild bool
 }
 
 // NewEvent returns the event of kind for a reservation.
@@ -118,6 +128,8 @@ type DeadLetter struct {
 	Reason      string
 	Payload     string
 	CreatedAt   time.Time
+	// Event is the refused event when it could be read (not stored).
+	Event *Event
 }
 
 // EventStore is the database side of the Kafka write path.
@@ -141,6 +153,9 @@ type EventStore interface {
 	SaveDeadLetter(ctx context.Context, dl DeadLetter) error
 	// DeadLetters lists the latest dead letters, newest first.
 	DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error)
+	// GateSnapshotAll is Store.GateSnapshot with released orders too, and
+	// the database's clock: NOT_FOUND.
+	GateSnapshotAll(ctx context.Context, code string) (GateSnapshot, error)
 }
 
 // KafkaPath is what the service needs for FLASH_WRITE_PATH=kafka. Deps.Pending
@@ -151,6 +166,20 @@ type KafkaPath struct {
 	// PublishTimeout bounds how long a request waits for the broker's
 	// acknowledgement; default 3s.
 	PublishTimeout time.Duration
+	// Lease is how long an admission's owner has to settle it before a
+	// retry may adopt it or reconciliation void it; default twice the
+	// publish timeout plus 5s (a claim, a publish and a settle).
+	Lease time.Duration
+	// Faults, for tests only, is called at each FaultStep of a request or
+	// of the consumer; an error stops it there as a crash would.
+	Faults func(ctx context.Context, step FaultStep, orderID string) error
+}
+
+func (k *KafkaPath) lease() time.Duration {
+	if k.Lease > 0 {
+		return k.Lease
+	}
+	return 2*k.publishTimeout() + 5*time.Second
 }
 
 func (k *KafkaPath) publishTimeout() time.Duration {
@@ -164,14 +193,14 @@ func (k *KafkaPath) publishTimeout() time.Duration {
 type kafkaState struct {
 	KafkaPath
 	mu         sync.Mutex
-	recovering map[string]bool
+	recovering map[string]time.Time // when this process last asked for a voucher's recovery
 }
 
 func newKafkaState(k *KafkaPath) *kafkaState {
 	if k == nil {
 		return nil
 	}
-	return &kafkaState{KafkaPath: *k, recovering: map[string]bool{}}
+	return &kafkaState{KafkaPath: *k, recovering: map[string]time.Time{}}
 }
 
 // GateDecision is the gate's answer to a confirm, release or expiry in kafka
@@ -190,151 +219,173 @@ const (
 	DecisionNotDue       GateDecision = "NOT_DUE"       // expiry: live, not yet past expiresAt
 	DecisionConfirmedNow GateDecision = "CONFIRMED_NOW" // confirm: confirmed by this call
 	DecisionReleasedNow  GateDecision = "RELEASED_NOW"  // release or expiry: released by this call
+	DecisionStale        GateDecision = "STALE"         // the gate is on another Redis server or lost data
+	DecisionPending      GateDecision = "PENDING"       // the order's admission is not settled yet
 )
 
-// reserveFlashKafka is reserveFlash for the Kafka write path: the gate takes
-// the use and remembers the order with its times, and the reserved event
-// carries it to the database.
+// reserveFlashKafka is reserveFlash for the Kafka write path. It reads and
+// writes only the gate and the broker: the gate decides (admit.lua, on its
+// own clock), the reserved event carries the decision, and the answer is a
+// success only once the broker acknowledged the event and the gate settled
+// the admission as live (or the consumer applied it first).
 func (s *Service) reserveFlashKafka(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
-	now := time.Now()
-	if err := v.CheckEligible(now, r.OrderAmount); err != nil {
-		return Reservation{}, err
-	}
-	if verdict, ok := s.soldOut.verdict(v.Code, r); ok {
+	if verdict, ok := s.soldOut.verdict(v.Code, r); ok && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
 		*path = PathGateMemory
-		return s.afterGateKafka(ctx, v, r, verdict, Reservation{})
+		return s.afterGate(ctx, v, r, verdict)
 	}
 	*path = PathKafka
-	// Milliseconds: what the gate and the event hold, so the answer, a
-	// retry's answer and the database row show the same times.
-	created := now.Truncate(time.Millisecond)
-	held := Reservation{
-		OrderID: r.OrderID, VoucherCode: v.Code, CustomerID: r.CustomerID, OrderAmount: r.OrderAmount,
-		DiscountAmount: v.DiscountAmount, Status: StatusReserved, CreatedAt: created, ExpiresAt: created.Add(s.ttl),
+	a, err := s.gate.Admit(ctx, v.Code, r)
+	// An identical request whose first copy is still being settled waits
+	// for its outcome (concurrent duplicates all succeed), polling the gate,
+	// within the publish timeout and its own deadline.
+	for wait, deadline := 2*time.Millisecond, time.Now().Add(s.kafka.publishTimeout()+time.Second); err == nil && a.Verdict == GatePending && time.Now().Before(deadline); {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return Reservation{}, unavailable(ctx.Err())
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+		a, err = s.gate.Admit(ctx, v.Code, r)
 	}
-	verdict, err := s.gate.ReserveTimed(ctx, v.Code, v.PerUserLimit, r, held.CreatedAt, held.ExpiresAt)
 	if err != nil {
 		return Reservation{}, unavailable(err)
 	}
-	switch verdict {
-	case GateNotLoaded:
-		s.recoverGate(v.Code)
-		return Reservation{}, Errorf(Unavailable, "the sale is starting; retry with the same orderId")
+	switch a.Verdict {
+	case GateAdmitted, GateAdopted:
+		return s.admitKafka(ctx, v, r, a)
+	case GateDuplicate:
+		return s.duplicateKafka(ctx, v, r, a)
+	case GateNotLoaded, GateStale:
+		s.requestRecovery(v.Code)
+		return Reservation{}, Errorf(Unavailable, "the sale of %s is being prepared; retry with the same orderId", v.Code)
 	case GatePaused:
 		return Reservation{}, Errorf(Unavailable, "voucher %s is being rebuilt; retry with the same orderId", v.Code)
-	case GateOutOfStock:
-		s.noteSoldOut(ctx, v.Code)
-	}
-	return s.afterGateKafka(ctx, v, r, verdict, held)
-}
-
-// afterGateKafka turns the gate's verdict into the answer without waiting for
-// the database.
-func (s *Service) afterGateKafka(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict, held Reservation) (Reservation, error) {
-	switch verdict {
-	case GateAdmitted:
-		return s.admitKafka(ctx, v, r, held)
-	case GateDuplicate:
-		return s.duplicateKafka(ctx, v, r)
+	case GatePending:
+		return Reservation{}, Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", r.OrderID)
+	case GateLost:
+		s.logger.ErrorContext(ctx, "a retry of an order whose event the database refused", "code", v.Code, "order", r.OrderID)
+		return Reservation{}, Errorf(Unavailable, "the reservation for order %s could not be recorded; operators are alerted", r.OrderID)
+	case GateNotEligible:
+		return Reservation{}, Errorf(NotEligible, "voucher %s is not valid now or not for an order of %d", v.Code, r.OrderAmount)
 	case GateReleased:
 		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
 	case GateOrderConflict:
 		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another customer or amount", r.OrderID)
+	case GateOutOfStock:
+		s.noteSoldOut(ctx, v.Code)
 	}
-	return s.afterGate(ctx, v, r, verdict) // ALREADY_USED, OUT_OF_STOCK: no database either
+	return s.afterGate(ctx, v, r, a.Verdict) // ALREADY_USED, OUT_OF_STOCK
 }
 
-// admitKafka publishes the reserved event of an order the gate admitted.
-func (s *Service) admitKafka(ctx context.Context, v Voucher, r ReserveRequest, held Reservation) (Reservation, error) {
+// admitKafka carries an admission (or an adopted one) to the broker and
+// settles it. Only this request may give its use back, and only while it is
+// pending: Settle is a compare-and-set on the admission's token.
+func (s *Service) admitKafka(ctx context.Context, v Voucher, r ReserveRequest, a Admission) (Reservation, error) {
+	held := s.reservationOf(v, a.Order, StatusReserved)
+	if err := s.fault(ctx, StepAdmitted, r.OrderID); err != nil {
+		return Reservation{}, unavailable(err) // the owner "died": its admission stays pending
+	}
 	// The gate's keys are per voucher: the orderId may have been reserved on
-	// another voucher, its event still in flight. The claim sees that.
+	// another voucher. The claim sees that (every reservation claims it).
 	owner, err := s.gate.ClaimOrder(ctx, r.OrderID, v.Code)
 	if err != nil {
-		s.forget(ctx, v.Code, r.OrderID)
+		s.giveBack(ctx, v, a)
 		return Reservation{}, unavailable(err)
 	}
 	if owner != v.Code {
-		s.forget(ctx, v.Code, r.OrderID)
+		s.giveBack(ctx, v, a)
 		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
 	}
-	// The orderId may be in the database already although the gate did not
-	// know it: released (a reloaded gate keeps only live orders), used on
-	// another voucher longer ago than a claim lasts, or written after the
-	// snapshot the gate was loaded from. One primary-key read per winner
-	// sees that.
-	earlier, err := s.store.Reservation(ctx, r.OrderID)
-	switch {
-	case err == nil:
-		res, rerr := r.Retry(earlier)
-		if rerr != nil {
-			s.forget(ctx, v.Code, r.OrderID)
-			if earlier.VoucherCode != v.Code {
-				s.unclaim(ctx, r.OrderID, v.Code)
-			}
-			return Reservation{}, rerr
-		}
-		// A live row of this voucher the gate did not count: this use backs
-		// it, as in the sync path. (The gate keeps this request's times for
-		// the order; they differ from the row's only in this rare case.)
-		return res, nil
-	case ErrorCodeOf(err) != NotFound:
-		s.forget(ctx, v.Code, r.OrderID)
-		s.unclaim(ctx, r.OrderID, v.Code)
+	if err := s.fault(ctx, StepClaimed, r.OrderID); err != nil {
 		return Reservation{}, unavailable(err)
 	}
-	if err := s.publish(ctx, NewEvent(EventReserved, held, held.CreatedAt)); err != nil {
+	ev := NewEvent(EventReserved, held, held.CreatedAt)
+	ev.Epoch = a.Epoch
+	if err := s.publish(ctx, ev); err != nil {
 		if errors.Is(err, ErrPublishUnknown) {
-			// It may still be written: the use stays held. A retry finds
-			// the order (DUPLICATE) and publishes again; if it never reaches
-			// the database, reconciliation returns the use an interval later.
-			s.logger.WarnContext(ctx, "reserved event outcome unknown; the use stays held", "code", v.Code, "order", r.OrderID, "err", err)
+			// It may still be written: the admission stays pending. A retry
+			// past its lease adopts it, or reconciliation voids it; a late
+			// event of a voided admission is skipped by the consumer.
+			s.logger.WarnContext(ctx, "reserved event outcome unknown; the admission stays pending", "code", v.Code, "order", r.OrderID, "err", err)
 			return Reservation{}, unavailable(err)
 		}
-		// Surely not written: nothing holds the use.
-		s.forget(ctx, v.Code, r.OrderID)
+		// Surely not written: the use goes back, unless the consumer
+		// applied the event anyway (then it stands, and so does the answer).
+		if s.giveBack(ctx, v, a) {
+			return held, nil
+		}
 		s.unclaim(ctx, r.OrderID, v.Code)
 		return Reservation{}, unavailable(err)
 	}
-	return held, nil
+	if err := s.fault(ctx, StepPublished, r.OrderID); err != nil {
+		return Reservation{}, unavailable(err)
+	}
+	answer, after, err := s.gate.Settle(ctx, v.Code, SettleFinalize, a.Order, a.Epoch)
+	if err != nil {
+		// The event is on the broker: the consumer settles it; a retry
+		// then finds it live (DUPLICATE).
+		return Reservation{}, unavailable(err)
+	}
+	switch answer {
+	case SettleOK:
+		if after.Confirmed {
+			held.Status = StatusConfirmed
+		}
+		return held, nil
+	case SettleStale:
+		s.requestRecovery(v.Code)
+	}
+	// FAIL: a retry adopted the admission, or the gate was reloaded without
+	// it and it is void now: not a success, and the consumer skips its event.
+	return Reservation{}, Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", r.OrderID)
 }
 
-// duplicateKafka answers a reserve of an order the gate admitted before:
-// from the database if it holds the row, else from the gate's record, after
-// publishing its event again so the success returned is durable (the first
-// request may have failed to publish).
-func (s *Service) duplicateKafka(ctx context.Context, v Voucher, r ReserveRequest) (Reservation, error) {
-	o, ok, err := s.gate.Order(ctx, v.Code, r.OrderID)
+// giveBack gives a pending admission's use back (compare-and-set on its
+// token); it reports true when the admission turned out to be live (the
+// consumer applied its event), so its success stands.
+func (s *Service) giveBack(ctx context.Context, v Voucher, a Admission) (live bool) {
+	answer, after, err := s.gate.Settle(context.WithoutCancel(ctx), v.Code, SettleForget, a.Order, a.Epoch)
 	if err != nil {
-		return Reservation{}, unavailable(err)
+		// Still pending: its lease runs out and reconciliation voids it.
+		s.logger.WarnContext(ctx, "admission not given back; reconciliation voids it after its lease", "code", v.Code, "order", a.Order.OrderID, "err", err)
+		return false
 	}
-	if !ok {
-		// Forgotten since (its publish failed): decided afresh on a retry.
-		return Reservation{}, Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", r.OrderID)
-	}
-	if o.CreatedAt.IsZero() {
+	return answer == SettleFail && sameAdmission(after, a.Order) && !after.Pending && !after.Void && !after.Lost
+}
+
+func sameAdmission(a, b GateOrder) bool {
+	return a.OrderID == b.OrderID && a.CreatedAt.Equal(b.CreatedAt)
+}
+
+// duplicateKafka answers a retry of an order the gate holds live or
+// confirmed: its success stands (settled after the broker's acknowledgement,
+// or applied), so the gate's record is the answer. The claim is made again:
+// a first request whose reply was lost may have died before it.
+func (s *Service) duplicateKafka(ctx context.Context, v Voucher, r ReserveRequest, a Admission) (Reservation, error) {
+	if a.Order.CreatedAt.IsZero() {
 		return s.afterGate(ctx, v, r, GateDuplicate) // a sync-mode order: the database answers
 	}
-	if o.Released || o.Releasing {
-		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
+	if owner, err := s.gate.ClaimOrder(ctx, r.OrderID, v.Code); err == nil && owner != v.Code {
+		s.logger.ErrorContext(ctx, "an order live on two vouchers' gates", "code", v.Code, "other", owner, "order", r.OrderID)
 	}
-	earlier, err := s.store.Reservation(ctx, r.OrderID)
-	if err == nil {
-		if _, err := r.Retry(earlier); err != nil {
-			return Reservation{}, err
-		}
-	} else if ErrorCodeOf(err) != NotFound {
-		return Reservation{}, unavailable(err)
+	status := StatusReserved
+	if a.Order.Confirmed {
+		status = StatusConfirmed
 	}
-	kind, status := EventReserved, StatusReserved
-	if o.Confirmed {
-		kind, status = EventConfirmed, StatusConfirmed
+	return s.reservationOf(v, a.Order, status), nil
+}
+
+// reservationOf is the reservation the gate's record of an order stands for.
+func (s *Service) reservationOf(v Voucher, o GateOrder, status Status) Reservation {
+	return Reservation{
+		OrderID: o.OrderID, VoucherCode: v.Code, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
+		DiscountAmount: v.DiscountAmount, Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
 	}
-	return s.recordDecision(ctx, v, o, kind, status)
 }
 
 // confirmKafka decides a confirm of a flash reservation at the gate; decided
-// is false when the database decides it as in sync mode (not flash, an order
-// the gate does not know, a sync-mode order).
+// is false when the database decides it as in sync mode (not flash, a
+// sync-mode order).
 func (s *Service) confirmKafka(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
 	v, ok, err := s.kafkaVoucher(ctx, code)
 	if !ok {
@@ -345,7 +396,7 @@ func (s *Service) confirmKafka(ctx context.Context, code, orderID string) (res R
 	if err != nil {
 		return Reservation{}, true, unavailable(err)
 	}
-	if done, err := s.undecided(v, decision, o); done {
+	if done, err := s.undecided(v, orderID, decision, o); done {
 		return Reservation{}, err != nil, err
 	}
 	switch decision {
@@ -360,8 +411,8 @@ func (s *Service) confirmKafka(ctx context.Context, code, orderID string) (res R
 	return Reservation{}, true, Errorf(Unavailable, "the gate gave no answer; retry")
 }
 
-// releaseKafka decides a release of a flash reservation at the gate; decided
-// is false when the database decides it as in sync mode.
+// releaseKafka decides a release of a flash reservation at the gate; see
+// confirmKafka.
 func (s *Service) releaseKafka(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
 	v, ok, err := s.kafkaVoucher(ctx, code)
 	if !ok {
@@ -371,7 +422,7 @@ func (s *Service) releaseKafka(ctx context.Context, code, orderID string) (res R
 	if err != nil {
 		return Reservation{}, true, unavailable(err)
 	}
-	if done, err := s.undecided(v, decision, o); done {
+	if done, err := s.undecided(v, orderID, decision, o); done {
 		return Reservation{}, err != nil, err
 	}
 	switch decision {
@@ -403,20 +454,23 @@ func (s *Service) kafkaVoucher(ctx context.Context, code string) (Voucher, bool,
 // undecided handles the decisions that leave the call to the database or
 // refuse it: done is true when the caller stops, with err (nil err: the
 // database decides).
-func (s *Service) undecided(v Voucher, decision GateDecision, o GateOrder) (done bool, err error) {
+func (s *Service) undecided(v Voucher, orderID string, decision GateDecision, o GateOrder) (done bool, err error) {
 	switch decision {
-	case DecisionUnknown, DecisionLegacy:
+	case DecisionLegacy:
 		return true, nil
+	case DecisionUnknown:
+		// A gate in kafka mode holds every order of its voucher, released
+		// ones too (load.lua, GateSnapshotAll): one it does not know has no
+		// reservation.
+		return true, Errorf(NotFound, "no reservation for order %s on voucher %s", orderID, v.Code)
+	case DecisionPending:
+		return true, Errorf(Unavailable, "the reservation for order %s is being decided; retry", orderID)
 	case DecisionPaused:
 		return true, Errorf(Unavailable, "voucher %s is being rebuilt; retry", v.Code)
-	case DecisionNotLoaded:
-		if time.Now().After(v.EndsAt) {
-			return true, nil // the sale is over and its gate gone: only the database knows
-		}
-		// The gate lost its data: its decisions in flight reach the database
-		// before it is loaded again (warmGateKafka); until then the database
-		// alone could contradict them.
-		s.recoverGate(v.Code)
+	case DecisionNotLoaded, DecisionStale:
+		// Its decisions in flight reach the database before it is loaded
+		// again (the consumer reloads it at the recovery marker).
+		s.requestRecovery(v.Code)
 		return true, Errorf(Unavailable, "voucher %s is being recovered; retry", v.Code)
 	}
 	if o.CreatedAt.IsZero() {
@@ -425,23 +479,11 @@ func (s *Service) undecided(v Voucher, decision GateDecision, o GateOrder) (done
 	return false, nil
 }
 
-// recordDecision answers a decision of the gate and makes sure its event is
-// published: from the database row once it shows the decision, else after
-// publishing the event (again: a retry after a failed publish, or a decision
-// whose event is still in flight; applying it twice changes nothing).
+// recordDecision publishes a decision of the gate and answers it once the
+// broker acknowledged it (again, for a retry: applying it twice changes
+// nothing). The gate's record is the answer; no database read.
 func (s *Service) recordDecision(ctx context.Context, v Voucher, o GateOrder, kind EventKind, status Status) (Reservation, error) {
-	res := Reservation{
-		OrderID: o.OrderID, VoucherCode: v.Code, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
-		DiscountAmount: v.DiscountAmount, Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
-	}
-	if row, err := s.store.Reservation(ctx, o.OrderID); err == nil && row.VoucherCode == v.Code {
-		if row.Status == status || (status == StatusReserved && row.Status == StatusConfirmed) {
-			return row, nil
-		}
-		// The database trails the gate: its discount and times, the gate's status.
-		row.Status = status
-		res = row
-	}
+	res := s.reservationOf(v, o, status)
 	if err := s.publish(ctx, NewEvent(kind, res, time.Now())); err != nil {
 		// The gate has decided; the event did not (surely) get through. A
 		// retry publishes it again; the expiry sweep does for a confirm.
@@ -462,7 +504,7 @@ func (s *Service) publish(ctx context.Context, ev Event) error {
 // claim left behind only makes a reuse of the orderId on another voucher
 // ORDER_CONFLICT, which the contract allows for an orderId once reserved.
 func (s *Service) unclaim(ctx context.Context, orderID, code string) {
-	if err := s.gate.UnclaimOrder(ctx, orderID, code); err != nil {
+	if err := s.gate.UnclaimOrder(context.WithoutCancel(ctx), orderID, code); err != nil {
 		s.logger.WarnContext(ctx, "order claim not dropped", "code", code, "order", orderID, "err", err)
 	}
 }
@@ -481,7 +523,20 @@ func (s *Service) claimedElsewhere(ctx context.Context, r ReserveRequest) error 
 	return nil
 }
 
-// forget gives back the use of an order whose event was surely not written.
+// claimOrdinary records, in kafka mode, the claim of an order reserved on an
+// ordinary voucher, so a flash voucher's gate (which does not read the
+// database) refuses the orderId with ORDER_CONFLICT. Best effort: while
+// Redis is down no flash reserve is admitted either.
+func (s *Service) claimOrdinary(ctx context.Context, r ReserveRequest) {
+	if s.kafka == nil || s.gate == nil {
+		return
+	}
+	if _, err := s.gate.ClaimOrder(ctx, r.OrderID, r.Code); err != nil {
+		s.logger.WarnContext(ctx, "order claim of an ordinary voucher not recorded", "code", r.Code, "order", r.OrderID, "err", err)
+	}
+}
+
+// forget gives back the use of a sync-mode order the database refused.
 func (s *Service) forget(ctx context.Context, code, orderID string) {
 	if _, err := s.gate.Forget(ctx, code, orderID); err != nil {
 		s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", code, "order", orderID, "err", err)
@@ -490,11 +545,36 @@ func (s *Service) forget(ctx context.Context, code, orderID string) {
 
 // ApplyEvent writes one event of the Kafka write path to the database (the
 // consumer calls it), then lets the gate give back a use the database has
-// released. Errors: *EventRefusedError when the database refuses the event;
-// anything else is transient (apply it again).
+// released. A reserved event is written only if the gate says it stands
+// (apply_check.lua); a recovery marker reloads the voucher's gate.
+// Errors: *EventRefusedError when the database refuses the event; anything
+// else is transient (apply it again).
 func (s *Service) ApplyEvent(ctx context.Context, ev Event) error {
 	if s.kafka == nil {
 		return errors.New("voucher: the Kafka write path is not configured")
+	}
+	switch ev.Kind {
+	case EventRecover:
+		return s.recoverAtMarker(ctx, ev)
+	case EventReserved:
+		if s.gate != nil {
+			verdicts, err := s.gate.ApplyCheck(ctx, ev.Code, []Event{ev})
+			if err != nil {
+				return err
+			}
+			switch verdicts[0] {
+			case ApplySkip:
+				// Its admission was voided or adopted: never answered as a
+				// success, nothing to write.
+				s.logger.InfoContext(ctx, "reserved event skipped: the gate voided or re-issued its admission", "code", ev.Code, "order", ev.OrderID)
+				return nil
+			case ApplyUnchecked:
+				s.requestRecovery(ev.Code)
+			}
+		}
+		if err := s.fault(ctx, StepApply, ev.OrderID); err != nil {
+			return err
+		}
 	}
 	s.obs.DatabaseWrite(writeOp(ev.Kind))
 	status, err := s.kafka.Store.ApplyEvent(ctx, ev)
@@ -512,16 +592,51 @@ func (s *Service) ApplyEvent(ctx context.Context, ev Event) error {
 
 // ApplyReservedBatch applies reserved events of one voucher in one
 // transaction (the consumer's batch); see EventStore.ApplyReservedBatch.
-// Reserved events need nothing of the gate, which decided them.
+// The gate is asked first which of them stand; a skipped one counts as
+// applied (there is nothing to write).
 func (s *Service) ApplyReservedBatch(ctx context.Context, evs []Event) ([]bool, error) {
 	if s.kafka == nil {
 		return nil, errors.New("voucher: the Kafka write path is not configured")
 	}
-	applied, err := s.kafka.Store.ApplyReservedBatch(ctx, evs)
+	applied := make([]bool, len(evs))
+	standing, at := evs, []int(nil)
+	if s.gate != nil && len(evs) > 0 {
+		verdicts, err := s.gate.ApplyCheck(ctx, evs[0].Code, evs)
+		if err != nil {
+			return nil, err
+		}
+		standing = nil
+		for i, v := range verdicts {
+			switch v {
+			case ApplySkip:
+				applied[i] = true
+				s.logger.InfoContext(ctx, "reserved event skipped: the gate voided or re-issued its admission", "code", evs[i].Code, "order", evs[i].OrderID)
+				continue
+			case ApplyUnchecked:
+				if i == 0 {
+					s.requestRecovery(evs[0].Code)
+				}
+			}
+			standing = append(standing, evs[i])
+			at = append(at, i)
+		}
+	} else {
+		for i := range evs {
+			at = append(at, i)
+		}
+	}
+	if len(standing) == 0 {
+		return applied, nil
+	}
+	if err := s.fault(ctx, StepApply, standing[0].OrderID); err != nil {
+		return nil, err
+	}
+	written, err := s.kafka.Store.ApplyReservedBatch(ctx, standing)
 	if err != nil {
 		return nil, err
 	}
-	for _, ok := range applied {
+	for j, ok := range written {
+		applied[at[j]] = ok
 		if ok {
 			s.obs.DatabaseWrite("reserve")
 		}
@@ -540,12 +655,24 @@ func writeOp(k EventKind) string {
 	return "release"
 }
 
-// SaveDeadLetter keeps an event the consumer could not apply.
+// SaveDeadLetter keeps an event the consumer could not apply. A refused
+// reserved event marks its admission lost at the gate: its use stays taken
+// (the gate was too high if the database refused it), so neither a retry nor
+// reconciliation hands that use out again, and reconciliation keeps alerting.
 func (s *Service) SaveDeadLetter(ctx context.Context, dl DeadLetter) error {
 	if s.kafka == nil {
 		return errors.New("voucher: the Kafka write path is not configured")
 	}
-	return s.kafka.Store.SaveDeadLetter(ctx, dl)
+	if err := s.kafka.Store.SaveDeadLetter(ctx, dl); err != nil {
+		return err
+	}
+	if ev := dl.Event; ev != nil && ev.Kind == EventReserved && s.gate != nil {
+		o := GateOrder{OrderID: ev.OrderID, CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, CreatedAt: ev.CreatedAt, ExpiresAt: ev.ExpiresAt}
+		if _, _, err := s.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch); err != nil {
+			s.logger.ErrorContext(ctx, "dead-lettered admission not marked lost at the gate", "code", ev.Code, "order", ev.OrderID, "err", err)
+		}
+	}
+	return nil
 }
 
 // DeadLetters lists the latest events the database refused, newest first;
@@ -563,7 +690,9 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, err
 // expireDueKafka is ExpireDue for the Kafka write path: for a flash voucher
 // the gate decides first, so an order confirmed at the gate (its event still
 // on its way) is never expired, and a confirm racing the sweep either
-// confirms or is refused, never both.
+// confirms or is refused, never both. The gate outlives every reservation
+// of its voucher (ExpireAt is past endsAt + the TTL), so it decides after
+// the sale too.
 func (s *Service) expireDueKafka(ctx context.Context, limit int) (int, error) {
 	due, err := s.kafka.Store.DueReservations(ctx, limit)
 	if err != nil {
@@ -579,13 +708,14 @@ func (s *Service) expireDueKafka(ctx context.Context, limit int) (int, error) {
 				continue
 			}
 			switch decision {
-			case DecisionPaused, DecisionNotDue:
+			case DecisionPaused, DecisionNotDue, DecisionPending:
 				continue
-			case DecisionNotLoaded:
-				if v, err := s.meta.get(ctx, d.VoucherCode, s.store.Voucher); err != nil || !time.Now().After(v.EndsAt) {
-					s.recoverGate(d.VoucherCode)
-					continue // after the recovery, which applies the decisions in flight first
+			case DecisionNotLoaded, DecisionStale:
+				if s.gateOutlived(ctx, d.VoucherCode) {
+					break // the gate is gone for good: only the database knows
 				}
+				s.requestRecovery(d.VoucherCode)
+				continue // after the recovery, which applies the decisions in flight first
 			case DecisionConfirmed:
 				if !o.CreatedAt.IsZero() {
 					// Confirmed at the gate; its event is late or was not
@@ -598,6 +728,9 @@ func (s *Service) expireDueKafka(ctx context.Context, limit int) (int, error) {
 			}
 			// RELEASED_NOW, RELEASED (its event late or lost), UNKNOWN,
 			// LEGACY: the database releases the row.
+		}
+		if err := s.fault(ctx, StepSweep, d.OrderID); err != nil {
+			return n, err
 		}
 		res, expired, err := s.kafka.Store.ExpireReservation(ctx, d.OrderID)
 		if err != nil {
@@ -615,49 +748,39 @@ func (s *Service) expireDueKafka(ctx context.Context, limit int) (int, error) {
 	return n, nil
 }
 
-// warmGatesKafka loads the gates of vouchers whose gate holds nothing. A
-// gate that lost its data (a Redis restart without persistence) may have
-// admitted, confirmed or released orders whose events have not reached the
-// database yet; a snapshot of the database taken now would lack them, and
-// loading it would let the gate sell a use twice. So, for vouchers whose sale
-// has started, it first waits out the publishes in flight (the publish
-// timeout) and the consumer (Settle), once for all of them. Reserves of such
-// a voucher answer UNAVAILABLE meanwhile.
+// gateOutlived reports whether a voucher's gate has expired for good (past
+// its ExpireAt): its reservations' decisions are all the database's then.
+func (s *Service) gateOutlived(ctx context.Context, code string) bool {
+	v, err := s.meta.get(ctx, code, s.store.Voucher)
+	return err == nil && time.Now().After(gateExpireAt(v, s.ttl))
+}
+
+// gateExpireAt is when a voucher's gate may go: a week past the end of its
+// window and the last reservation's TTL, so it decides every confirm,
+// release and expiry of its reservations.
+func gateExpireAt(v Voucher, ttl time.Duration) time.Time {
+	return v.EndsAt.Add(ttl + 7*24*time.Hour)
+}
+
+// warmGatesKafka asks the consumer to load every voucher whose gate is not
+// healthy (not loaded, or on another Redis server than it was loaded on, or
+// marked as having lost data). The load happens at a recovery marker in the
+// voucher's partition, after every event published before it, so the
+// snapshot it loads holds every decision the old gate answered; admissions
+// still on their way are settled against the new gate (apply_check.lua).
 func (s *Service) warmGatesKafka(ctx context.Context, vouchers []Voucher) error {
 	if s.gate == nil {
 		return nil
 	}
-	var missing []Voucher
-	wait := false
-	now := time.Now()
 	for _, v := range vouchers {
-		_, loaded, err := s.gate.Remaining(ctx, v.Code)
+		ok, err := s.gate.Healthy(ctx, v.Code)
 		if err != nil {
 			return unavailable(err)
 		}
-		if !loaded {
-			missing = append(missing, v)
-			wait = wait || !now.Before(v.StartsAt)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	if wait {
-		select {
-		case <-time.After(s.kafka.publishTimeout() + time.Second):
-		case <-ctx.Done():
-			return unavailable(ctx.Err())
-		}
-		if s.pending != nil {
-			if err := s.pending.Settle(ctx); err != nil {
+		if !ok {
+			if err := s.publishRecovery(ctx, v.Code, false, ""); err != nil {
 				return unavailable(err)
 			}
-		}
-	}
-	for _, v := range missing {
-		if err := s.loadGate(ctx, v.Code); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -675,39 +798,112 @@ func (s *Service) warmGateKafka(ctx context.Context, code string) error {
 	return s.warmGatesKafka(ctx, []Voucher{v})
 }
 
-// recoverGate warms a voucher's gate in the background, once at a time per
-// voucher in this process, so requests answer UNAVAILABLE at once instead of
-// waiting out the recovery.
-func (s *Service) recoverGate(code string) {
+// requestRecovery publishes a recovery marker for a voucher in the
+// background, at most once a second per voucher in this process, so
+// requests answer UNAVAILABLE at once instead of waiting for it.
+func (s *Service) requestRecovery(code string) {
 	k := s.kafka
 	k.mu.Lock()
-	if k.recovering[code] {
+	if time.Since(k.recovering[code]) < time.Second {
 		k.mu.Unlock()
 		return
 	}
-	k.recovering[code] = true
+	k.recovering[code] = time.Now()
 	k.mu.Unlock()
 	go func() {
-		defer func() {
-			k.mu.Lock()
-			delete(k.recovering, code)
-			k.mu.Unlock()
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*k.publishTimeout())
 		defer cancel()
-		if err := s.WarmGate(ctx, code); err != nil {
-			s.logger.WarnContext(ctx, "gate recovery failed; the next request tries again", "code", code, "err", err)
+		if err := s.publishRecovery(ctx, code, false, ""); err != nil {
+			s.logger.WarnContext(ctx, "recovery marker not published; the next request asks again", "code", code, "err", err)
 		}
 	}()
 }
 
-// gateSnapshot reads what a voucher's gate must hold from the database. In
-// sync mode orders go to the gate without state or times, as reserve.lua
-// writes them there, so an instance in kafka mode leaves them to the
-// database (LEGACY) rather than trusting states the gate did not track.
+// publishRecovery publishes a recovery marker: the consumer reloads the
+// voucher's gate when it reaches it (rebuild: over whatever it holds, with
+// the given epoch; else only if the gate is not healthy).
+func (s *Service) publishRecovery(ctx context.Context, code string, rebuild bool, epoch string) error {
+	id, err := newEpoch()
+	if err != nil {
+		return err
+	}
+	return s.publish(ctx, Event{ID: "recover:" + code + ":" + id, Kind: EventRecover, Code: code, Rebuild: rebuild, Epoch: epoch, DecidedAt: time.Now()})
+}
+
+// recoverAtMarker reloads a voucher's gate from the database at a recovery
+// marker. Every event before the marker in the voucher's partition has been
+// applied (unchecked, if the gate could not judge it), so the snapshot holds
+// every decision the old gate answered.
+func (s *Service) recoverAtMarker(ctx context.Context, ev Event) error {
+	if s.gate == nil {
+		return nil
+	}
+	if !ev.Rebuild {
+		ok, err := s.gate.Healthy(ctx, ev.Code)
+		if err != nil || ok {
+			return err
+		}
+	}
+	v, err := s.store.Voucher(ctx, ev.Code)
+	if ErrorCodeOf(err) == NotFound || (err == nil && !v.Flash) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	mode, epoch := "recover", ev.Epoch
+	if ev.Rebuild {
+		mode = "replace"
+	}
+	installed, err := s.loadKafkaGate(ctx, v, mode, epoch)
+	if err != nil {
+		return err
+	}
+	if installed {
+		s.logger.InfoContext(ctx, "gate reloaded from the database at a recovery marker", "code", ev.Code, "rebuild", ev.Rebuild)
+	}
+	return nil
+}
+
+// loadKafkaGate reads a voucher's snapshot, every order with its state and
+// times, and installs it with the voucher's terms (mode as Gate.Recover).
+func (s *Service) loadKafkaGate(ctx context.Context, v Voucher, mode, epoch string) (bool, error) {
+	snap, err := s.kafka.Store.GateSnapshotAll(ctx, v.Code)
+	if err != nil {
+		return false, err
+	}
+	snap.ExpireAt = gateExpireAt(v, s.ttl)
+	if epoch == "" {
+		if epoch, err = newEpoch(); err != nil {
+			return false, err
+		}
+	}
+	terms := GateTerms{
+		Epoch: epoch, StartsAt: v.StartsAt, EndsAt: v.EndsAt, DatabaseNow: snap.TakenAt,
+		MinOrderAmount: v.MinOrderAmount, TTL: s.ttl, Lease: s.kafka.lease(),
+	}
+	installed, err := s.gate.Recover(ctx, snap, terms, mode)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return installed, nil
+}
+
+// newEpoch is a fresh random id for a gate load or a marker.
+func newEpoch() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// gateSnapshot reads what a voucher's gate must hold from the database, in
+// sync mode: orders go to the gate without state or times, as reserve.lua
+// writes them there.
 func (s *Service) gateSnapshot(ctx context.Context, code string) (GateSnapshot, error) {
 	snap, err := s.store.GateSnapshot(ctx, code)
-	if err != nil || s.kafka != nil {
+	if err != nil {
 		return snap, err
 	}
 	for i := range snap.Orders {
@@ -717,7 +913,42 @@ func (s *Service) gateSnapshot(ctx context.Context, code string) (GateSnapshot, 
 	return snap, nil
 }
 
+// FaultStep names a step of a kafka-mode request or of the consumer, where a
+// test can stop it (KafkaPath.Faults).
+type FaultStep string
+
+// The steps.
+const (
+	StepAdmitted  FaultStep = "admitted"  // the gate admitted; nothing claimed or published yet
+	StepClaimed   FaultStep = "claimed"   // the orderId is claimed; the event not yet published
+	StepPublished FaultStep = "published" // the broker acknowledged; the admission not yet settled
+	StepApply     FaultStep = "apply"     // the consumer checked the gate; the database not yet written
+	StepSweep     FaultStep = "sweep"     // the expiry sweep decided at the gate; the row not yet released
+)
+
+// fault runs the test's hook at a step; nil in production (one comparison).
+func (s *Service) fault(ctx context.Context, step FaultStep, orderID string) error {
+	if s.kafka == nil || s.kafka.Faults == nil {
+		return nil
+	}
+	return s.kafka.Faults(ctx, step, orderID)
+}
+
 // The gate calls of the Kafka write path, timed like the others.
+
+func (g observedGate) Admit(ctx context.Context, code string, r ReserveRequest) (Admission, error) {
+	start := time.Now()
+	a, err := g.Gate.Admit(ctx, code, r)
+	g.obs.GateCall("admit", err, time.Since(start))
+	return a, err
+}
+
+func (g observedGate) Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string) (SettleAnswer, GateOrder, error) {
+	start := time.Now()
+	a, after, err := g.Gate.Settle(ctx, code, op, o, epoch)
+	g.obs.GateCall("settle-"+string(op), err, time.Since(start))
+	return a, after, err
+}
 
 func (g observedGate) ReserveTimed(ctx context.Context, code string, perUserLimit int, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error) {
 	start := time.Now()

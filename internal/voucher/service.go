@@ -233,6 +233,9 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 		}
 		s.obs.DatabaseWrite("reserve")
 		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
+		if err == nil {
+			s.claimOrdinary(ctx, r)
+		}
 		return res, err
 	}()
 	s.obs.ReserveDone(path, ErrorCodeOf(err), time.Since(start))
@@ -330,6 +333,12 @@ func (c *metadataCache) get(ctx context.Context, code string, load func(context.
 		defer cancel()
 		v, err := load(ctx, code)
 		if err != nil {
+			// A voucher's terms do not change once created: while the
+			// database does not answer, the last ones read still hold, so
+			// the flash path in kafka mode goes on without it.
+			if ok && ErrorCodeOf(err) != NotFound {
+				return e.v, nil
+			}
 			return Voucher{}, err
 		}
 		c.mu.Lock()

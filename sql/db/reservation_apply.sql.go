@@ -195,6 +195,50 @@ func (q *Queries) ReservationApplyGetForUpdate(ctx context.Context, orderID stri
 	return i, err
 }
 
+const reservationApplyListAll = `-- name: ReservationApplyListAll :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1
+`
+
+type ReservationApplyListAllRow struct {
+	OrderID     string
+	CustomerID  int64
+	OrderAmount int64
+	Status      string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// ReservationApplyListAll lists every order of a voucher, released ones
+// too, with their states and times: a gate in kafka mode answers retries,
+// confirms and releases of all of them without reading the database.
+func (q *Queries) ReservationApplyListAll(ctx context.Context, voucherCode string) ([]ReservationApplyListAllRow, error) {
+	rows, err := q.db.Query(ctx, reservationApplyListAll, voucherCode)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReservationApplyListAllRow
+	for rows.Next() {
+		var i ReservationApplyListAllRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const reservationApplyListDue = `-- name: ReservationApplyListDue :many
 SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, v.flash
 FROM voucher_redemption

@@ -10,6 +10,20 @@ import (
 	"time"
 )
 
+const voucherClock = `-- name: VoucherClock :one
+SELECT now()::timestamptz AS now
+`
+
+// VoucherClock reads the database's clock (the transaction's start): a gate
+// in kafka mode decides the window on its own clock shifted by the offset
+// between the two, measured at each load.
+func (q *Queries) VoucherClock(ctx context.Context) (time.Time, error) {
+	row := q.db.QueryRow(ctx, voucherClock)
+	var now time.Time
+	err := row.Scan(&now)
+	return now, err
+}
+
 const voucherGetByCode = `-- name: VoucherGetByCode :one
 SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher WHERE code = $1
 `

@@ -87,3 +87,10 @@ SET used_count = vc.used_count + excluded.used_count;
 UPDATE voucher
 SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer
 WHERE code = sqlc.arg(code);
+
+-- ReservationApplyListAll lists every order of a voucher, released ones
+-- too, with their states and times: a gate in kafka mode answers retries,
+-- confirms and releases of all of them without reading the database.
+-- name: ReservationApplyListAll :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1;

@@ -46,3 +46,9 @@ WHERE code = $1;
 -- name: VoucherGetForReserve :one
 SELECT sqlc.embed(voucher), now()::timestamptz AS db_now
 FROM voucher WHERE code = $1;
+
+-- VoucherClock reads the database's clock (the transaction's start): a gate
+-- in kafka mode decides the window on its own clock shifted by the offset
+-- between the two, measured at each load.
+-- name: VoucherClock :one
+SELECT now()::timestamptz AS now;

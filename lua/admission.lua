@@ -1,0 +1,99 @@
+-- admission.lua: settle a pending admission (kafka mode), compare-and-set on
+-- its token (its createdAt), so only the admission it names is touched.
+--
+-- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
+-- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta (admit.lua)
+-- ARGV[1] op:
+--   'finalize' the owner's event was acknowledged: pending -> live, and the
+--              owner may answer success. Racing the consumer, which turns
+--              pending into live too (apply_check.lua), either wins.
+--   'forget'   the owner's publish surely failed: pending -> void, its use
+--              given back. Refused once the consumer applied it (live).
+--   'void'     reconciliation: as 'forget', only past the admission's lease
+--              (the owner died or never learnt its publish's outcome); a
+--              late event of it is then skipped by the consumer.
+--   'lose'     the database refused the applied event (dead letter): the
+--              order is marked lost and its use stays taken, so neither a
+--              retry nor reconciliation hands that use out again.
+-- ARGV[2] orderId, ARGV[3] token (createdAt, Unix ms), ARGV[4] the epoch the
+-- admission was made in, ARGV[5] "customerId:amount"
+--
+-- Returns {answer, the order's value after the call ('' if none)}:
+--   OK     done (for finalize: the order is live, or further along)
+--   FAIL   not this admission's to settle: another token holds the order, it
+--          is void or lost, or the gate was reloaded (another epoch) without it
+--   STALE  the gate may have lost data (not loaded, another Redis server, or
+--          the order missing in its own epoch): nothing changed
+
+local stock = redis.call('GET', KEYS[1])
+if not stock then
+  return {'STALE', ''}
+end
+local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'lease')
+local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if m[2] ~= server then
+  return {'STALE', ''}
+end
+local op, token = ARGV[1], ARGV[3]
+local known = redis.call('HGET', KEYS[3], ARGV[2])
+if not known then
+  if m[1] == ARGV[4] then
+    -- A void order keeps a tombstone, so in its own epoch a missing order
+    -- means the gate lost it: marked stale, it is rebuilt (load.lua).
+    redis.call('HSET', KEYS[4], 'server', 'lost-data')
+    return {'STALE', ''}
+  end
+  if op == 'finalize' then
+    -- Reloaded since the admission, without it: a tombstone makes the
+    -- consumer skip its event, so it is neither answered nor applied.
+    local tomb = ARGV[5] .. ':void:' .. token .. ':' .. token
+    redis.call('HSET', KEYS[3], ARGV[2], tomb)
+    return {'FAIL', tomb}
+  end
+  return {'FAIL', ''}
+end
+local f = {}
+for part in string.gmatch(known, '[^:]+') do
+  f[#f + 1] = part
+end
+local state = f[3]
+if f[4] ~= token or f[1] .. ':' .. f[2] ~= ARGV[5] then
+  return {'FAIL', known}
+end
+local function with(s)
+  return f[1] .. ':' .. f[2] .. ':' .. s .. ':' .. f[4] .. ':' .. f[5]
+end
+
+if op == 'finalize' then
+  if state == 'pending' then
+    redis.call('HSET', KEYS[3], ARGV[2], with('live'))
+    return {'OK', with('live')}
+  elseif state == 'void' or state == 'lost' then
+    return {'FAIL', known}
+  end
+  return {'OK', known}
+elseif op == 'lose' then
+  if state == 'void' then
+    return {'FAIL', known}
+  end
+  redis.call('HSET', KEYS[3], ARGV[2], with('lost'))
+  return {'OK', with('lost')}
+end
+
+-- forget, void
+if state ~= 'pending' or m[1] ~= ARGV[4] then
+  return {'FAIL', known}
+end
+if op == 'void' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now - tonumber(f[4]) < tonumber(m[3]) then
+    return {'FAIL', known}
+  end
+end
+redis.call('HSET', KEYS[3], ARGV[2], with('void'))
+redis.call('INCR', KEYS[1])
+if redis.call('HINCRBY', KEYS[2], f[1], -1) <= 0 then
+  redis.call('HDEL', KEYS[2], f[1])
+end
+return {'OK', with('void')}

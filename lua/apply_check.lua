@@ -1,0 +1,87 @@
+-- apply_check.lua: before the consumer writes reserved events of one flash
+-- voucher to the database (kafka mode), ask the gate which of them stand.
+--
+-- An event stands when the gate holds its admission (same order, same token)
+-- as pending (now live: the consumer, not the owner, settled it) or live or
+-- further along. It is skipped when the gate holds the order under another
+-- token (a retry adopted it), void (its owner or reconciliation gave its use
+-- back: it was never answered as a success) or lost. An event of an earlier
+-- epoch whose order the reloaded gate does not hold takes a use of the new
+-- gate if one is left (re-admitted, live), else is voided here: its owner's
+-- finalize (admission.lua) then fails, so it is never answered either.
+--
+-- When the gate is not loaded, or another Redis server holds it, or an
+-- order of its own epoch is missing (it lost data), the gate cannot judge:
+-- the answer is UNCHECKED for every event, the consumer applies them as
+-- they are, and the gate is marked stale so it is rebuilt from the
+-- database once these events are in it (the consumer reloads it when it
+-- reaches the recovery marker, in the same partition, after them).
+--
+-- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
+-- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta
+-- ARGV[1] n, then n times: orderId, customerId, orderAmount, createdAt,
+-- expiresAt, epoch
+--
+-- Returns n answers: APPLY, SKIP, or UNCHECKED (then all are).
+
+local n = tonumber(ARGV[1])
+local function all(answer)
+  local out = {}
+  for i = 1, n do
+    out[i] = answer
+  end
+  return out
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return all('UNCHECKED')
+end
+local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'perUserLimit')
+local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+if m[2] ~= server then
+  return all('UNCHECKED')
+end
+-- Missing orders of the gate's own epoch are looked for first: one makes the
+-- whole batch unchecked, before anything is written.
+for i = 0, n - 1 do
+  local b = 2 + 6 * i
+  if ARGV[b + 5] == m[1] and redis.call('HEXISTS', KEYS[3], ARGV[b]) == 0 then
+    redis.call('HSET', KEYS[4], 'server', 'lost-data')
+    return all('UNCHECKED')
+  end
+end
+
+local out = {}
+for i = 0, n - 1 do
+  local b = 2 + 6 * i
+  local id, who, token = ARGV[b], ARGV[b + 1] .. ':' .. ARGV[b + 2], ARGV[b + 3]
+  local known = redis.call('HGET', KEYS[3], id)
+  if known then
+    local f = {}
+    for part in string.gmatch(known, '[^:]+') do
+      f[#f + 1] = part
+    end
+    local state = f[3]
+    if f[4] ~= token or f[1] .. ':' .. f[2] ~= who or state == 'void' or state == 'lost' then
+      out[#out + 1] = 'SKIP'
+    else
+      if state == 'pending' then
+        redis.call('HSET', KEYS[3], id, f[1] .. ':' .. f[2] .. ':live:' .. f[4] .. ':' .. f[5])
+      end
+      out[#out + 1] = 'APPLY'
+    end
+  else
+    -- An admission of an earlier epoch the reload did not see.
+    local held = tonumber(redis.call('HGET', KEYS[2], ARGV[b + 1]) or '0')
+    local stock = tonumber(redis.call('GET', KEYS[1]))
+    if stock > 0 and held < tonumber(m[3]) then
+      redis.call('DECR', KEYS[1])
+      redis.call('HINCRBY', KEYS[2], ARGV[b + 1], 1)
+      redis.call('HSET', KEYS[3], id, who .. ':live:' .. token .. ':' .. ARGV[b + 4])
+      out[#out + 1] = 'APPLY'
+    else
+      redis.call('HSET', KEYS[3], id, who .. ':void:' .. token .. ':' .. ARGV[b + 4])
+      out[#out + 1] = 'SKIP'
+    end
+  end
+end
+return out
