@@ -282,6 +282,7 @@ type sale struct {
 
 	mu         sync.Mutex
 	orders     map[string]*order
+	held       []*order // answered RESERVED, nothing decided yet: confirmed or released later
 	counts     map[string]tally // phase/op -> outcome or status -> n
 	violations []string         // contract breaches seen in answers
 	broken     []string         // answers with a status never right
@@ -423,8 +424,9 @@ func (s *sale) retryBreach(o *order, a answer, out outcome) string {
 // requests were answered (a request without an answer does not count: the
 // server may be down) or ctx ends; wait waits for them. Each client reserves
 // a new order and, when told success, confirms it (45%) or releases it
-// (25%) or keeps it, and sometimes (30%) retries it identically, checking
-// the answer. A client refused, told UNAVAILABLE or given no answer backs
+// (25%) at once or holds it to decide later (a fifth of the clients' turns
+// decide a held order), and sometimes (30%) retries it identically,
+// checking the answer. A client refused, told UNAVAILABLE or given no answer backs
 // off a little, as a real one would (and the sold-out crowd stays small on
 // this small machine).
 func (s *sale) start(ctx context.Context, workers int, budget int64) (wait func()) {
@@ -449,6 +451,20 @@ func (s *sale) start(ctx context.Context, workers int, budget int64) (wait func(
 				return ctx.Err() == nil
 			}
 			for ctx.Err() == nil {
+				// Now and then a client decides an order it holds, later
+				// than right after its reserve (and across phases).
+				if rng.Float64() < 0.2 {
+					if o := s.takeHeld(); o != nil {
+						which := opConfirm
+						if rng.Float64() < 0.4 {
+							which = opRelease
+						}
+						if !step(s.decide(ctx, o, which)) {
+							return
+						}
+						continue
+					}
+				}
 				o := &order{ID: "o-" + randomHex(8), Customer: 1 + rng.Int64N(s.customers), Amount: 1000 + rng.Int64N(9000)}
 				s.mu.Lock()
 				s.orders[o.ID] = o
@@ -469,6 +485,8 @@ func (s *sale) start(ctx context.Context, workers int, budget int64) (wait func(
 					if !step(s.decide(ctx, o, opRelease)) {
 						return
 					}
+				default:
+					s.hold(o)
 				}
 				if rng.Float64() < 0.3 {
 					if !step(s.retry(ctx, o, "during the sale")) {
@@ -479,6 +497,65 @@ func (s *sale) start(ctx context.Context, workers int, budget int64) (wait func(
 		}()
 	}
 	return wg.Wait
+}
+
+// reserveAside reserves n orders of new customers one by one, before the
+// sale, each of which must succeed; the test decides them later (decideAll),
+// e.g. during an outage.
+func (s *sale) reserveAside(t testing.TB, n int) []*order {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*order
+	for i := range n {
+		// Customers above the sale's range: never ALREADY_USED.
+		o := &order{ID: "aside-" + randomHex(8), Customer: s.customers + 1 + int64(i), Amount: 5000}
+		s.mu.Lock()
+		s.orders[o.ID] = o
+		s.mu.Unlock()
+		if got := s.reserve(ctx, o); got != succeeded {
+			t.Fatalf("reserve %s before the sale: %s", o.ID, got)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// decideAll confirms the even and releases the odd orders, 8 at a time.
+func (s *sale) decideAll(ctx context.Context, orders []*order) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, o := range orders {
+		which := opConfirm
+		if i%2 == 1 {
+			which = opRelease
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			s.decide(ctx, o, which)
+		}()
+	}
+	wg.Wait()
+}
+
+func (s *sale) hold(o *order) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = append(s.held, o)
+}
+
+func (s *sale) takeHeld() *order {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held) == 0 {
+		return nil
+	}
+	o := s.held[0]
+	s.held = s.held[1:]
+	return o
 }
 
 // waitAnswered waits until n more requests than mark were answered (at most

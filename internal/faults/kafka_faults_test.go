@@ -88,6 +88,8 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 
 			s := newSale(srv.URL, code, saleCustomers)
 			s.setPhase("postgres up")
+			// Reserved now, confirmed or released while PostgreSQL is down.
+			aside := s.reserveAside(t, 20)
 			wait := s.start(ctx, saleClients, 1<<30) // until cancelled
 			t.Cleanup(func() { cancel(); wait() })
 			mark := s.waitAnswered(t, 0, 200, 30*time.Second)
@@ -96,6 +98,7 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 			pg.Stop(t)
 			stopped := time.Now()
 			s.setPhase("postgres down")
+			s.decideAll(ctx, aside)
 			// At least 10 s and 400 answers of the outage, at most 30 s.
 			s.waitAnswered(t, mark, 400, 30*time.Second)
 			if rest := 10*time.Second - time.Since(stopped); rest > 0 {
@@ -125,8 +128,10 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 					t.Errorf("kafka mode with PostgreSQL down: UNAVAILABLE reserves %d, confirms %d, releases %d, retries %d, no answer %d; want none (Postgres off the request path)",
 						unavail[opReserve], unavail[opConfirm], unavail[opRelease], unavail[opRetry], noAnswer)
 				}
-				if s.phaseCount(down, opReserve, "success") == 0 {
-					t.Errorf("kafka mode with PostgreSQL down: no reserve succeeded")
+				for _, o := range []op{opReserve, opConfirm, opRelease} {
+					if s.phaseCount(down, o, "success") == 0 {
+						t.Errorf("kafka mode with PostgreSQL down: no %s succeeded", o)
+					}
 				}
 				took := waitApplied(t, broker.Addr, 30*time.Second)
 				t.Logf("the consumer applied every event %s after the load", took.Round(100*time.Millisecond))
@@ -134,8 +139,10 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 				if succeeded > 0 {
 					t.Errorf("sync mode with PostgreSQL down: %d successes; the database is not there to write them", succeeded)
 				}
-				if unavail[opReserve] == 0 {
-					t.Errorf("sync mode with PostgreSQL down: no reserve answered UNAVAILABLE")
+				for _, o := range []op{opReserve, opConfirm, opRelease} {
+					if unavail[o] == 0 {
+						t.Errorf("sync mode with PostgreSQL down: no %s answered UNAVAILABLE", o)
+					}
 				}
 			}
 			db := openDB(t, pg.URL)
