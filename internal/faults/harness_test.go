@@ -282,7 +282,7 @@ type sale struct {
 
 	mu         sync.Mutex
 	orders     map[string]*order
-	held       []*order // answered RESERVED, nothing decided yet: confirmed or released later
+	held       []*order         // answered RESERVED, nothing decided yet: confirmed or released later
 	counts     map[string]tally // phase/op -> outcome or status -> n
 	violations []string         // contract breaches seen in answers
 	broken     []string         // answers with a status never right
