@@ -25,13 +25,14 @@ GENERATED_SUMS := { find sql/db graph web -type f \
 
 CONTRACT_CHECK := ../shared/tools/contract-check
 
-.PHONY: help setup migrate run build generate verify test bench
+.PHONY: help setup migrate run broker build generate verify test bench
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
 	@echo "make test      set up (with Chromium), verify, go test -race ./..."
 	@echo "make setup     scripts/setup.sh: install and start what is missing"
 	@echo "make migrate   apply the database migrations to DATABASE_URL"
+	@echo "make broker    a development Kafka broker on 127.0.0.1:9092 that outlives a crash of serve"
 	@echo "make generate  sqlc, gqlgen and templ code generation"
 	@echo "make verify    fail on stale generated code, gofmt, go vet, the GraphQL contract"
 	@echo "make build     bin/voucherd"
@@ -46,6 +47,12 @@ migrate:
 # serve applies the migrations itself before it listens.
 run: setup
 	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/voucherd serve
+
+# A development Kafka-protocol broker in its own process, for
+# KAFKA_BROKERS=127.0.0.1:9092 FLASH_WRITE_PATH=kafka make run: its events
+# outlive a crash of the server (the in-process broker's die with it).
+broker:
+	go run ./cmd/voucherd broker
 
 build:
 	go build -o bin/voucherd ./cmd/voucherd

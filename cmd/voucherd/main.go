@@ -1,5 +1,7 @@
 // Command voucherd is the voucher service: `voucherd serve` (the default)
-// runs it, `voucherd migrate` applies the database migrations.
+// runs it, `voucherd migrate` applies the database migrations, `voucherd user
+// add` creates a dashboard user and `voucherd broker` runs a development
+// Kafka-protocol broker that outlives a crash of serve (`voucherd help`).
 package main
 
 import (

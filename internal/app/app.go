@@ -28,7 +28,8 @@ import (
 	"voucherd/server"
 )
 
-// Run runs the voucherd command: `serve` (the default) or `migrate`.
+// Run runs the voucherd command: `serve` (the default), `migrate`, `user add`
+// or `broker` (a development Kafka-protocol broker).
 // It returns when ctx is cancelled (after a graceful shutdown) or on error.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cmd := "serve"
@@ -48,12 +49,22 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, cfg, logger)
 	case "user":
 		return userCommand(ctx, cfg, logger, args, stdout)
+	case "broker":
+		return runBroker(ctx, getenv, logger, stdout)
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: voucherd [serve|migrate|user add]")
+		fmt.Fprintln(stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
+	return fmt.Errorf("unknown command %q (want serve, migrate, user or broker)", cmd)
 }
+
+const usage = `usage: voucherd [serve|migrate|user add|broker]
+  serve    run the service (the default)
+  migrate  apply the database migrations to DATABASE_URL
+  user add create a dashboard user
+  broker   a development Kafka-protocol broker (kfake) on BROKER_ADDR
+           (default 127.0.0.1:9092) that outlives a crash of serve:
+           KAFKA_BROKERS=127.0.0.1:9092 FLASH_WRITE_PATH=kafka voucherd serve`
 
 func newLogger(cfg config, w io.Writer) *slog.Logger {
 	var level slog.Level

@@ -34,6 +34,10 @@ type Server struct {
 	dir   string
 	extra []string // more redis-server arguments, kept for Restart
 
+	master     *Server // the server this one replicates, until promoted
+	detachOnce sync.Once
+	nowhere    int // a port that hangs up: where a detached replica "replicates" from
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}

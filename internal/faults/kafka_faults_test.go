@@ -1,0 +1,207 @@
+package faults
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"voucherd/internal/testpg"
+	"voucherd/internal/testproc"
+	"voucherd/internal/testredis"
+)
+
+// The sale of every test: a flash voucher of saleUses uses, perUserLimit 1,
+// saleClients concurrent clients, customers drawn from saleCustomers ids.
+const (
+	saleUses      = 300
+	saleClients   = 32
+	saleCustomers = 3000
+	// testBound bounds each test's load and waits.
+	testBound = 85 * time.Second
+)
+
+// TestKafkaFaults_SIGKILLOfServeMidSaleLosesNoAnsweredSuccess covers a crash
+// of the server process (SIGKILL: no shutdown, no flush) in kafka mode with
+// requests in flight at every step (gate, order claim, publish, broker ack,
+// answer) and answered events not yet applied by its consumer; the broker is
+// a separate `voucherd broker` process and survives. Restarted on the same
+// port, the server's consumer applies what is on the topic; every answered
+// reserve, confirm and release must then be in the database, and every
+// retry of an answered order must answer what its client was told.
+func TestKafkaFaults_SIGKILLOfServeMidSaleLosesNoAnsweredSuccess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
+	defer cancel()
+	broker := testproc.Broker(t, nil)
+	rds := testredis.Start(t)
+	dbURL := ownDatabase(t)
+	srv := testproc.Serve(t, serveEnv(dbURL, rds.URL, map[string]string{"FLASH_WRITE_PATH": "kafka", "KAFKA_BROKERS": broker.Addr}))
+	db := openDB(t, dbURL)
+	code := createFlashVoucher(t, srv.URL, saleUses, 1)
+
+	s := newSale(srv.URL, code, saleCustomers)
+	s.setPhase("sale")
+	wait := s.start(ctx, saleClients, 1600)
+	t.Cleanup(func() { cancel(); wait() })
+	// Early enough that uses are left to sell after the restart.
+	mark := s.waitAnswered(t, 0, 200, 30*time.Second)
+
+	s.setPhase("killed")
+	srv.Kill(t) // mid-sale, 32 requests in flight
+	srv.Start(t)
+	s.setPhase("restarted")
+	s.waitAnswered(t, mark, 800, 30*time.Second)
+	wait()
+	t.Logf("answers by phase:\n%s", s.report())
+
+	took := waitApplied(t, broker.Addr, 60*time.Second)
+	t.Logf("the restarted consumer applied every event %s after the load", took.Round(100*time.Millisecond))
+	checkInvariants(t, s, db, saleUses, 1)
+	waitGateEqualsDatabase(t, srv.URL, code, db)
+	retryEveryAnsweredOrder(t, s)
+	waitApplied(t, broker.Addr, 30*time.Second)
+	checkCounters(t, code, db, saleUses, 1)
+}
+
+// TestKafkaFaults_PostgresStoppedMidSale covers PostgreSQL (a cluster of the
+// test's own) stopped for at least 10 s under load and started again. In
+// kafka mode PostgreSQL is off the request path: reserves, confirms and
+// releases of the flash voucher keep answering (a success or a correct
+// refusal, never UNAVAILABLE) while it is down, and once it is back the
+// consumer applies everything, with exact counts. In sync mode the winners'
+// writes are in the request: while it is down nothing succeeds (UNAVAILABLE,
+// or a refusal the gate can give alone), and afterwards the invariants hold.
+func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
+	for _, mode := range []string{"kafka", "sync"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testBound)
+			defer cancel()
+			pg := testpg.Start(t)
+			rds := testredis.Start(t)
+			extra := map[string]string{"FLASH_WRITE_PATH": mode}
+			var broker *testproc.Proc
+			if mode == "kafka" {
+				broker = testproc.Broker(t, nil)
+				extra["KAFKA_BROKERS"] = broker.Addr
+			}
+			srv := testproc.Serve(t, serveEnv(pg.URL, rds.URL, extra))
+			code := createFlashVoucher(t, srv.URL, saleUses, 1)
+
+			s := newSale(srv.URL, code, saleCustomers)
+			s.setPhase("postgres up")
+			// Reserved now, confirmed or released while PostgreSQL is down.
+			aside := s.reserveAside(t, 20)
+			wait := s.start(ctx, saleClients, 1<<30) // until cancelled
+			t.Cleanup(func() { cancel(); wait() })
+			mark := s.waitAnswered(t, 0, 200, 30*time.Second)
+
+			s.setPhase("postgres stopping")
+			pg.Stop(t)
+			stopped := time.Now()
+			s.setPhase("postgres down")
+			s.decideAll(ctx, aside)
+			// At least 10 s and 400 answers of the outage, at most 30 s.
+			s.waitAnswered(t, mark, 400, 30*time.Second)
+			if rest := 10*time.Second - time.Since(stopped); rest > 0 {
+				time.Sleep(rest)
+			}
+			s.setPhase("postgres starting")
+			pg.Start(t)
+			s.setPhase("postgres back")
+			t.Logf("PostgreSQL was down for %s", time.Since(stopped).Round(100*time.Millisecond))
+			mark = s.waitAnswered(t, s.answered.Load(), 200, 30*time.Second)
+			cancel()
+			wait()
+			t.Logf("answers by phase (a request counts in the phase it began and ended in):\n%s", s.report())
+
+			const down = "postgres down"
+			succeeded := s.phaseCount(down, opReserve, "success") + s.phaseCount(down, opConfirm, "success") + s.phaseCount(down, opRelease, "success")
+			unavail := map[op]int{}
+			for _, o := range []op{opReserve, opConfirm, opRelease, opRetry} {
+				unavail[o] = s.phaseCount(down, o, "UNAVAILABLE")
+			}
+			noAnswer := 0
+			for _, o := range []op{opReserve, opConfirm, opRelease, opRetry} {
+				noAnswer += s.phaseCount(down, o, "no answer")
+			}
+			if mode == "kafka" {
+				if unavail[opReserve]+unavail[opConfirm]+unavail[opRelease]+unavail[opRetry] > 0 || noAnswer > 0 {
+					t.Errorf("kafka mode with PostgreSQL down: UNAVAILABLE reserves %d, confirms %d, releases %d, retries %d, no answer %d; want none (Postgres off the request path)",
+						unavail[opReserve], unavail[opConfirm], unavail[opRelease], unavail[opRetry], noAnswer)
+				}
+				for _, o := range []op{opReserve, opConfirm, opRelease} {
+					if s.phaseCount(down, o, "success") == 0 {
+						t.Errorf("kafka mode with PostgreSQL down: no %s succeeded", o)
+					}
+				}
+				took := waitApplied(t, broker.Addr, 30*time.Second)
+				t.Logf("the consumer applied every event %s after the load", took.Round(100*time.Millisecond))
+			} else {
+				if succeeded > 0 {
+					t.Errorf("sync mode with PostgreSQL down: %d successes; the database is not there to write them", succeeded)
+				}
+				for _, o := range []op{opReserve, opConfirm, opRelease} {
+					if unavail[o] == 0 {
+						t.Errorf("sync mode with PostgreSQL down: no %s answered UNAVAILABLE", o)
+					}
+				}
+			}
+			db := openDB(t, pg.URL)
+			checkInvariants(t, s, db, saleUses, 1)
+			waitGateEqualsDatabase(t, srv.URL, code, db)
+			retryEveryAnsweredOrder(t, s)
+			if broker != nil {
+				waitApplied(t, broker.Addr, 30*time.Second)
+			}
+			checkCounters(t, code, db, saleUses, 1)
+		})
+	}
+}
+
+// TestKafkaFaults_FailoverToALaggingReplicaLosesNoAnsweredSuccess covers a
+// Redis failover in kafka mode to a replica that lags: the gate's master is
+// replicated, then the replica is cut off (it keeps what it had), admissions
+// go on at the master and are answered, then the replica is promoted and the
+// service's Redis address (a proxy) moves to it, and the sale goes on there.
+// The stock key survives the failover, so nothing says the gate lost data:
+// the admissions it never received must neither be lost nor sold again.
+func TestKafkaFaults_FailoverToALaggingReplicaLosesNoAnsweredSuccess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
+	defer cancel()
+	master := testredis.Start(t)
+	replica := testredis.StartReplica(t, master)
+	proxy := testredis.StartProxy(t, master.Addr)
+	broker := testproc.Broker(t, nil)
+	dbURL := ownDatabase(t)
+	srv := testproc.Serve(t, serveEnv(dbURL, proxy.URL, map[string]string{"FLASH_WRITE_PATH": "kafka", "KAFKA_BROKERS": broker.Addr}))
+	db := openDB(t, dbURL)
+	code := createFlashVoucher(t, srv.URL, saleUses, 1)
+
+	s := newSale(srv.URL, code, saleCustomers)
+	s.setPhase("replicated")
+	wait := s.start(ctx, saleClients, 1<<30)
+	t.Cleanup(func() { cancel(); wait() })
+	mark := s.waitAnswered(t, 0, 300, 30*time.Second)
+
+	replica.WaitSynced(t)
+	s.setPhase("detaching")
+	replica.Detach(t)
+	s.setPhase("replica lagging")
+	mark = s.waitAnswered(t, mark, 300, 30*time.Second)
+
+	s.setPhase("failing over")
+	replica.Promote(t)
+	proxy.SwitchTo(replica.Addr)
+	s.setPhase("failed over")
+	s.waitAnswered(t, mark, 600, 30*time.Second)
+	cancel()
+	wait()
+	t.Logf("answers by phase:\n%s", s.report())
+
+	took := waitApplied(t, broker.Addr, 30*time.Second)
+	t.Logf("the consumer applied every event %s after the load", took.Round(100*time.Millisecond))
+	checkInvariants(t, s, db, saleUses, 1)
+	waitGateEqualsDatabase(t, srv.URL, code, db)
+	retryEveryAnsweredOrder(t, s)
+	waitApplied(t, broker.Addr, 30*time.Second)
+	checkCounters(t, code, db, saleUses, 1)
+}
