@@ -71,6 +71,9 @@ func TestKafkaFaults_SIGKILLOfServeMidSaleLosesNoAnsweredSuccess(t *testing.T) {
 // writes are in the request: while it is down nothing succeeds (UNAVAILABLE,
 // or a refusal the gate can give alone), and afterwards the invariants hold.
 func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
+	// Large enough not to sell out before the outage: reserves must be
+	// answered while PostgreSQL is down.
+	const outageUses = 4000
 	for _, mode := range []string{"kafka", "sync"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testBound)
@@ -84,9 +87,9 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 				extra["KAFKA_BROKERS"] = broker.Addr
 			}
 			srv := testproc.Serve(t, serveEnv(pg.URL, rds.URL, extra))
-			code := createFlashVoucher(t, srv.URL, saleUses, 1)
+			code := createFlashVoucher(t, srv.URL, outageUses, 1)
 
-			s := newSale(srv.URL, code, saleCustomers)
+			s := newSale(srv.URL, code, 10*outageUses)
 			s.setPhase("postgres up")
 			// Reserved now, confirmed or released while PostgreSQL is down.
 			aside := s.reserveAside(t, 20)
@@ -146,13 +149,13 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 				}
 			}
 			db := openDB(t, pg.URL)
-			checkInvariants(t, s, db, saleUses, 1)
+			checkInvariants(t, s, db, outageUses, 1)
 			waitGateEqualsDatabase(t, srv.URL, code, db)
 			retryEveryAnsweredOrder(t, s)
 			if broker != nil {
 				waitApplied(t, broker.Addr, 30*time.Second)
 			}
-			checkCounters(t, code, db, saleUses, 1)
+			checkCounters(t, code, db, outageUses, 1)
 		})
 	}
 }
