@@ -49,7 +49,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "user":
 		return userCommand(ctx, cfg, logger, args, stdout)
 	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, "usage: voucherd [serve|migrate|user add]")
+		fmt.Fprintln(stdout, "usage: voucherd [serve|migrate|user add|user unlock]")
 		return nil
 	}
 	return fmt.Errorf("unknown command %q (want serve or migrate)", cmd)
