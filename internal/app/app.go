@@ -187,6 +187,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		Production:       cfg.Production,
 		Logger:           logger,
 		Metrics:          m.Handler(),
+		MetricsNeedToken: cfg.MetricsNeedToken,
+		MetricsTokens:    cfg.MetricsTokens,
 		Observe:          m.ObserveHTTP,
 		Dashboard:        dash.handler,
 		Backoffice:       dash.backoffice,
