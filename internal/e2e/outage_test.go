@@ -66,6 +66,14 @@ func TestOutage_DatabaseDownIsUnavailable(t *testing.T) {
 	if r := do(t, http.MethodGet, s.URL+"/readyz", "", nil); r.Status != http.StatusServiceUnavailable {
 		t.Errorf("/readyz with the database down: HTTP %d, want 503", r.Status)
 	}
+	// Reads and the dashboard's sign-in say the same.
+	r := gql(t, s, storefrontToken, `query($c: String!) { voucher(code: $c) { code usedCount } }`, map[string]any{"c": code})
+	if errs, ok := path(r.Body, "errors").([]any); !ok || len(errs) == 0 || str(path(errs[0], "extensions", "code")) != "UNAVAILABLE" {
+		t.Errorf("voucher query with the database down: %s, want a GraphQL error UNAVAILABLE", r.Raw)
+	}
+	if st := newSignInClient(t, s).signIn(t, "someone@example.com", "a password"); st != http.StatusServiceUnavailable {
+		t.Errorf("dashboard sign-in with the database down: HTTP %d, want 503", st)
+	}
 
 	if err := pg.Restart(); err != nil {
 		t.Fatal(err)
