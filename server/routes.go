@@ -17,7 +17,11 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(cfg.Ready, cfg.Logger))
 	if cfg.Metrics != nil {
-		mux.Handle("GET /metrics", cfg.Metrics)
+		metrics := cfg.Metrics
+		if cfg.MetricsNeedToken {
+			metrics = newTokenAuth(nil, append(append([]string{}, cfg.MetricsTokens...), cfg.AdminTokens...)).require(metrics)
+		}
+		mux.Handle("GET /metrics", metrics)
 	}
 
 	api("POST /graphql", graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Introspection: !cfg.Production, Backoffice: cfg.Backoffice}))

@@ -26,6 +26,10 @@ type Config struct {
 	Ready func(ctx context.Context) error
 	// Metrics serves GET /metrics; nil: not mounted.
 	Metrics http.Handler
+	// MetricsNeedToken puts /metrics behind a bearer token of MetricsTokens
+	// or AdminTokens (it lists voucher codes); else it is open.
+	MetricsNeedToken bool
+	MetricsTokens    []string
 	// Dashboard serves /admin; nil: not mounted.
 	Dashboard http.Handler
 	// Backoffice serves the admin mutations (updateVoucher, endVoucher).

@@ -46,6 +46,10 @@ func (d *dashboard) requireSession(op voucher.Operation, next http.HandlerFunc) 
 		}
 		sess, user, err := d.deps.Accounts.SessionUser(r.Context(), token)
 		if err != nil {
+			if voucher.ErrorCodeOf(err) == voucher.Unavailable {
+				http.Error(w, "the dashboard cannot read your session for a moment; try again", http.StatusServiceUnavailable)
+				return
+			}
 			if voucher.ErrorCodeOf(err) != voucher.SignedOut {
 				d.logger.ErrorContext(r.Context(), "reading a dashboard session failed", "err", err)
 				http.Error(w, "the dashboard could not read your session; try again", http.StatusInternalServerError)
@@ -109,7 +113,7 @@ func (d *dashboard) renderSignIn(w http.ResponseWriter, r *http.Request, status 
 }
 
 // signIn checks the form's CSRF token against its cookie, then the email
-// and password; failures count against the client's address.
+// and password; failures count against the email and the client's address.
 func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	email := strings.TrimSpace(r.PostFormValue("email"))
 	c, err := r.Cookie(signInCookie)
@@ -119,14 +123,22 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token, sess, _, err := d.deps.Accounts.SignIn(r.Context(), clientAddress(r), email, r.PostFormValue("password"))
-	switch voucher.ErrorCodeOf(err) {
-	case "":
-	case voucher.BadCredentials:
+	switch e := voucher.AsError(err); {
+	case err == nil:
+	case e.Code == voucher.BadCredentials:
 		d.renderSignIn(w, r, http.StatusUnauthorized, email, "The email or the password is wrong.")
 		return
-	case voucher.TooManyAttempts:
+	case e.Code == voucher.TooManyAttempts:
 		w.Header().Set("Retry-After", "900")
-		d.renderSignIn(w, r, http.StatusTooManyRequests, email, "Too many failed sign-ins from your address. Wait a few minutes and try again.")
+		message := "Too many failed sign-ins from your address. Wait 15 minutes, or ask an admin to unlock your address."
+		if e.Field == "email" {
+			message = "Too many failed sign-ins for this email. Wait 15 minutes, or ask an admin to unlock it."
+		}
+		d.renderSignIn(w, r, http.StatusTooManyRequests, email, message)
+		return
+	case e.Code == voucher.Unavailable:
+		d.logger.WarnContext(r.Context(), "sign-in unavailable", "err", err)
+		d.renderSignIn(w, r, http.StatusServiceUnavailable, email, "Signing in is unavailable for a moment; try again.")
 		return
 	default:
 		d.logger.ErrorContext(r.Context(), "sign-in failed", "err", err)

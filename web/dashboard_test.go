@@ -72,7 +72,7 @@ func newFixture(t *testing.T, cfg web.Config) fixture {
 	t.Helper()
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{})
-	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, FailureWindow: time.Minute})
+	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6, FailureWindow: time.Minute})
 	f := fixture{
 		h: web.New(web.Deps{
 			Accounts: accounts, Vouchers: voucher.NewBackoffice(svc, store), Reservations: svc, Drift: svc,
@@ -239,7 +239,7 @@ func TestSignIn_WithoutItsCSRFTokenIsRefused(t *testing.T) {
 	}
 }
 
-func TestSignIn_FailuresAreLimitedPerAddress(t *testing.T) {
+func TestSignIn_FailuresLockTheEmailNotOthersBehindTheAddress(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{})
 	email, address := f.users[voucher.RoleMarketer], uniqueAddress()
@@ -250,13 +250,50 @@ func TestSignIn_FailuresAreLimitedPerAddress(t *testing.T) {
 	}
 	rec := signInThroughTheForm(t, f, email, password, address)
 	if rec.Code != http.StatusTooManyRequests {
-		t.Errorf("the right password after 3 failures from the address: %d, want 429", rec.Code)
+		t.Errorf("the right password after 3 failures of the email: %d, want 429", rec.Code)
 	}
-	if !strings.Contains(doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(), "Too many") {
+	if !strings.Contains(doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(), "Too many failed sign-ins for this email") {
 		t.Error("the refusal does not say why")
 	}
-	if rec := signInThroughTheForm(t, f, email, password, uniqueAddress()); rec.Code != http.StatusSeeOther {
-		t.Errorf("the same user from another address: %d, want 303 (the limit is per address)", rec.Code)
+	if rec := signInThroughTheForm(t, f, strings.ToUpper(email), password, uniqueAddress()); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("the locked email (in capitals) from another address: %d, want 429 (the lock is the email's)", rec.Code)
+	}
+	if rec := signInThroughTheForm(t, f, f.users[voucher.RoleOperator], password, address); rec.Code != http.StatusSeeOther {
+		t.Errorf("another user behind the same address: %d, want 303 (only the email is locked)", rec.Code)
+	}
+	if n, err := f.accounts.LiftLocks(context.Background(), email, ""); err != nil || n != 3 {
+		t.Errorf("LiftLocks(email) = %d, %v; want its 3 failures lifted", n, err)
+	}
+	if rec := signInThroughTheForm(t, f, email, password, address); rec.Code != http.StatusSeeOther {
+		t.Errorf("the right password once the lock is lifted: %d, want 303", rec.Code)
+	}
+}
+
+func TestSignIn_FailuresAreLimitedPerAddressAcrossEmails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	address := uniqueAddress()
+	for i := range 6 {
+		if rec := signInThroughTheForm(t, f, fmt.Sprintf("guess-%d-%s@example.com", i, unique()), "wrong password", address); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("wrong password #%d: %d, want 401", i+1, rec.Code)
+		}
+	}
+	rec := signInThroughTheForm(t, f, f.users[voucher.RoleAdmin], password, address)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("a right password from an address at its limit: %d (Retry-After %q), want 429 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if !strings.Contains(doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(), "from your address") {
+		t.Error("the refusal does not say why")
+	}
+	if rec := signInThroughTheForm(t, f, f.users[voucher.RoleAdmin], password, uniqueAddress()); rec.Code != http.StatusSeeOther {
+		t.Errorf("the same user from another address: %d, want 303", rec.Code)
+	}
+	host, _, _ := strings.Cut(address, ":")
+	if n, err := f.accounts.LiftLocks(context.Background(), "", host); err != nil || n != 6 {
+		t.Errorf("LiftLocks(address) = %d, %v; want its 6 failures lifted", n, err)
+	}
+	if rec := signInThroughTheForm(t, f, f.users[voucher.RoleAdmin], password, address); rec.Code != http.StatusSeeOther {
+		t.Errorf("the right password once the address is unlocked: %d, want 303", rec.Code)
 	}
 }
 

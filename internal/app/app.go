@@ -58,10 +58,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return fmt.Errorf("unknown command %q (want serve, migrate, user or broker)", cmd)
 }
 
-const usage = `usage: voucherd [serve|migrate|user add|broker]
+const usage = `usage: voucherd [serve|migrate|user add|user unlock|broker]
   serve    run the service (the default)
   migrate  apply the database migrations to DATABASE_URL
   user add create a dashboard user
+  user unlock  lift a sign-in lockout (of an email or an address)
   broker   a development Kafka-protocol broker (kfake) on BROKER_ADDR
            (default 127.0.0.1:9092) that outlives a crash of serve:
            KAFKA_BROKERS=127.0.0.1:9092 FLASH_WRITE_PATH=kafka voucherd serve`
@@ -198,6 +199,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		Production:       cfg.Production,
 		Logger:           logger,
 		Metrics:          m.Handler(),
+		MetricsNeedToken: cfg.MetricsNeedToken,
+		MetricsTokens:    cfg.MetricsTokens,
 		Observe:          m.ObserveHTTP,
 		Dashboard:        dash.handler,
 		Backoffice:       dash.backoffice,

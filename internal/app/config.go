@@ -24,6 +24,11 @@ type config struct {
 	FlashWritePath    string
 	StorefrontTokens  []string
 	AdminTokens       []string
+	// MetricsTokens may read GET /metrics, as may AdminTokens.
+	MetricsTokens []string
+	// MetricsNeedToken: /metrics lists voucher codes, so in production (or
+	// once METRICS_TOKENS is set) it needs a bearer token.
+	MetricsNeedToken  bool
 	ReservationTTL    time.Duration
 	ExpiryInterval    time.Duration
 	ReconcileInterval time.Duration
@@ -85,6 +90,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.FlashWritePath != "sync" && c.FlashWritePath != "kafka" {
 		errs = append(errs, errors.New("FLASH_WRITE_PATH must be sync or kafka"))
 	}
+	if c.Production && c.FlashWritePath == "kafka" && len(c.KafkaBrokers) == 0 {
+		// The in-process broker keeps events in memory: a restart would lose
+		// the flash reservations whose events are not yet applied.
+		errs = append(errs, errors.New("FLASH_WRITE_PATH=kafka needs KAFKA_BROKERS with APP_ENV=production (the in-process broker loses its events on a restart)"))
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -93,11 +103,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 
 	c.StorefrontTokens = list(getenv("STOREFRONT_TOKENS"))
 	c.AdminTokens = list(getenv("ADMIN_TOKENS"))
+	c.MetricsTokens = list(getenv("METRICS_TOKENS"))
+	c.MetricsNeedToken = c.Production || len(c.MetricsTokens) > 0
 	if c.Production {
 		if len(c.StorefrontTokens) == 0 || len(c.AdminTokens) == 0 {
 			errs = append(errs, errors.New("APP_ENV=production needs STOREFRONT_TOKENS and ADMIN_TOKENS"))
 		}
-		for _, t := range append(append([]string{}, c.StorefrontTokens...), c.AdminTokens...) {
+		for _, t := range append(append(append([]string{}, c.StorefrontTokens...), c.AdminTokens...), c.MetricsTokens...) {
 			if t == devStorefrontToken || t == devAdminToken {
 				errs = append(errs, errors.New("APP_ENV=production refuses the development tokens"))
 				break
@@ -119,6 +131,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		for _, a := range c.AdminTokens {
 			if s == a {
 				errs = append(errs, errors.New("a token may not be both a storefront and an admin token"))
+			}
+		}
+		for _, m := range c.MetricsTokens {
+			if s == m {
+				errs = append(errs, errors.New("a token may not be both a storefront and a metrics token"))
 			}
 		}
 	}

@@ -20,6 +20,9 @@ func TestConfig_ProductionRefusesToStartWithoutRealTokens(t *testing.T) {
 		{"only storefront tokens", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token"}, "needs STOREFRONT_TOKENS and ADMIN_TOKENS"},
 		{"development tokens", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": devStorefrontToken, "ADMIN_TOKENS": devAdminToken}, "refuses the development tokens"},
 		{"short tokens", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "short", "ADMIN_TOKENS": "tiny"}, "at least 16 characters"},
+		{"short metrics token", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token", "ADMIN_TOKENS": "a-long-admin-token-01", "METRICS_TOKENS": "short"}, "at least 16 characters"},
+		{"kafka without brokers", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token", "ADMIN_TOKENS": "a-long-admin-token-01", "FLASH_WRITE_PATH": "kafka"},
+			"FLASH_WRITE_PATH=kafka needs KAFKA_BROKERS"},
 	} {
 		// Run refuses before it touches any dependency.
 		err := Run(context.Background(), []string{"serve"}, env(tc.env), io.Discard, io.Discard)
@@ -66,5 +69,42 @@ func TestConfig_DevelopmentDefaultsAndValidation(t *testing.T) {
 	c, _ = loadConfig(env(map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "storefront-token-0001", "ADMIN_TOKENS": "admin-token-00000001"}))
 	if c.LogFormat != "json" {
 		t.Errorf("production log format = %s, want json", c.LogFormat)
+	}
+}
+
+func TestConfig_MetricsTokensAndKafkaBrokers(t *testing.T) {
+	t.Parallel()
+	prod := map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token", "ADMIN_TOKENS": "a-long-admin-token-01"}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range prod {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	c, err := loadConfig(env(with(map[string]string{"METRICS_TOKENS": "a-long-metrics-token, another-metrics-token"})))
+	if err != nil || len(c.MetricsTokens) != 2 || !c.MetricsNeedToken {
+		t.Errorf("production with METRICS_TOKENS: %v %+v; want two tokens, /metrics behind them", err, c.MetricsTokens)
+	}
+	if c, err := loadConfig(env(prod)); err != nil || !c.MetricsNeedToken {
+		t.Errorf("production without METRICS_TOKENS: %v; want /metrics behind the admin tokens", err)
+	}
+	if c, err := loadConfig(env(nil)); err != nil || c.MetricsNeedToken {
+		t.Errorf("development: %v, need a token %v; want /metrics open", err, c.MetricsNeedToken)
+	}
+	if c, err := loadConfig(env(map[string]string{"METRICS_TOKENS": "m"})); err != nil || !c.MetricsNeedToken {
+		t.Errorf("development with METRICS_TOKENS: %v, need a token %v; want /metrics behind them", err, c.MetricsNeedToken)
+	}
+	if _, err := loadConfig(env(map[string]string{"METRICS_TOKENS": "same-token", "STOREFRONT_TOKENS": "same-token"})); err == nil {
+		t.Error("a metrics token that is also a storefront token was accepted")
+	}
+	if _, err := loadConfig(env(with(map[string]string{"FLASH_WRITE_PATH": "kafka", "KAFKA_BROKERS": "kafka-1:9092"}))); err != nil {
+		t.Errorf("production kafka with brokers: %v", err)
+	}
+	if _, err := loadConfig(env(map[string]string{"FLASH_WRITE_PATH": "kafka"})); err != nil {
+		t.Errorf("development kafka without brokers (the in-process broker): %v", err)
 	}
 }

@@ -80,9 +80,14 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 }
 
 // userCommand runs `voucherd user add -email E [-name N] -role R
-// [-password-stdin]`: the password is the first line of standard input.
+// [-password-stdin]` (the password is the first line of standard input) or
+// `voucherd user unlock` (userUnlock).
 func userCommand(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer) error {
-	const usage = "usage: voucherd user add -email EMAIL [-name NAME] -role marketer|operator|admin [-password-stdin] < password"
+	const usage = "usage: voucherd user add -email EMAIL [-name NAME] -role marketer|operator|admin [-password-stdin] < password\n" +
+		"       voucherd user unlock [-email EMAIL] [-address IP]"
+	if len(args) > 0 && args[0] == "unlock" {
+		return userUnlock(ctx, cfg, logger, args[1:], stdout, usage)
+	}
 	if len(args) == 0 || args[0] != "add" {
 		return errors.New(usage)
 	}
@@ -118,5 +123,35 @@ func userCommand(ctx context.Context, cfg config, logger *slog.Logger, args []st
 		return err
 	}
 	fmt.Fprintf(stdout, "user %s added with role %s\n", u.Email, u.Role)
+	return nil
+}
+
+// userUnlock is `voucherd user unlock [-email E] [-address IP]`: an admin
+// lifting the sign-in lock of an email (too many failed passwords for it)
+// or of a client address (too many from it), before the 15 minutes pass.
+func userUnlock(ctx context.Context, cfg config, logger *slog.Logger, args []string, stdout io.Writer, usage string) error {
+	fs := flag.NewFlagSet("user unlock", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	email := fs.String("email", "", "the email whose failed sign-ins stop counting")
+	address := fs.String("address", "", "the client IP address whose failed sign-ins stop counting")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w\n%s", err, usage)
+	}
+	if *email == "" && *address == "" {
+		return errors.New(usage)
+	}
+	pool, err := openMigrated(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	n, err := voucher.NewAccounts(postgres.New(pool), voucher.AccountsConfig{}).LiftLocks(ctx, *email, *address)
+	if err != nil {
+		if e := voucher.AsError(err); voucher.IsRefusal(err) {
+			return errors.New(e.Message)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "sign-in lock lifted: %d failed attempt(s) of %s no longer count\n", n, strings.TrimSpace(strings.Join([]string{*email, *address}, " ")))
 	return nil
 }

@@ -256,3 +256,56 @@ func TestOperations_MetricsCountReservesByOutcomeAndPath(t *testing.T) {
 		}
 	}
 }
+
+// TestOperations_MetricsNeedATokenInProduction: /metrics lists voucher
+// codes, so with APP_ENV=production it answers only a METRICS_TOKENS or
+// ADMIN_TOKENS bearer token (401 otherwise); outside production it is open
+// unless METRICS_TOKENS is set.
+func TestOperations_MetricsNeedATokenInProduction(t *testing.T) {
+	t.Parallel()
+	const metricsToken = "test-metrics-token-0123456789"
+	get := func(s *server, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, s.URL+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		switch {
+		case resp.StatusCode == http.StatusOK && !strings.Contains(string(body), "go_goroutines"):
+			t.Errorf("/metrics answered 200 without the metrics: %.200s", body)
+		case resp.StatusCode != http.StatusOK:
+			// A refusal carries nothing of the metrics (and no internals).
+			assertNothingLeaked(t, string(body))
+			if strings.Contains(string(body), "go_goroutines") {
+				t.Errorf("a refused /metrics shows metrics: %.200s", body)
+			}
+		}
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		desc string
+		env  map[string]string
+		want map[string]int // token -> status
+	}{
+		{"production", map[string]string{"APP_ENV": "production", "METRICS_TOKENS": metricsToken},
+			map[string]int{"": 401, "not-a-token-of-this-server": 401, storefrontToken: 401, metricsToken: 200, adminToken: 200}},
+		{"production without METRICS_TOKENS", map[string]string{"APP_ENV": "production"},
+			map[string]int{"": 401, storefrontToken: 401, adminToken: 200}},
+		{"development with METRICS_TOKENS", map[string]string{"METRICS_TOKENS": metricsToken},
+			map[string]int{"": 401, storefrontToken: 401, metricsToken: 200, adminToken: 200}},
+		{"development", nil, map[string]int{"": 200}},
+	} {
+		s := startServer(t, tc.env)
+		for token, want := range tc.want {
+			if got := get(s, token); got != want {
+				t.Errorf("%s: GET /metrics with token %q: HTTP %d, want %d", tc.desc, token, got, want)
+			}
+		}
+	}
+}

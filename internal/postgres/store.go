@@ -7,9 +7,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -465,14 +468,25 @@ func mapError(err error) error {
 	return fmt.Errorf("postgres: %w", err)
 }
 
-// isUnavailable tells a database that is down, overloaded or timing out (the
-// caller may retry) from a fault in the request.
+// isUnavailable tells a database that is down, unreachable, overloaded or
+// timing out, or a connection lost mid-request (the caller may retry; a
+// write's outcome may be unknown), from a fault in the request.
 func isUnavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	// The connection ended under the request: the server went away without
+	// a word (a crash, a restart, a cut network) or pgx had closed it.
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 		return true
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
 		return true
 	}
 	var pgErr *pgconn.PgError
@@ -480,7 +494,10 @@ func isUnavailable(err error) bool {
 		switch {
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"),          // insufficient resources (too many connections)
-			pgErr.Code == "57P01", pgErr.Code == "57P03", // shutting down, not yet accepting
+			pgErr.Code == "57P01",                        // admin_shutdown: terminated, or the server shuts down
+			pgErr.Code == "57P02",                        // crash_shutdown: another backend crashed
+			pgErr.Code == "57P03",                        // cannot_connect_now: starting up
+			pgErr.Code == "57014",                        // query_canceled: a statement timeout or a cancel request
 			pgErr.Code == "40001", pgErr.Code == "40P01": // serialization failure, deadlock
 			return true
 		}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -73,25 +72,53 @@ func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
 	return mapError(s.q.DashboardSessionDelete(ctx, hash))
 }
 
-// RecordSignInFailure notes a failed sign-in of an address and forgets its
-// failures older than window.
-func (s *Store) RecordSignInFailure(ctx context.Context, address string, window time.Duration) error {
+// TakeSignInAttempt reserves a password check for the email and the address
+// in one transaction: it locks the email's and then the address's attempts
+// (advisory locks, held to the commit), so concurrent attempts count one at
+// a time, and inserts a pending attempt only while both are under their
+// limits. Errors: TOO_MANY_ATTEMPTS (Field "email" or "address").
+func (s *Store) TakeSignInAttempt(ctx context.Context, l voucher.SignInLimit) (int64, error) {
+	var id int64
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		if err := q.DashboardSignInFailureDeleteOld(ctx, db.DashboardSignInFailureDeleteOldParams{Address: address, WindowSeconds: window.Seconds()}); err != nil {
+		for _, key := range []string{"email " + l.Email, "address " + l.Address} {
+			if err := q.DashboardSignInAttemptLock(ctx, key); err != nil {
+				return err
+			}
+		}
+		window := l.Window.Seconds()
+		if err := q.DashboardSignInAttemptDeleteOld(ctx, db.DashboardSignInAttemptDeleteOldParams{Email: l.Email, Address: l.Address, WindowSeconds: window}); err != nil {
 			return err
 		}
-		return q.DashboardSignInFailureInsert(ctx, address)
+		// Counted after the locks, in a statement of its own: its snapshot
+		// sees every attempt committed by whoever held them before.
+		n, err := q.DashboardSignInAttemptCount(ctx, db.DashboardSignInAttemptCountParams{Email: l.Email, Address: l.Address, WindowSeconds: window})
+		if err != nil {
+			return err
+		}
+		if n.EmailAttempts >= int64(l.MaxPerEmail) {
+			return &voucher.Error{Code: voucher.TooManyAttempts, Field: "email", Message: "too many failed sign-ins for this email lately"}
+		}
+		if n.AddressAttempts >= int64(l.MaxPerAddress) {
+			return &voucher.Error{Code: voucher.TooManyAttempts, Field: "address", Message: "too many failed sign-ins from this address lately"}
+		}
+		id, err = q.DashboardSignInAttemptInsert(ctx, db.DashboardSignInAttemptInsertParams{Email: l.Email, Address: l.Address})
+		return err
 	})
-	return mapError(err)
+	return id, mapError(err)
 }
 
-// SignInFailures counts an address's failed sign-ins within window.
-func (s *Store) SignInFailures(ctx context.Context, address string, window time.Duration) (int, error) {
-	n, err := s.q.DashboardSignInFailureCount(ctx, db.DashboardSignInFailureCountParams{Address: address, WindowSeconds: window.Seconds()})
-	if err != nil {
-		return 0, mapError(err)
+// FinishSignInAttempt marks an attempt failed, or forgets a successful one.
+func (s *Store) FinishSignInAttempt(ctx context.Context, id int64, failed bool) error {
+	if failed {
+		return mapError(s.q.DashboardSignInAttemptFail(ctx, id))
 	}
-	return int(n), nil
+	return mapError(s.q.DashboardSignInAttemptDelete(ctx, id))
+}
+
+// LiftSignInLocks lifts the counted attempts of an email or an address.
+func (s *Store) LiftSignInLocks(ctx context.Context, email, address string) (int, error) {
+	n, err := s.q.DashboardSignInAttemptLift(ctx, db.DashboardSignInAttemptLiftParams{Email: email, Address: address})
+	return int(n), mapError(err)
 }
 
 func toUser(r db.DashboardUser) voucher.User {

@@ -20,7 +20,8 @@ const (
 	UserExists ErrorCode = "USER_EXISTS"
 	// BadCredentials: unknown email or wrong password (the two look alike).
 	BadCredentials ErrorCode = "BAD_CREDENTIALS"
-	// TooManyAttempts: the address failed to sign in too often lately.
+	// TooManyAttempts: the email, or the client's address, failed to sign
+	// in too often lately (Field says which: "email" or "address").
 	TooManyAttempts ErrorCode = "TOO_MANY_ATTEMPTS"
 	// SignedOut: no session, or an expired or unknown one.
 	SignedOut ErrorCode = "SIGNED_OUT"
@@ -105,18 +106,36 @@ type UserStore interface {
 	// SessionByTokenHash returns a live session and its user: NOT_FOUND.
 	SessionByTokenHash(ctx context.Context, hash []byte) (Session, User, error)
 	DeleteSession(ctx context.Context, hash []byte) error
-	// RecordSignInFailure notes a failure of the address and forgets its
-	// failures older than window.
-	RecordSignInFailure(ctx context.Context, address string, window time.Duration) error
-	// SignInFailures counts the address's failures within window.
-	SignInFailures(ctx context.Context, address string, window time.Duration) (int, error)
+	// TakeSignInAttempt reserves one password check for the email and the
+	// address, atomically with every other attempt, before the password is
+	// looked at: TOO_MANY_ATTEMPTS (Field "email" or "address") when either
+	// already has its limit of failed or unfinished attempts within the
+	// window. It returns the attempt's id for FinishSignInAttempt.
+	TakeSignInAttempt(ctx context.Context, l SignInLimit) (int64, error)
+	// FinishSignInAttempt records the outcome: a failure keeps counting, a
+	// success is forgotten.
+	FinishSignInAttempt(ctx context.Context, id int64, failed bool) error
+	// LiftSignInLocks lifts the counted attempts of an email or an address
+	// (either may be empty) and says how many were lifted.
+	LiftSignInLocks(ctx context.Context, email, address string) (int, error)
+}
+
+// SignInLimit is one sign-in attempt with the limits it must fit.
+type SignInLimit struct {
+	Email, Address             string
+	MaxPerEmail, MaxPerAddress int
+	Window                     time.Duration
 }
 
 // AccountsConfig tunes sign-in.
 type AccountsConfig struct {
-	// MaxFailures is how many failed sign-ins an address may make within
-	// FailureWindow before it is refused; default 5.
+	// MaxFailures is how many failed sign-ins an email may have within
+	// FailureWindow before it is refused, even with the right password;
+	// default 5.
 	MaxFailures int
+	// MaxAddressFailures is the same for a client address, over all the
+	// emails it tries; default 20.
+	MaxAddressFailures int
 	// FailureWindow is how far back failures count; default 15m.
 	FailureWindow time.Duration
 	// SessionTTL is how long a session lasts; default 12h.
@@ -136,6 +155,9 @@ type Accounts struct {
 func NewAccounts(store UserStore, cfg AccountsConfig) *Accounts {
 	if cfg.MaxFailures <= 0 {
 		cfg.MaxFailures = 5
+	}
+	if cfg.MaxAddressFailures <= 0 {
+		cfg.MaxAddressFailures = 20
 	}
 	if cfg.FailureWindow <= 0 {
 		cfg.FailureWindow = 15 * time.Minute
@@ -175,18 +197,30 @@ func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err
 }
 
 // SignIn checks an email and password from a client address and opens a
-// session; token goes into the cookie. An address with MaxFailures failures
-// within FailureWindow is refused before the password is looked at.
-// Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS.
+// session; token goes into the cookie. Each check first takes a slot of the
+// email's and of the address's limits (MaxFailures, MaxAddressFailures
+// within FailureWindow) in the store, so however many attempts arrive at
+// once, no more than the limits are checked; an email or an address at its
+// limit is refused, even with the right password, until the window passes or
+// an admin lifts the lock (LiftLocks). The email's lock is its own: other
+// users behind the same address still sign in.
+// Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS, UNAVAILABLE.
 func (a *Accounts) SignIn(ctx context.Context, address, email, password string) (token string, s Session, u User, err error) {
-	failures, err := a.store.SignInFailures(ctx, address, a.cfg.FailureWindow)
+	email = signInEmail(email)
+	attempt, err := a.store.TakeSignInAttempt(ctx, SignInLimit{
+		Email: email, Address: address,
+		MaxPerEmail: a.cfg.MaxFailures, MaxPerAddress: a.cfg.MaxAddressFailures, Window: a.cfg.FailureWindow,
+	})
 	if err != nil {
 		return "", Session{}, User{}, err
 	}
-	if failures >= a.cfg.MaxFailures {
-		return "", Session{}, User{}, Errorf(TooManyAttempts, "too many failed sign-ins from this address; try again in %s", a.cfg.FailureWindow)
+	// The slot is taken: its outcome is recorded whatever the caller does
+	// meanwhile (an unfinished attempt counts as a failure until the window
+	// passes).
+	finish := func(failed bool) error {
+		return a.store.FinishSignInAttempt(context.WithoutCancel(ctx), attempt, failed)
 	}
-	u, err = a.store.UserByEmail(ctx, strings.ToLower(strings.TrimSpace(email)))
+	u, err = a.store.UserByEmail(ctx, email)
 	hash := u.PasswordHash
 	if err != nil {
 		if ErrorCodeOf(err) != NotFound {
@@ -195,10 +229,13 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 		hash = a.dummyHash
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || err != nil {
-		if rerr := a.store.RecordSignInFailure(ctx, address, a.cfg.FailureWindow); rerr != nil {
-			return "", Session{}, User{}, rerr
+		if ferr := finish(true); ferr != nil {
+			return "", Session{}, User{}, ferr
 		}
 		return "", Session{}, User{}, Errorf(BadCredentials, "the email or the password is wrong")
+	}
+	if err := finish(false); err != nil {
+		return "", Session{}, User{}, err
 	}
 	token, hashOfToken := newSessionToken()
 	s = Session{TokenHash: hashOfToken, UserID: u.ID, CSRFToken: randomToken(), ExpiresAt: time.Now().Add(a.cfg.SessionTTL)}
@@ -206,6 +243,35 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 		return "", Session{}, User{}, err
 	}
 	return token, s, u, nil
+}
+
+// invalidSignInEmail stands for every typed email that no user can have
+// (empty, not UTF-8, a NUL, too long): they are counted together, under a key the
+// database can store.
+const invalidSignInEmail = "(not an email)"
+
+// signInEmail is the email a sign-in is counted and looked up under: what
+// a user's email is stored as.
+func signInEmail(email string) string {
+	email = strings.ToLower(strings.TrimSpace(email))
+	if email == "" || !utf8.ValidString(email) || strings.ContainsRune(email, 0) || len(email) > 254 {
+		return invalidSignInEmail
+	}
+	return email
+}
+
+// LiftLocks is an admin lifting the sign-in lock of an email, of a client
+// address, or both (either may be empty): their failures so far stop
+// counting. It says how many failed attempts were lifted.
+// Errors: INVALID_INPUT.
+func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, error) {
+	if strings.TrimSpace(email) == "" && strings.TrimSpace(address) == "" {
+		return 0, Invalid("email", "name an email or an address to unlock")
+	}
+	if strings.TrimSpace(email) != "" {
+		email = signInEmail(email)
+	}
+	return a.store.LiftSignInLocks(ctx, email, strings.TrimSpace(address))
 }
 
 // SessionUser returns the live session of a cookie's token and its user.

@@ -16,10 +16,13 @@ type DashboardSession struct {
 	ExpiresAt time.Time
 }
 
-type DashboardSignInFailure struct {
-	ID       int64
-	Address  string
-	FailedAt time.Time
+type DashboardSignInAttempt struct {
+	ID        int64
+	Email     string
+	Address   string
+	Outcome   string
+	StartedAt time.Time
+	LiftedAt  *time.Time
 }
 
 type DashboardUser struct {
