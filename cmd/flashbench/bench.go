@@ -87,6 +87,7 @@ type bench struct {
 	sync      *server // the voucherd processes (nil with -url)
 	kafka     *server
 	ceiling   *server   // the ceiling process of the probes, started once
+	broker    *server   // the kafka-mode server's broker process (-broker process)
 	lastDB    time.Time // the last database work of a server, for the statistics' settle
 	serverLg  *os.File
 	rdb       redis.UniversalClient // for INFO commandstats
@@ -118,7 +119,7 @@ func newBench(ctx context.Context, o options, getenv func(string) string, enviro
 // servers are the running server processes.
 func (b *bench) servers() []*server {
 	var out []*server
-	for _, s := range []*server{b.sync, b.kafka, b.ceiling} {
+	for _, s := range []*server{b.sync, b.kafka, b.ceiling, b.broker} {
 		if s != nil {
 			out = append(out, s)
 		}
@@ -132,16 +133,19 @@ func (b *bench) stopServers() {
 			fmt.Fprintf(b.stderr, "flashbench: %s: %v\n", s.name, err)
 		}
 	}
-	b.sync, b.kafka, b.ceiling = nil, nil, nil
+	b.sync, b.kafka, b.ceiling, b.broker = nil, nil, nil, nil
 }
 
 // cpuGroups names the processes of a load on target (nil: no server).
 func (b *bench) cpuGroups(target *server) cpuGroups {
 	g := cpuGroups{Harness: []int{os.Getpid()}}
 	for _, s := range b.servers() {
-		if s == target {
+		switch s {
+		case target:
 			g.Server = s.pid()
-		} else {
+		case b.broker:
+			g.Deps = append(g.Deps, s.pid())
+		default:
 			g.Harness = append(g.Harness, s.pid())
 		}
 	}
@@ -238,9 +242,19 @@ func (b *bench) startServers(ctx context.Context, wantKafka bool) error {
 	b.sync = s
 	b.api = newAPI(s.URL, benchStorefrontToken, benchAdminToken)
 	if wantKafka {
-		// KAFKA_BROKERS from the environment is kept; without it voucherd
-		// runs its in-process broker (kfake), inside the server process.
-		k, err := start("voucherd (kafka)", "kafka")
+		// KAFKA_BROKERS from the environment is kept. Without it the broker
+		// is kfake in a process of its own (-broker process), or voucherd's
+		// in-process one (-broker inprocess), whose CPU is then the server's.
+		extra := map[string]string{}
+		if b.getenv("KAFKA_BROKERS") == "" && b.opts.Broker == "process" {
+			br, err := startServer(ctx, "broker", b.bin.flashbench, []string{"broker"}, b.environ, brokerBanner, "", lg)
+			if err != nil {
+				return err
+			}
+			b.broker = br
+			extra["KAFKA_BROKERS"] = br.URL
+		}
+		k, err := startServer(ctx, "voucherd (kafka)", b.bin.voucherd, []string{"serve"}, withEnv(b.environ, merge(b.serverEnv("kafka"), extra)), voucherdBanner, "/readyz", lg)
 		if err != nil {
 			b.noKafka = "kafka path not available: " + err.Error()
 		} else {
@@ -249,6 +263,17 @@ func (b *bench) startServers(ctx context.Context, wantKafka bool) error {
 		}
 	}
 	return nil
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }
 
 // prepared is a scenario's voucher, made before any measurement.
@@ -399,9 +424,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		made = append(made, p)
 	}
 	b.lastDB = time.Now()
-	if slices.ContainsFunc(scenarios, func(s scenario) bool { return s.kind == kindEvalsha }) {
-		b.redisVer = redisVersion(ctx, b.opts.RedisURL)
-	}
+	b.redisVer = redisVersion(ctx, b.opts.RedisURL)
 
 	for _, s := range scenarios {
 		// A measurement during which other processes took a share of the

@@ -12,7 +12,7 @@ import (
 // the rest of the machine used during a load tells which rows it disturbed.
 // The load process reads /proc before and after its load and puts every
 // process in a group: the server under load, the load process itself, the
-// service's dependencies (postgres, redis-server), the rest of the harness
+// service's dependencies (postgres, redis-server, the Kafka broker process), the rest of the harness
 // (flashbench, the idle servers) and everything else.
 
 type cpuGroup int
@@ -29,6 +29,7 @@ const (
 type cpuGroups struct {
 	Server  int   `json:"server"`  // the process under load; 0: none (EVALSHA, or -url)
 	Harness []int `json:"harness"` // flashbench itself and the servers not under load
+	Deps    []int `json:"deps"`    // the broker process, with PostgreSQL and Redis
 }
 
 type cpuSample struct {
@@ -88,6 +89,8 @@ func sampleCPU(g cpuGroups) cpuSample {
 			grp = cpuServer
 		case slices.Contains(g.Harness, pid):
 			grp = cpuHarness
+		case slices.Contains(g.Deps, pid):
+			grp = cpuDeps
 		case comm == "postgres" || strings.HasPrefix(comm, "redis-server") || strings.HasPrefix(comm, "postgres:"):
 			grp = cpuDeps
 		}

@@ -22,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,8 @@ func main() {
 		err = loadMain(ctx, os.Stdin, os.Stdout, os.Stderr)
 	case "ceiling": // the ceiling server process
 		err = ceilingMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "broker": // the kafka-mode server's broker process
+		err = brokerMain(ctx, os.Stdout)
 	default:
 		err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	}
@@ -66,6 +69,7 @@ type options struct {
 	CPUProfile      string        // comma-separated scenario names whose load process is profiled
 	LittleTolerance float64       // how far mean latency may be from C / throughput
 	Quick           bool          // a smoke test's sizes
+	Broker          string        // process or inprocess: where the kafka-mode server's broker runs
 	StatsSettle     time.Duration // wait for PostgreSQL's statistics to be flushed
 	CeilingProbe    int64         // requests of the ceiling measured before each scenario
 	Attempts        int           // measurements of a disturbed row
@@ -96,6 +100,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.Doc, "doc", "docs/benchmarks.md", "markdown file whose generated section gets the table of this run (empty: none)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of these scenarios' load process to -out (comma-separated, e.g. rest,graphql)")
 	fs.Float64Var(&o.LittleTolerance, "little-tolerance", 0.2, "flag a row whose mean latency differs from clients / throughput (Little's law) by more than this share")
+	fs.StringVar(&o.Broker, "broker", "process", "the kafka-mode server's broker without KAFKA_BROKERS: process (kfake in a flashbench broker process, given as KAFKA_BROKERS) or inprocess (voucherd's own in-process broker)")
 	fs.BoolVar(&o.Quick, "quick", false, "a smoke test: "+quickSummary+" (flags given explicitly win)")
 	fs.DurationVar(&o.StatsSettle, "stats-settle", 11*time.Second, "wait after a sale before reading PostgreSQL's statistics (an idle backend reports within 10s); 0 skips the database counters")
 	fs.Int64Var(&o.CeilingProbe, "ceiling-probe", 100000, "measure the ceiling (a) again with this many requests just before each scenario and divide by it (0: divide by row (a) only)")
@@ -143,6 +148,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 			}
 		}
 	}
+	if o.Broker != "process" && o.Broker != "inprocess" {
+		errs = append(errs, errors.New("-broker must be process or inprocess"))
+	}
 	if o.LittleTolerance <= 0 {
 		errs = append(errs, errors.New("-little-tolerance must be positive"))
 	}
@@ -184,15 +192,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return report.write(opts.Out, opts.Doc, stderr)
 }
 
-// quickFlags are -quick's sizes: every scenario end to end in about a
+// quickFlags are -quick's sizes: every scenario end to end in about half a
 // minute, with exact counts still checked (the database counters, which
-// need an 11 s settle per sale, are skipped).
+// need an 11 s settle per sale, are skipped). A smoke test's numbers are not
+// results: they go to a temporary directory and the doc is left alone.
 var quickFlags = map[string]string{
 	"c": "32", "n": "2000", "n-db": "400", "quota": "100", "ceiling-probe": "1000",
 	"attempts": "1", "stats-settle": "0", "max-time": "20s", "max-time-slow": "20s",
+	"out": filepath.Join(os.TempDir(), "flashbench-quick"), "doc": "",
 }
 
-const quickSummary = "32 clients, 2,000 requests (database path 400), quota 100, 1,000-request ceiling probes, one attempt, no database counters"
+const quickSummary = "32 clients, 2,000 requests (database path 400), quota 100, 1,000-request ceiling probes, one attempt, no database counters, results in a temporary directory and not in the doc"
 
 // lockedWriter serialises writes from several goroutines.
 type lockedWriter struct {

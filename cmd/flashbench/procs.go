@@ -26,6 +26,7 @@ import (
 const (
 	voucherdBanner = "voucherd listening on "
 	ceilingBanner  = "flashbench ceiling listening on "
+	brokerBanner   = "flashbench broker listening on "
 )
 
 // binaries are voucherd and flashbench built once for the run.
@@ -128,9 +129,14 @@ func startServer(ctx context.Context, name, path string, args, env []string, ban
 		s.stop()
 		return nil, ctx.Err()
 	}
-	if err := requireLoopbackURL(s.URL); err != nil {
-		s.stop()
-		return nil, err
+	for _, u := range strings.Split(s.URL, ",") {
+		if !strings.Contains(u, "://") {
+			u = "kafka://" + u
+		}
+		if err := requireLoopbackURL(u); err != nil {
+			s.stop()
+			return nil, err
+		}
 	}
 	if ready != "" {
 		if err := waitReady(ctx, s.URL+ready); err != nil {

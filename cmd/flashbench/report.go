@@ -202,7 +202,7 @@ func newReport(b *bench) *report {
 	o := b.opts
 	r := &report{
 		Started: time.Now().UTC(), EdgesNs: histogramEdges, b: b,
-		Processes: "voucherd serve (built with go build into a temp dir), the ceiling (flashbench ceiling) and the load (flashbench load, one process per load phase) each in its own OS process",
+		Processes: processes(o, b.getenv("KAFKA_BROKERS")),
 		// The tree as the run starts (go run has just built it); a commit
 		// made during the run is not what was measured.
 		Tree: gitTree(),
@@ -232,6 +232,22 @@ func newReport(b *bench) *report {
 		r.StatsSource += "; pg_stat_statements not available"
 	}
 	return r
+}
+
+// processes says which OS processes the run was made of.
+func processes(o options, kafkaBrokers string) string {
+	broker := "the kafka-mode server's broker in its own OS process (flashbench broker: kfake, given as KAFKA_BROKERS)"
+	switch {
+	case kafkaBrokers != "":
+		broker = "the kafka-mode server's broker at KAFKA_BROKERS"
+	case o.Broker == "inprocess":
+		broker = "the kafka-mode server's broker inside it (voucherd's in-process kfake)"
+	}
+	server := "voucherd serve (built with go build into a temp dir; a second one with FLASH_WRITE_PATH=kafka)"
+	if o.URL != "" {
+		server, broker = "the voucherd at "+o.URL, "the kafka-mode server at "+cmp.Or(o.KafkaURL, "(none)")
+	}
+	return server + ", the ceiling (flashbench ceiling) and the load (flashbench load, one process per load phase) each in its own OS process; " + broker
 }
 
 func (r *report) add(s *scenarioResult) {
@@ -444,8 +460,7 @@ func (r *report) markdown() string {
 		cmp.Or(m.CPU, "unknown CPU"), m.Cores, m.GOMAXPROCS, m.MemoryGiB, m.Kernel, m.Go, m.PostgreSQL, cmp.Or(m.Redis, "?"))
 	if r.b.opts.URL == "" {
 		fmt.Fprintf(&b, "GOGC %s. ", cmp.Or(m.GOGC, "400 (unset: voucherd's default)"))
-		b.WriteString("The server (`voucherd serve`, built with `go build`), the ceiling (`flashbench ceiling`) and the load generator (`flashbench load`, " +
-			group(int64(r.b.opts.Concurrency)) + " keep-alive connections) are separate OS processes on these cores, with PostgreSQL and Redis.\n")
+		b.WriteString("Processes: " + r.Processes + "; the load process holds " + group(int64(r.b.opts.Concurrency)) + " keep-alive connections. They share these cores with PostgreSQL and Redis.\n")
 	} else {
 		b.WriteString("The load process (`flashbench load`) shares the machine with the server at " + r.b.opts.URL + ".\n")
 	}

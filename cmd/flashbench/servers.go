@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"voucherd/internal/events"
 )
 
 // The bench's voucherd processes' own tokens (never the development ones).
@@ -123,6 +125,21 @@ func ceilingMain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// brokerMain is `flashbench broker`: the Kafka-protocol broker voucherd
+// runs in process without KAFKA_BROKERS (kfake, through internal/events),
+// here in a process of its own, so the kafka-mode server's CPU is its own.
+// It prints its address on stdout and stops on SIGTERM.
+func brokerMain(ctx context.Context, stdout io.Writer) error {
+	b, err := events.StartBroker()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	fmt.Fprintf(stdout, "%s%s\n", brokerBanner, strings.Join(b.Addrs(), ","))
+	<-ctx.Done()
+	return nil
 }
 
 // api is a small client of voucherd for set-up and checks (not the load).
