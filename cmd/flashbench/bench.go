@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/gate"
-	"voucherd/lua"
 )
 
 // scenario is one row of the table.
@@ -33,7 +31,7 @@ type scenario struct {
 	// big: the voucher has more uses than the requests, so every fresh
 	// request wins (else it has -quota uses).
 	big bool
-	// kafka: served by a second in-process server with FLASH_WRITE_PATH=kafka.
+	// kafka: served by a second voucherd process with FLASH_WRITE_PATH=kafka.
 	kafka bool
 	// presold: the voucher is sold out before the measured load starts.
 	presold bool
@@ -76,29 +74,32 @@ func (s scenario) sale() bool { return s.kind == kindREST || s.kind == kindGraph
 
 // bench is one run.
 type bench struct {
-	opts     options
-	getenv   func(string) string
-	stderr   io.Writer
-	runID    string
-	client   *http.Client
-	pg       *pg
-	api      *api // the sync server
-	kafkaAPI *api // nil: no kafka-mode server
-	noKafka  string
-	servers  []*voucherd
-	stops    []func()
-	lastDB   time.Time // the last database work of a server, for the statistics' settle
-	ceiling  string    // the ceiling server of the probes, started once
-	serverLg *os.File
-	rdb      redis.UniversalClient // for INFO commandstats
-	redisVer string
-	pgVer    string
+	opts      options
+	getenv    func(string) string
+	environ   []string // the environment the servers start with (plus serverEnv)
+	stderr    io.Writer
+	runID     string
+	bin       *binaries
+	pg        *pg
+	api       *api // the sync server
+	kafkaAPI  *api // nil: no kafka-mode server
+	noKafka   string
+	sync      *server // the voucherd processes (nil with -url)
+	kafka     *server
+	ceiling   *server   // the ceiling process of the probes, started once
+	broker    *server   // the kafka-mode server's broker process (-broker process)
+	lastDB    time.Time // the last database work of a server, for the statistics' settle
+	serverLg  *os.File
+	rdb       redis.UniversalClient // for INFO commandstats
+	redisVer  string
+	pgVer     string
+	serverBin string // how the servers were run, for the report
 }
 
-func newBench(ctx context.Context, o options, getenv func(string) string, stderr io.Writer) (*bench, error) {
+func newBench(ctx context.Context, o options, getenv func(string) string, environ []string, stderr io.Writer) (*bench, error) {
 	id := make([]byte, 3)
 	_, _ = rand.Read(id)
-	b := &bench{opts: o, getenv: getenv, stderr: stderr, runID: hex.EncodeToString(id), client: newLoadClient(o.Concurrency)}
+	b := &bench{opts: o, getenv: getenv, environ: environ, stderr: stderr, runID: hex.EncodeToString(id)}
 	var err error
 	if b.pg, err = openPG(ctx, o.DatabaseURL); err != nil {
 		return nil, err
@@ -108,24 +109,70 @@ func newBench(ctx context.Context, o options, getenv func(string) string, stderr
 		b.close()
 		return nil, err
 	}
-	if o.PprofAddr != "" {
-		stop, err := servePprof(o.PprofAddr)
-		if err != nil {
-			b.close()
-			return nil, fmt.Errorf("-pprof: %w", err)
-		}
-		b.stops = append(b.stops, stop)
-		fmt.Fprintf(stderr, "pprof on http://%s/debug/pprof/\n", o.PprofAddr)
+	if b.bin, err = buildBinaries(ctx, stderr); err != nil {
+		b.close()
+		return nil, err
 	}
 	return b, nil
 }
 
-func (b *bench) close() {
-	for _, s := range b.servers {
-		s.stop()
+// servers are the running server processes.
+func (b *bench) servers() []*server {
+	var out []*server
+	for _, s := range []*server{b.sync, b.kafka, b.ceiling, b.broker} {
+		if s != nil {
+			out = append(out, s)
+		}
 	}
-	for _, stop := range b.stops {
-		stop()
+	return out
+}
+
+func (b *bench) stopServers() {
+	for _, s := range b.servers() {
+		if err := s.stop(); err != nil {
+			fmt.Fprintf(b.stderr, "flashbench: %s: %v\n", s.name, err)
+		}
+	}
+	b.sync, b.kafka, b.ceiling, b.broker = nil, nil, nil, nil
+}
+
+// cpuGroups names the processes of a load on target (nil: no server).
+func (b *bench) cpuGroups(target *server) cpuGroups {
+	g := cpuGroups{Harness: []int{os.Getpid()}}
+	for _, s := range b.servers() {
+		switch s {
+		case target:
+			g.Server = s.pid()
+		case b.broker:
+			g.Deps = append(g.Deps, s.pid())
+		default:
+			g.Harness = append(g.Harness, s.pid())
+		}
+	}
+	if target != nil && g.Server == 0 {
+		g.Server = target.pid()
+	}
+	return g
+}
+
+// load runs one load phase in a load process.
+func (b *bench) load(ctx context.Context, s scenario, spec loadSpec, target *server) (*loadResult, error) {
+	spec.Concurrency, spec.RetryShare, spec.Client = b.opts.Concurrency, b.opts.RetryShare, b.opts.Client
+	if spec.MaxTime == 0 {
+		spec.MaxTime = b.opts.MaxTime
+	}
+	spec.CPU = b.cpuGroups(target)
+	if s.name == spec.Name && slices.Contains(splitList(b.opts.CPUProfile), s.name) {
+		spec.CPUProfile, _ = filepath.Abs(filepath.Join(b.opts.Out, "cpu-"+s.name+"-load.pprof"))
+		defer fmt.Fprintf(b.stderr, "%s: CPU profile of the load process in %s\n", s.name, spec.CPUProfile)
+	}
+	return runLoad(ctx, b.bin.flashbench, spec, b.stderr)
+}
+
+func (b *bench) close() {
+	b.stopServers()
+	if b.bin != nil {
+		b.bin.remove()
 	}
 	if b.pg != nil {
 		b.pg.close(context.Background())
@@ -149,7 +196,7 @@ func (b *bench) selected() []scenario {
 	return out
 }
 
-// serverEnv is what the in-process servers run with besides the
+// serverEnv is what the voucherd processes run with besides the
 // environment: loopback, the bench's tokens, and jobs that do not run during
 // the measurements (they run once at start).
 func (b *bench) serverEnv(writePath string) map[string]string {
@@ -185,22 +232,48 @@ func (b *bench) startServers(ctx context.Context, wantKafka bool) error {
 		return err
 	}
 	b.serverLg = lg
-	s, err := startVoucherd(ctx, "server", b.getenv, b.serverEnv("sync"), lg)
+	start := func(name, writePath string) (*server, error) {
+		return startServer(ctx, name, b.bin.voucherd, []string{"serve"}, withEnv(b.environ, b.serverEnv(writePath)), voucherdBanner, "/readyz", lg)
+	}
+	s, err := start("voucherd (sync)", "sync")
 	if err != nil {
 		return err
 	}
-	b.servers = append(b.servers, s)
+	b.sync = s
 	b.api = newAPI(s.URL, benchStorefrontToken, benchAdminToken)
 	if wantKafka {
-		k, err := startVoucherd(ctx, "server-kafka", b.getenv, b.serverEnv("kafka"), lg)
+		// KAFKA_BROKERS from the environment is kept. Without it the broker
+		// is kfake in a process of its own (-broker process), or voucherd's
+		// in-process one (-broker inprocess), whose CPU is then the server's.
+		extra := map[string]string{}
+		if b.getenv("KAFKA_BROKERS") == "" && b.opts.Broker == "process" {
+			br, err := startServer(ctx, "broker", b.bin.flashbench, []string{"broker"}, b.environ, brokerBanner, "", lg)
+			if err != nil {
+				return err
+			}
+			b.broker = br
+			extra["KAFKA_BROKERS"] = br.URL
+		}
+		k, err := startServer(ctx, "voucherd (kafka)", b.bin.voucherd, []string{"serve"}, withEnv(b.environ, merge(b.serverEnv("kafka"), extra)), voucherdBanner, "/readyz", lg)
 		if err != nil {
 			b.noKafka = "kafka path not available: " + err.Error()
 		} else {
-			b.servers = append(b.servers, k)
+			b.kafka = k
 			b.kafkaAPI = newAPI(k.URL, benchStorefrontToken, benchAdminToken)
 		}
 	}
 	return nil
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }
 
 // prepared is a scenario's voucher, made before any measurement.
@@ -208,6 +281,7 @@ type prepared struct {
 	code, orderPrefix string
 	quota             int
 	api               *api
+	server            *server // the process behind api (nil with -url)
 	presold           int
 	probes            int    // orders reserved by the kafka probe
 	skip              string // why the row has no number
@@ -217,7 +291,7 @@ func (b *bench) code(s scenario) string { return "fb-" + s.name + "-" + b.runID 
 
 // prepare makes the voucher of a sale scenario's attempt.
 func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared, error) {
-	p := &prepared{code: b.code(s), quota: b.opts.Quota, api: b.api}
+	p := &prepared{code: b.code(s), quota: b.opts.Quota, api: b.api, server: b.sync}
 	if attempt > 1 {
 		p.code += "-" + strconv.Itoa(attempt)
 	}
@@ -234,7 +308,7 @@ func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared
 			p.skip = b.noKafka
 			return p, nil
 		}
-		p.api = b.kafkaAPI
+		p.api, p.server = b.kafkaAPI, b.kafka
 	}
 	if err := p.api.createVoucher(ctx, p.code, p.quota, s.flash); err != nil {
 		return nil, err
@@ -326,7 +400,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	needServer := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.sale() })
 	rep := newReport(b)
 	if needServer {
-		fmt.Fprintln(b.stderr, "flashbench: starting voucherd in this process")
+		fmt.Fprintln(b.stderr, "flashbench: starting voucherd serve in its own process")
 		if err := b.startServers(ctx, wantKafka); err != nil {
 			return nil, err
 		}
@@ -350,17 +424,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		made = append(made, p)
 	}
 	b.lastDB = time.Now()
-	if needServer && b.opts.Client == "nethttp" {
-		if b.api != nil {
-			warmConnections(ctx, b.client, b.api.base, b.opts.Concurrency)
-		}
-		if b.kafkaAPI != nil {
-			warmConnections(ctx, b.client, b.kafkaAPI.base, b.opts.Concurrency)
-		}
-	}
-	if slices.ContainsFunc(scenarios, func(s scenario) bool { return s.kind == kindEvalsha }) {
-		b.redisVer = redisVersion(ctx, b.opts.RedisURL)
-	}
+	b.redisVer = redisVersion(ctx, b.opts.RedisURL)
 
 	for _, s := range scenarios {
 		// A measurement during which other processes took a share of the
@@ -394,6 +458,7 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 				return nil, fmt.Errorf("%s: %w", s.name, err)
 			}
 			res.Attempt, res.Disturbance = attempt, max(res.CPU.Other, res.probeCPU.Other)
+			res.little(b.opts.Concurrency, b.opts.LittleTolerance)
 			if best == nil || res.Disturbance < best.Disturbance {
 				best = res
 			}
@@ -409,76 +474,57 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 	return rep, nil
 }
 
+// startCeiling starts `flashbench ceiling` (the trivial handler in its own
+// process).
+func (b *bench) startCeiling(ctx context.Context, plain bool) (*server, error) {
+	args, name := []string{"ceiling"}, "ceiling"
+	if plain {
+		args, name = append(args, "-plain"), "ceiling (plain)"
+	}
+	// The ceiling collects garbage as voucherd does: voucherd sets GOGC 400
+	// for itself unless the environment sets GOGC.
+	env := b.environ
+	if b.getenv("GOGC") == "" {
+		env = withEnv(env, map[string]string{"GOGC": "400"})
+	}
+	return startServer(ctx, name, b.bin.flashbench, args, env, ceilingBanner, "", b.stderr)
+}
+
+// ceilingSpec is a load of the ceiling server at base.
+func (b *bench) ceilingSpec(name, base string, requests int64) loadSpec {
+	return loadSpec{
+		Name: name, Kind: "http", Base: base, Path: "/vouchers/fb-ceiling-" + b.runID + "/reservations", Token: benchStorefrontToken,
+		Body: "rest", Classify: "ceiling", OrderPrefix: "fb-ceiling-" + b.runID + "-", Requests: requests,
+	}
+}
+
 // probeCeiling measures the HTTP+JSON ceiling again, just before scenario s.
 func (b *bench) probeCeiling(ctx context.Context, s scenario) (float64, cpuUse, error) {
 	if b.opts.CeilingProbe <= 0 {
 		return 0, cpuUse{}, nil
 	}
-	if b.ceiling == "" {
-		base, stop, err := serveLoopback(ctx, "ceiling", ceilingJSONHandler())
+	if b.ceiling == nil {
+		c, err := b.startCeiling(ctx, false)
 		if err != nil {
 			return 0, cpuUse{}, err
 		}
-		b.ceiling = base
-		b.stops = append(b.stops, stop)
+		b.ceiling = c
 	}
-	l := load{
-		name: "ceiling>" + s.name, requests: b.opts.CeilingProbe, concurrency: b.opts.Concurrency, maxTime: b.opts.MaxTime, retryShare: b.opts.RetryShare,
-		newAttempt: b.httpAttempt(b.ceiling, "/vouchers/fb-ceiling-"+b.runID+"/reservations", benchStorefrontToken, restBody("fb-ceiling-"+b.runID+"-"), classifyCeiling),
+	lr, err := b.load(ctx, s, b.ceilingSpec("ceiling>"+s.name, b.ceiling.URL, b.opts.CeilingProbe), b.ceiling)
+	if err != nil {
+		return 0, cpuUse{}, fmt.Errorf("ceiling probe: %w", err)
 	}
-	lr := l.run(ctx, b.stderr)
 	return float64(lr.Requests) / lr.Elapsed.Seconds(), lr.CPU, nil
 }
 
-// httpAttempt is the load client of -client.
-func (b *bench) httpAttempt(base, path, token string, build func([]byte, int64) []byte, classify func(int, []byte) (string, bool)) func() (attempt, func()) {
-	if b.opts.Client == "nethttp" {
-		return httpAttempt(b.client, base+path, token, build, classify)
-	}
-	return rawAttempt(base, path, token, build, classify)
-}
-
-// profiled runs fn under a CPU profile when the scenario is listed in
-// -cpuprofile.
-func (b *bench) profiled(s scenario, fn func()) error {
-	if !slices.Contains(splitList(b.opts.CPUProfile), s.name) {
-		fn()
-		return nil
-	}
-	f, err := os.Create(filepath.Join(b.opts.Out, "cpu-"+s.name+".pprof"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := pprof.StartCPUProfile(f); err != nil {
-		return err
-	}
-	fn()
-	pprof.StopCPUProfile()
-	fmt.Fprintf(b.stderr, "%s: CPU profile in %s (go tool pprof -tagfocus role=server ...)\n", s.name, f.Name())
-	return nil
-}
-
 func (b *bench) runCeiling(ctx context.Context, s scenario) (*scenarioResult, error) {
-	h, role := ceilingJSONHandler(), "ceiling"
-	if s.kind == kindCeilingPlain {
-		h, role = ceilingPlainHandler(), "ceiling-raw"
-	}
-	base, stop, err := serveLoopback(ctx, role, h)
+	c, err := b.startCeiling(ctx, s.kind == kindCeilingPlain)
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
-	if b.opts.Client == "nethttp" {
-		warmConnections(ctx, b.client, base, b.opts.Concurrency)
-	}
-	prefix := "fb-ceiling-" + b.runID + "-"
-	l := load{
-		name: s.name, requests: b.opts.Requests, concurrency: b.opts.Concurrency, maxTime: b.opts.MaxTime, retryShare: b.opts.RetryShare,
-		newAttempt: b.httpAttempt(base, "/vouchers/fb-ceiling-"+b.runID+"/reservations", benchStorefrontToken, restBody(prefix), classifyCeiling),
-	}
-	var lr *loadResult
-	if err := b.profiled(s, func() { lr = l.run(ctx, b.stderr) }); err != nil {
+	defer c.stop()
+	lr, err := b.load(ctx, s, b.ceilingSpec(s.name, c.URL, b.opts.Requests), c)
+	if err != nil {
 		return nil, err
 	}
 	res := newResult(s, lr)
@@ -487,8 +533,8 @@ func (b *bench) runCeiling(ctx context.Context, s scenario) (*scenarioResult, er
 }
 
 // runEvalsha floods a throwaway gate (keys of a unique code, never a real
-// voucher's) with reserve.lua through the same go-redis client settings as
-// the server, then deletes its keys.
+// voucher's) with reserve.lua from the load process, through the same
+// go-redis client settings as the server, then deletes its keys.
 func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, error) {
 	rdb, err := gate.NewClient(b.opts.RedisURL)
 	if err != nil {
@@ -502,30 +548,13 @@ func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, er
 	if err := rdb.Set(ctx, keys[0], b.opts.Quota, 10*time.Minute).Err(); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	script := redis.NewScript(lua.Reserve)
-	if err := script.Load(ctx, rdb).Err(); err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	orderPrefix := code + "-"
-	newAttempt := func() (attempt, func()) {
-		var order []byte
-		return func(j int64) (string, bool, error) {
-			order = strconv.AppendInt(append(order[:0], orderPrefix...), j, 10)
-			v, err := script.Run(ctx, rdb, keys, string(order), customerBase+j+1, orderAmount, 1).Text()
-			if err != nil {
-				return "REDIS_ERROR", false, err
-			}
-			out := intern([]byte(v))
-			return out, out == "ADMITTED" || out == "DUPLICATE", nil
-		}, func() {}
-	}
-	l := load{name: s.name, requests: b.opts.Requests, concurrency: b.opts.Concurrency, maxTime: b.opts.MaxTime, retryShare: b.opts.RetryShare, newAttempt: newAttempt}
+	spec := loadSpec{Name: s.name, Kind: "evalsha", RedisURL: b.opts.RedisURL, Keys: keys, OrderPrefix: code + "-", Requests: b.opts.Requests}
 	ceiling, probeCPU, err := b.probeCeiling(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	var lr *loadResult
-	if err := b.profiled(s, func() { lr = l.run(ctx, b.stderr) }); err != nil {
+	lr, err := b.load(ctx, s, spec, nil)
+	if err != nil {
 		return nil, err
 	}
 	res := newResult(s, lr)
@@ -572,13 +601,12 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 	if s.name == "db" || s.name == "winners-sync" {
 		maxTime = min(maxTime, b.opts.MaxTimeSlow)
 	}
-	path, body, classify := "/vouchers/"+p.code+"/reservations", restBody(p.orderPrefix), classifyREST
-	if s.kind == kindGraphQL {
-		path, body, classify = "/graphql", graphqlBody(p.code, p.orderPrefix), classifyGraphQL
+	spec := loadSpec{
+		Name: s.name, Kind: "http", Base: p.api.base, Path: "/vouchers/" + p.code + "/reservations", Token: p.api.storefront,
+		Body: "rest", Classify: "rest", Code: p.code, OrderPrefix: p.orderPrefix, Requests: requests, MaxTime: maxTime,
 	}
-	l := load{
-		name: s.name, requests: requests, concurrency: b.opts.Concurrency, maxTime: maxTime, retryShare: b.opts.RetryShare,
-		newAttempt: b.httpAttempt(p.api.base, path, p.api.storefront, body, classify),
+	if s.kind == kindGraphQL {
+		spec.Path, spec.Body, spec.Classify = "/graphql", "graphql", "graphql"
 	}
 
 	b.settle(ctx)
@@ -593,8 +621,8 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		}
 	}
 	redisBefore, redisErr := readRedisCalls(ctx, b.rdb)
-	var lr *loadResult
-	if err := b.profiled(s, func() { lr = l.run(ctx, b.stderr) }); err != nil {
+	lr, err := b.load(ctx, s, spec, p.server)
+	if err != nil {
 		return nil, err
 	}
 	res := newResult(s, lr)
@@ -769,17 +797,14 @@ func (b *bench) cleanUp(ctx context.Context, preps []*prepared) {
 	if b.opts.URL != "" {
 		return // the gate belongs to that server
 	}
-	for _, s := range b.servers {
-		s.stop()
-	}
-	b.servers = nil
+	b.stopServers()
 	for _, p := range preps {
 		k := "voucher:{" + p.code + "}:"
 		_ = b.rdb.Unlink(ctx, k+"stock", k+"customers", k+"orders", k+"meta", k+"paused").Err()
 	}
 }
 
-// waitForExpiry waits until the in-process server's first expiry pass (it
+// waitForExpiry waits until the server's first expiry pass (it
 // runs at start; the next one an hour later) has released the reservations
 // that came due since the last server ran (earlier runs leave thousands), so
 // that work does not run during a measurement: until none is due, or the

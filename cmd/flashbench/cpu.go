@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -9,17 +10,27 @@ import (
 
 // The machine may be shared (other people's tests, a browser): how much CPU
 // the rest of the machine used during a load tells which rows it disturbed.
-// Processes are read from /proc and put in three groups: this process (the
-// server and the load), the service's dependencies (postgres, redis-server)
-// and everything else.
+// The load process reads /proc before and after its load and puts every
+// process in a group: the server under load, the load process itself, the
+// service's dependencies (postgres, redis-server, the Kafka broker process), the rest of the harness
+// (flashbench, the idle servers) and everything else.
 
 type cpuGroup int
 
 const (
-	cpuSelf cpuGroup = iota
+	cpuServer cpuGroup = iota
+	cpuLoad
 	cpuDeps
+	cpuHarness
 	cpuOther
 )
+
+// cpuGroups names the processes of the run by pid.
+type cpuGroups struct {
+	Server  int   `json:"server"`  // the process under load; 0: none (EVALSHA, or -url)
+	Harness []int `json:"harness"` // flashbench itself and the servers not under load
+	Deps    []int `json:"deps"`    // the broker process, with PostgreSQL and Redis
+}
 
 type cpuSample struct {
 	at    time.Time
@@ -33,14 +44,16 @@ type procTicks struct {
 
 // cpuUse is a load's CPU by group, in cores (1.0 = one core busy all along).
 type cpuUse struct {
-	Self  float64 `json:"flashbench"`
-	Deps  float64 `json:"postgresRedis"`
-	Other float64 `json:"otherProcesses"`
+	Server  float64 `json:"server"`
+	Load    float64 `json:"load"`
+	Deps    float64 `json:"postgresRedis"`
+	Harness float64 `json:"harness"`
+	Other   float64 `json:"otherProcesses"`
 }
 
 const clockTicks = 100 // USER_HZ on Linux
 
-func sampleCPU() cpuSample {
+func sampleCPU(g cpuGroups) cpuSample {
 	s := cpuSample{at: time.Now(), ticks: map[int]procTicks{}}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -68,14 +81,20 @@ func sampleCPU() cpuSample {
 		}
 		utime, _ := strconv.ParseInt(fields[11], 10, 64)
 		stime, _ := strconv.ParseInt(fields[12], 10, 64)
-		g := cpuOther
+		grp := cpuOther
 		switch {
 		case pid == self:
-			g = cpuSelf
+			grp = cpuLoad
+		case g.Server != 0 && pid == g.Server:
+			grp = cpuServer
+		case slices.Contains(g.Harness, pid):
+			grp = cpuHarness
+		case slices.Contains(g.Deps, pid):
+			grp = cpuDeps
 		case comm == "postgres" || strings.HasPrefix(comm, "redis-server") || strings.HasPrefix(comm, "postgres:"):
-			g = cpuDeps
+			grp = cpuDeps
 		}
-		s.ticks[pid] = procTicks{group: g, ticks: utime + stime}
+		s.ticks[pid] = procTicks{group: grp, ticks: utime + stime}
 	}
 	return s
 }
@@ -83,7 +102,7 @@ func sampleCPU() cpuSample {
 // since is the CPU used between two samples; a process that started in
 // between counts from zero, one that ended is not seen.
 func (s cpuSample) since(before cpuSample) cpuUse {
-	var by [3]int64
+	var by [5]int64
 	for pid, p := range s.ticks {
 		d := p.ticks - before.ticks[pid].ticks
 		if d > 0 {
@@ -95,5 +114,5 @@ func (s cpuSample) since(before cpuSample) cpuUse {
 		return cpuUse{}
 	}
 	cores := func(t int64) float64 { return float64(t) / clockTicks / secs }
-	return cpuUse{Self: cores(by[cpuSelf]), Deps: cores(by[cpuDeps]), Other: cores(by[cpuOther])}
+	return cpuUse{Server: cores(by[cpuServer]), Load: cores(by[cpuLoad]), Deps: cores(by[cpuDeps]), Harness: cores(by[cpuHarness]), Other: cores(by[cpuOther])}
 }

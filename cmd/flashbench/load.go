@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -39,25 +38,28 @@ type load struct {
 	newAttempt func() (attempt, func())
 }
 
-// loadResult is what a load phase measured.
+// loadResult is what a load phase measured; the load process writes it as
+// JSON on its stdout.
 type loadResult struct {
-	Requests  int64
-	Elapsed   time.Duration
-	Latencies []int64 // nanoseconds, sorted
+	Requests  int64         `json:"requests"`
+	Elapsed   time.Duration `json:"elapsedNs"`
+	Latencies []int64       `json:"latenciesNs"` // sorted
 	// Outcomes counts answers by outcome; a retry's are prefixed "retry ".
-	Outcomes map[string]int64
-	// SuccessOrders marks every order j answered with success at least once.
-	SuccessOrders []bool
+	Outcomes map[string]int64 `json:"outcomes"`
+	// SuccessOrders marks every order j answered with success at least
+	// once; on the wire it is Won, the list of those j.
+	SuccessOrders []bool  `json:"-"`
+	Won           []int64 `json:"won"`
 	// Successes counts success answers (retries of a winner included).
-	Successes int64
+	Successes int64 `json:"successes"`
 	// SuccessTimes are when the success answers of fresh requests arrived,
 	// since the start, sorted.
-	SuccessTimes []time.Duration
+	SuccessTimes []time.Duration `json:"successTimesNs"`
 	// Timeline is the completions in each timelineStep since the start.
-	Timeline   []int64
-	FirstError string
-	Stopped    bool // stopped by max-time before all requests were sent
-	CPU        cpuUse
+	Timeline   []int64 `json:"timeline"`
+	FirstError string  `json:"firstError,omitempty"`
+	Stopped    bool    `json:"stopped"` // stopped by max-time before all requests were sent
+	CPU        cpuUse  `json:"cpu"`
 }
 
 // UniqueSuccesses is the number of distinct orders answered with success.
@@ -83,8 +85,9 @@ type workerResult struct {
 // timelineStep is the resolution of the throughput timeline.
 const timelineStep = 100 * time.Millisecond
 
-// run drives the load and shows a progress bar on progress.
-func (l load) run(ctx context.Context, progress io.Writer) *loadResult {
+// run drives the load, shows a progress bar on progress and measures the
+// CPU of the processes in groups.
+func (l load) run(ctx context.Context, progress io.Writer, groups cpuGroups) *loadResult {
 	var next, done atomic.Int64
 	var stop atomic.Bool
 	results := make([]workerResult, l.concurrency)
@@ -94,24 +97,22 @@ func (l load) run(ctx context.Context, progress io.Writer) *loadResult {
 		attempts[w], release = l.newAttempt()
 		defer release()
 	}
-	cpuBefore := sampleCPU()
+	cpuBefore := sampleCPU(groups)
 	bar := startProgress(progress, l.name, l.requests, &done)
 	timer := time.AfterFunc(l.maxTime, func() { stop.Store(true) })
 	ctxDone := context.AfterFunc(ctx, func() { stop.Store(true) })
 	start := time.Now()
 	var wg sync.WaitGroup
-	pprof.Do(ctx, pprof.Labels("role", "client"), func(context.Context) {
-		for w := range l.concurrency {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				results[w] = l.work(attempts[w], start, &next, &done, &stop, uint64(w))
-			}()
-		}
-	})
+	for w := range l.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[w] = l.work(attempts[w], start, &next, &done, &stop, uint64(w))
+		}()
+	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cpu := sampleCPU().since(cpuBefore)
+	cpu := sampleCPU(groups).since(cpuBefore)
 	timer.Stop()
 	ctxDone()
 	bar.finish()
@@ -128,6 +129,9 @@ func (l load) run(ctx context.Context, progress io.Writer) *loadResult {
 			res.Outcomes[k] += v
 		}
 		for _, j := range w.successes {
+			if !res.SuccessOrders[j] {
+				res.Won = append(res.Won, j)
+			}
 			res.SuccessOrders[j] = true
 		}
 		res.Successes += int64(len(w.successes))
@@ -145,6 +149,7 @@ func (l load) run(ctx context.Context, progress io.Writer) *loadResult {
 	res.Requests = int64(len(res.Latencies))
 	slices.Sort(res.Latencies)
 	slices.Sort(res.SuccessTimes)
+	slices.Sort(res.Won)
 	return res
 }
 

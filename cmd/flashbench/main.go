@@ -1,13 +1,15 @@
 // Command flashbench is the flash-sale benchmark behind `make bench`: it
-// starts voucherd in this process (or targets one given by -url), floods a
-// fresh 1,000-use flash voucher with reserves from many concurrent clients
-// over REST and over GraphQL, measures the machine's baselines in the same
-// run (an HTTP+JSON ceiling, raw EVALSHA of lua/reserve.lua, the database
-// path, a sold-out voucher), checks after every sale that nothing was
-// oversold, and writes a markdown table (stdout), JSON and an SVG latency
-// histogram (bench/results/) and the table of docs/benchmarks.md.
+// builds voucherd and runs `voucherd serve` as its own process (or targets
+// one given by -url), floods a fresh 1,000-use flash voucher with reserves
+// from a separate load process (`flashbench load`, many keep-alive
+// connections) over REST and over GraphQL, measures the machine's baselines
+// in the same run (an HTTP+JSON ceiling process, `flashbench ceiling`; raw
+// EVALSHA of lua/reserve.lua; the database path; a sold-out voucher), checks
+// after every sale that nothing was oversold, and writes a markdown table
+// (stdout), JSON and an SVG latency histogram (bench/results/) and the table
+// of docs/benchmarks.md.
 //
-// Everything runs on loopback, and the load generator shares the machine's
+// Everything runs on loopback, and the load process shares the machine's
 // cores with the server: results are meant to be read as ratios to the
 // ceiling measured in the same run.
 package main
@@ -20,7 +22,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -28,7 +32,18 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	var err error
+	switch sub := append(os.Args[1:], "")[0]; sub {
+	case "load": // the load process, started by the orchestrator
+		err = loadMain(ctx, os.Stdin, os.Stdout, os.Stderr)
+	case "ceiling": // the ceiling server process
+		err = ceilingMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "broker": // the kafka-mode server's broker process
+		err = brokerMain(ctx, os.Stdout)
+	default:
+		err = run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "flashbench:", err)
 		os.Exit(1)
 	}
@@ -36,7 +51,7 @@ func main() {
 
 // options are the command line's settings.
 type options struct {
-	URL             string        // a running voucherd; empty: start one in this process
+	URL             string        // a running voucherd; empty: start voucherd processes
 	KafkaURL        string        // a running voucherd with FLASH_WRITE_PATH=kafka (with -url)
 	StorefrontToken string        // with -url
 	AdminToken      string        // with -url
@@ -51,8 +66,10 @@ type options struct {
 	Only            string        // comma-separated scenario names; empty: all
 	Out             string        // results directory
 	Doc             string        // markdown file whose generated section is replaced
-	CPUProfile      string        // comma-separated scenario names to profile
-	PprofAddr       string        // side listener for net/http/pprof
+	CPUProfile      string        // comma-separated scenario names whose load process is profiled
+	LittleTolerance float64       // how far mean latency may be from C / throughput
+	Quick           bool          // a smoke test's sizes
+	Broker          string        // process or inprocess: where the kafka-mode server's broker runs
 	StatsSettle     time.Duration // wait for PostgreSQL's statistics to be flushed
 	CeilingProbe    int64         // requests of the ceiling measured before each scenario
 	Attempts        int           // measurements of a disturbed row
@@ -81,14 +98,30 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	list := fs.Bool("list", false, "list the scenarios and exit")
 	fs.StringVar(&o.Out, "out", "bench/results", "directory for the JSON, the SVG, CPU profiles and the server log")
 	fs.StringVar(&o.Doc, "doc", "docs/benchmarks.md", "markdown file whose generated section gets the table of this run (empty: none)")
-	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of these scenarios' load phases to -out (comma-separated, e.g. rest,graphql)")
-	fs.StringVar(&o.PprofAddr, "pprof", "", "serve net/http/pprof on this loopback address while running (e.g. 127.0.0.1:6060)")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of these scenarios' load process to -out (comma-separated, e.g. rest,graphql)")
+	fs.Float64Var(&o.LittleTolerance, "little-tolerance", 0.2, "flag a row whose mean latency differs from clients / throughput (Little's law) by more than this share")
+	fs.StringVar(&o.Broker, "broker", "process", "the kafka-mode server's broker without KAFKA_BROKERS: process (kfake in a flashbench broker process, given as KAFKA_BROKERS) or inprocess (voucherd's own in-process broker)")
+	fs.BoolVar(&o.Quick, "quick", false, "a smoke test: "+quickSummary+" (flags given explicitly win)")
 	fs.DurationVar(&o.StatsSettle, "stats-settle", 11*time.Second, "wait after a sale before reading PostgreSQL's statistics (an idle backend reports within 10s); 0 skips the database counters")
 	fs.Int64Var(&o.CeilingProbe, "ceiling-probe", 100000, "measure the ceiling (a) again with this many requests just before each scenario and divide by it (0: divide by row (a) only)")
 	fs.IntVar(&o.Attempts, "attempts", 3, "measure a row again, up to this many times, when other processes disturbed it")
 	fs.Float64Var(&o.MaxOther, "max-other", 0.15, "CPU cores other processes may use during a row before it counts as disturbed")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q (subcommands: load, ceiling; flags: -h)", fs.Arg(0))
+	}
+	if o.Quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range quickFlags {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					return o, err
+				}
+			}
+		}
 	}
 	if *list {
 		for _, s := range scenarioCatalog {
@@ -115,10 +148,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 			}
 		}
 	}
-	if o.PprofAddr != "" {
-		if err := requireLoopbackAddr(o.PprofAddr); err != nil {
-			errs = append(errs, fmt.Errorf("-pprof: %w", err))
-		}
+	if o.Broker != "process" && o.Broker != "inprocess" {
+		errs = append(errs, errors.New("-broker must be process or inprocess"))
+	}
+	if o.LittleTolerance <= 0 {
+		errs = append(errs, errors.New("-little-tolerance must be positive"))
 	}
 	for _, name := range splitList(o.Only + "," + o.CPUProfile) {
 		if findScenario(name) == nil {
@@ -136,10 +170,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if _, ok := stderr.(*os.File); !ok {
+		// The child processes' stderr (progress bars, logs) is copied into
+		// a writer that is not a file by a goroutine per child.
+		stderr = &lockedWriter{w: stderr}
+	}
 	if err := os.MkdirAll(opts.Out, 0o755); err != nil {
 		return err
 	}
-	b, err := newBench(ctx, opts, getenv, stderr)
+	b, err := newBench(ctx, opts, getenv, os.Environ(), stderr)
 	if err != nil {
 		return err
 	}
@@ -151,6 +190,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	report.Command = commandLine(args)
 	fmt.Fprint(stdout, report.markdown())
 	return report.write(opts.Out, opts.Doc, stderr)
+}
+
+// quickFlags are -quick's sizes: every scenario end to end in about half a
+// minute, with exact counts still checked (the database counters, which
+// need an 11 s settle per sale, are skipped). A smoke test's numbers are not
+// results: they go to a temporary directory and the doc is left alone.
+var quickFlags = map[string]string{
+	"c": "32", "n": "2000", "n-db": "400", "quota": "100", "ceiling-probe": "1000",
+	"attempts": "1", "stats-settle": "0", "max-time": "20s", "max-time-slow": "20s",
+	"out": filepath.Join(os.TempDir(), "flashbench-quick"), "doc": "",
+}
+
+const quickSummary = "32 clients, 2,000 requests (database path 400), quota 100, 1,000-request ceiling probes, one attempt, no database counters, results in a temporary directory and not in the doc"
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func or(v, def string) string {

@@ -36,17 +36,27 @@ type scenarioResult struct {
 	// Ceiling is the HTTP+JSON ceiling measured just before this scenario
 	// (the ratio's denominator), so a machine whose other load drifts during
 	// the run skews the ratios less.
-	Ceiling   float64          `json:"ceilingNextToItPerSec,omitempty"`
-	CPU       cpuUse           `json:"cpuCores"`
-	P50       float64          `json:"p50Ms"`
-	P90       float64          `json:"p90Ms"`
-	P99       float64          `json:"p99Ms"`
-	P999      float64          `json:"p999Ms"`
-	Max       float64          `json:"maxMs"`
-	Outcomes  map[string]int64 `json:"outcomes"`
-	Successes int64            `json:"successAnswers"`
-	Sold      *int64           `json:"sold,omitempty"`           // distinct orders answered with success
-	SoldOutMs *float64         `json:"soldOutAfterMs,omitempty"` // when the quota-th success answer arrived
+	Ceiling float64 `json:"ceilingNextToItPerSec,omitempty"`
+	CPU     cpuUse  `json:"cpuCores"`
+	P50     float64 `json:"p50Ms"`
+	P90     float64 `json:"p90Ms"`
+	P99     float64 `json:"p99Ms"`
+	P999    float64 `json:"p999Ms"`
+	Max     float64 `json:"maxMs"`
+	Mean    float64 `json:"meanMs"`
+	// Little's law for a closed loop of C connections: C / throughput is the
+	// mean time a request spends in the loop, which the measured mean
+	// latency should match; a measurement that misses part of a request's
+	// time (a client that queues before it times, a stalled worker) shows
+	// as a disagreement.
+	Connections int              `json:"connections"`
+	LittleMs    float64          `json:"littleMs"`       // C / throughput
+	LittleOff   float64          `json:"littleOffShare"` // |mean - C/throughput| / (C/throughput)
+	LittleOK    bool             `json:"littleOK"`
+	Outcomes    map[string]int64 `json:"outcomes"`
+	Successes   int64            `json:"successAnswers"`
+	Sold        *int64           `json:"sold,omitempty"`           // distinct orders answered with success
+	SoldOutMs   *float64         `json:"soldOutAfterMs,omitempty"` // when the quota-th success answer arrived
 	// AfterSoldOut is the throughput from the sell-out on: the late crowd of
 	// the same run, without the selling phase's database writes.
 	AfterSoldOut  float64       `json:"throughputAfterSoldOutPerSec,omitempty"`
@@ -82,8 +92,24 @@ func newResult(s scenario, lr *loadResult) *scenarioResult {
 	}
 	if n := len(lr.Latencies); n > 0 {
 		r.Max = ms(time.Duration(lr.Latencies[n-1]))
+		var sum float64
+		for _, v := range lr.Latencies {
+			sum += float64(v)
+		}
+		r.Mean = sum / float64(n) / 1e6
 	}
 	return r
+}
+
+// little compares the mean latency with connections / throughput.
+func (r *scenarioResult) little(connections int, tolerance float64) {
+	if r.Skipped != "" || r.Throughput <= 0 {
+		return
+	}
+	r.Connections = connections
+	r.LittleMs = float64(connections) / r.Throughput * 1000
+	r.LittleOff = math.Abs(r.Mean-r.LittleMs) / r.LittleMs
+	r.LittleOK = r.LittleOff <= tolerance
 }
 
 func (r *scenarioResult) check(name string, ok bool, detail string) {
@@ -157,39 +183,43 @@ type target struct {
 
 // report is the whole run.
 type report struct {
-	Started     time.Time         `json:"started"`
-	Command     string            `json:"command"`
-	Machine     machine           `json:"machine"`
-	Settings    map[string]string `json:"settings"`
-	Scenarios   []*scenarioResult `json:"scenarios"`
-	Targets     []target          `json:"targets"`
-	EdgesNs     []float64         `json:"histogramEdgesNs"`
-	Tree        string            `json:"tree"` // git commit of the tree measured, "+dirty" with local changes
-	InProcess   bool              `json:"serverInProcess"`
-	StatsSource string            `json:"statsSource"`
+	Started   time.Time         `json:"started"`
+	Command   string            `json:"command"`
+	Machine   machine           `json:"machine"`
+	Settings  map[string]string `json:"settings"`
+	Scenarios []*scenarioResult `json:"scenarios"`
+	Targets   []target          `json:"targets"`
+	EdgesNs   []float64         `json:"histogramEdgesNs"`
+	Tree      string            `json:"tree"` // git commit of the tree measured, "+dirty" with local changes
+	// Processes says how the run was laid out: the server, the load and the
+	// ceiling as separate OS processes.
+	Processes   string `json:"processes"`
+	StatsSource string `json:"statsSource"`
 	b           *bench
 }
 
 func newReport(b *bench) *report {
 	o := b.opts
 	r := &report{
-		Started: time.Now().UTC(), InProcess: o.URL == "", EdgesNs: histogramEdges, b: b,
+		Started: time.Now().UTC(), EdgesNs: histogramEdges, b: b,
+		Processes: processes(o, b.getenv("KAFKA_BROKERS")),
 		// The tree as the run starts (go run has just built it); a commit
 		// made during the run is not what was measured.
 		Tree: gitTree(),
 		Settings: map[string]string{
-			"concurrency":   strconv.Itoa(o.Concurrency),
-			"client":        o.Client,
-			"requests":      strconv.FormatInt(o.Requests, 10),
-			"requests db":   strconv.FormatInt(o.DBRequests, 10),
-			"max time":      o.MaxTime.String(),
-			"max time slow": o.MaxTimeSlow.String(),
-			"retry share":   strconv.FormatFloat(o.RetryShare, 'f', -1, 64),
-			"quota":         strconv.Itoa(o.Quota),
-			"stats settle":  o.StatsSettle.String(),
-			"attempts":      strconv.Itoa(o.Attempts),
-			"max other":     strconv.FormatFloat(o.MaxOther, 'f', -1, 64),
-			"server":        cmp.Or(o.URL, "in process (app.Run)"),
+			"concurrency":      strconv.Itoa(o.Concurrency),
+			"client":           o.Client,
+			"requests":         strconv.FormatInt(o.Requests, 10),
+			"requests db":      strconv.FormatInt(o.DBRequests, 10),
+			"max time":         o.MaxTime.String(),
+			"max time slow":    o.MaxTimeSlow.String(),
+			"retry share":      strconv.FormatFloat(o.RetryShare, 'f', -1, 64),
+			"quota":            strconv.Itoa(o.Quota),
+			"stats settle":     o.StatsSettle.String(),
+			"attempts":         strconv.Itoa(o.Attempts),
+			"max other":        strconv.FormatFloat(o.MaxOther, 'f', -1, 64),
+			"server":           cmp.Or(o.URL, "voucherd serve, its own process"),
+			"little tolerance": strconv.FormatFloat(o.LittleTolerance, 'f', -1, 64),
 		},
 		StatsSource: "pg_stat_database (read from the postgres database), pg_stat_user_tables",
 	}
@@ -202,6 +232,22 @@ func newReport(b *bench) *report {
 		r.StatsSource += "; pg_stat_statements not available"
 	}
 	return r
+}
+
+// processes says which OS processes the run was made of.
+func processes(o options, kafkaBrokers string) string {
+	broker := "the kafka-mode server's broker in its own OS process (flashbench broker: kfake, given as KAFKA_BROKERS)"
+	switch {
+	case kafkaBrokers != "":
+		broker = "the kafka-mode server's broker at KAFKA_BROKERS"
+	case o.Broker == "inprocess":
+		broker = "the kafka-mode server's broker inside it (voucherd's in-process kfake)"
+	}
+	server := "voucherd serve (built with go build into a temp dir; a second one with FLASH_WRITE_PATH=kafka)"
+	if o.URL != "" {
+		server, broker = "the voucherd at "+o.URL, "the kafka-mode server at "+cmp.Or(o.KafkaURL, "(none)")
+	}
+	return server + ", the ceiling (flashbench ceiling) and the load (flashbench load, one process per load phase) each in its own OS process; " + broker
 }
 
 func (r *report) add(s *scenarioResult) {
@@ -352,12 +398,16 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\n### flashbench run of %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "`%s` — %d clients (%s client), %s requests a scenario (database path %s), %s retries with an earlier orderId, quota %d.\n\n",
 		r.Command, r.b.opts.Concurrency, r.b.opts.Client, group(r.b.opts.Requests), group(r.b.opts.DBRequests), percent(r.b.opts.RetryShare), r.b.opts.Quota)
-	b.WriteString("| scenario | requests | throughput/s | ceiling/s | x ceiling | p50 ms | p90 ms | p99 ms | p99.9 ms | outcomes | sold | DB reserve writes / transactions | CPU cores: bench / pg+redis / other | check |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |\n")
+	b.WriteString("| scenario | requests | throughput/s | ceiling/s | x ceiling | p50 ms | p90 ms | p99 ms | p99.9 ms | mean ms | Little: C/X ms | outcomes | sold | DB reserve writes / transactions | CPU cores: server / load / pg+redis / other | check |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |\n")
 	for _, s := range r.Scenarios {
 		if s.Skipped != "" {
-			fmt.Fprintf(&b, "| %s | | %s | | | | | | | | | | | |\n", s.Title, s.Skipped)
+			fmt.Fprintf(&b, "| %s | | %s | | | | | | | | | | | | | |\n", s.Title, s.Skipped)
 			continue
+		}
+		little := fmt.Sprintf("%.2f", s.LittleMs)
+		if !s.LittleOK {
+			little = fmt.Sprintf("%.2f **(off by %.0f%%)**", s.LittleMs, s.LittleOff*100)
 		}
 		ratio := ""
 		if s.Ratio != nil {
@@ -386,12 +436,12 @@ func (r *report) markdown() string {
 		if s.StoppedEarly {
 			requests += " (time cap)"
 		}
-		cpu := fmt.Sprintf("%.2f / %.2f / %.2f", s.CPU.Self, s.CPU.Deps, s.CPU.Other)
+		cpu := fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", s.CPU.Server, s.CPU.Load, s.CPU.Deps, s.CPU.Other)
 		if s.Attempt > 1 {
 			cpu += fmt.Sprintf(" (attempt %d)", s.Attempt)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s |\n",
-			s.Title, requests, group(int64(math.Round(s.Throughput))), ceilingCell, ratio, s.P50, s.P90, s.P99, s.P999,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s | %s |\n",
+			s.Title, requests, group(int64(math.Round(s.Throughput))), ceilingCell, ratio, s.P50, s.P90, s.P99, s.P999, s.Mean, little,
 			outcomes(s.Outcomes), sold, writes, cpu, checkSummary(s))
 	}
 	b.WriteString("\nTargets of issue 6, as ratios measured in this run:\n\n| scenario | target | measured | met |\n| --- | --- | --- | --- |\n")
@@ -408,16 +458,17 @@ func (r *report) markdown() string {
 	}
 	fmt.Fprintf(&b, "\nMachine: %s, %d cores (GOMAXPROCS %d), %d GiB, %s; %s; PostgreSQL %s; Redis %s. ",
 		cmp.Or(m.CPU, "unknown CPU"), m.Cores, m.GOMAXPROCS, m.MemoryGiB, m.Kernel, m.Go, m.PostgreSQL, cmp.Or(m.Redis, "?"))
-	if r.InProcess {
+	if r.b.opts.URL == "" {
 		fmt.Fprintf(&b, "GOGC %s. ", cmp.Or(m.GOGC, "400 (unset: voucherd's default)"))
-		b.WriteString("The server (app.Run) and the load generator run in one process and share these cores.\n")
+		b.WriteString("Processes: " + r.Processes + "; the load process holds " + group(int64(r.b.opts.Concurrency)) + " keep-alive connections. They share these cores with PostgreSQL and Redis.\n")
 	} else {
-		b.WriteString("The load generator shares the machine with the server at " + r.b.opts.URL + ".\n")
+		b.WriteString("The load process (`flashbench load`) shares the machine with the server at " + r.b.opts.URL + ".\n")
 	}
+	fmt.Fprintf(&b, "\"Little: C/X\" is connections / throughput, the mean time a request spends in the closed loop; it should match the measured mean latency, and is flagged when they differ by more than %.0f%% (a measurement that misses part of a request's time).\n", r.b.opts.LittleTolerance*100)
 	if r.b.opts.CeilingProbe > 0 {
 		fmt.Fprintf(&b, "\"ceiling/s\" is the HTTP+JSON ceiling (a) measured again with %s requests just before each scenario; \"x ceiling\" divides by it. ", group(r.b.opts.CeilingProbe))
 	}
-	fmt.Fprintf(&b, "\"CPU cores\" is the CPU used during the load by this process (server and load generator), by PostgreSQL and Redis, and by every other process on the machine (others' work: a disturbance); a row during which (or during whose ceiling probe) other processes used more than %.2f cores was measured again, up to %d attempts, and the least disturbed attempt is shown.\n", r.b.opts.MaxOther, r.b.opts.Attempts)
+	fmt.Fprintf(&b, "\"CPU cores\" is the CPU used during the load by the server process under load (none for EVALSHA), by the load process, by PostgreSQL and Redis, and by every process on the machine outside the run (others' work: a disturbance; the idle servers and flashbench itself are in the JSON as harness); a row during which (or during whose ceiling probe) other processes used more than %.2f cores was measured again, up to %d attempts, and the least disturbed attempt is shown.\n", r.b.opts.MaxOther, r.b.opts.Attempts)
 	fmt.Fprintf(&b, "Database counters: %s. \"DB reserve writes\" is rows written to voucher_redemption (committed or rolled back); \"transactions\" is commits + rollbacks of the voucher database during the sale.\n", r.StatsSource)
 	b.WriteString("\nPer sale: what reached PostgreSQL and Redis during the load (Redis is shared with anything else running).\n\n| scenario | DB transactions (commits + rollbacks) | reservation rows written | voucher row updates | Redis commands | of them EVALSHA | HGETALL (3 per sold-out snapshot) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, s := range r.Scenarios {

@@ -1,106 +1,28 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
-	runtimepprof "runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
 
-	"voucherd/internal/app"
+	"voucherd/internal/events"
 )
 
-// The in-process voucherd's own tokens (never the development ones).
+// The bench's voucherd processes' own tokens (never the development ones).
 const (
 	benchStorefrontToken = "flashbench-storefront-7f3c9a51d2e8"
 	benchAdminToken      = "flashbench-admin-4b8e2d6f1a9c0357"
 )
-
-// voucherd is one server started in this process with app.Run.
-type voucherd struct {
-	URL    string
-	cancel context.CancelFunc
-	done   chan error
-}
-
-// startVoucherd runs app.Run with the environment plus overrides on a free
-// loopback port. Its goroutines carry the pprof label role=<role>, so a CPU
-// profile of the whole process can be cut to the server
-// (go tool pprof -tagfocus role=server).
-func startVoucherd(ctx context.Context, role string, getenv func(string) string, overrides map[string]string, logw io.Writer) (*voucherd, error) {
-	settings := func(k string) string {
-		if v, ok := overrides[k]; ok {
-			return v
-		}
-		return getenv(k)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	s := &voucherd{cancel: cancel, done: make(chan error, 1)}
-	runtimepprof.Do(ctx, runtimepprof.Labels("role", role), func(ctx context.Context) {
-		go func() {
-			err := app.Run(ctx, []string{"serve"}, settings, pw, logw)
-			_ = pw.CloseWithError(fmt.Errorf("voucherd stopped: %v", err))
-			s.done <- err
-		}()
-	})
-	lines := bufio.NewScanner(pr)
-	for lines.Scan() {
-		if addr, ok := strings.CutPrefix(lines.Text(), "voucherd listening on "); ok {
-			s.URL = addr
-			break
-		}
-	}
-	if s.URL == "" {
-		cancel()
-		err := lines.Err()
-		select {
-		case err = <-s.done:
-		case <-time.After(5 * time.Second):
-		}
-		return nil, fmt.Errorf("voucherd (%s) did not start: %v", role, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	if err := waitHealthy(ctx, s.URL); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *voucherd) stop() {
-	s.cancel()
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-	}
-}
-
-func waitHealthy(ctx context.Context, base string) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("voucherd at %s never became healthy", base)
-}
 
 // The ceiling: what this machine's net/http and encoding/json do with the
 // same request and a similar answer and no work at all, served as app.Run
@@ -162,12 +84,28 @@ func ceilingPlainHandler() http.Handler {
 	return mux
 }
 
-// serveLoopback serves h with app.Run's http.Server settings on a free
-// loopback port, its goroutines labelled role=<role>.
-func serveLoopback(ctx context.Context, role string, h http.Handler) (base string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// ceilingMain is `flashbench ceiling [-plain]`: the ceiling's handler
+// served in its own process, as voucherd serves (app.Run's http.Server
+// settings), on a free loopback port it prints on stdout; it stops on
+// SIGTERM.
+func ceilingMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("flashbench ceiling", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	plain := fs.Bool("plain", false, "answer a fixed byte string without encoding/json")
+	addr := fs.String("addr", "127.0.0.1:0", "loopback address to listen on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := requireLoopbackAddr(*addr); err != nil {
+		return err
+	}
+	h := ceilingJSONHandler()
+	if *plain {
+		h = ceilingPlainHandler()
+	}
+	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		return "", nil, err
+		return err
 	}
 	srv := &http.Server{
 		Handler:           h,
@@ -176,27 +114,32 @@ func serveLoopback(ctx context.Context, role string, h http.Handler) (base strin
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
-	runtimepprof.Do(ctx, runtimepprof.Labels("role", role), func(context.Context) {
-		go func() { _ = srv.Serve(ln) }()
-	})
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+	fmt.Fprintf(stdout, "%shttp://%s\n", ceilingBanner, ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
 }
 
-// servePprof serves net/http/pprof on a side listener.
-func servePprof(addr string) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
+// brokerMain is `flashbench broker`: the Kafka-protocol broker voucherd
+// runs in process without KAFKA_BROKERS (kfake, through internal/events),
+// here in a process of its own, so the kafka-mode server's CPU is its own.
+// It prints its address on stdout and stops on SIGTERM.
+func brokerMain(ctx context.Context, stdout io.Writer) error {
+	b, err := events.StartBroker()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close() }, nil
+	defer b.Close()
+	fmt.Fprintf(stdout, "%s%s\n", brokerBanner, strings.Join(b.Addrs(), ","))
+	<-ctx.Done()
+	return nil
 }
 
 // api is a small client of voucherd for set-up and checks (not the load).
@@ -317,30 +260,6 @@ func (a *api) reserve(ctx context.Context, code, orderID string, customer int64)
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(raw), nil
-}
-
-// warmConnections opens the client's C connections before a measurement, so
-// no scenario pays for the dials.
-func warmConnections(ctx context.Context, client *http.Client, base string, c int) {
-	errs := make(chan error, c)
-	for range c {
-		go func() {
-			for range 4 {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
-				resp, err := client.Do(req)
-				if err != nil {
-					errs <- err
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}
-			errs <- nil
-		}()
-	}
-	for range c {
-		<-errs
-	}
 }
 
 func requireLoopbackURL(raw string) error {

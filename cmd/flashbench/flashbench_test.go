@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	testDatabaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
+	testRedisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// The quick mode end to end, with small counts: voucherd built and run as
+// its own process, every scenario loaded from load processes, the exact
+// counts checked, the report written. Nothing here is timed; -max-time is
+// large so no load stops early on a slow machine.
+func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *testing.T) {
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "benchmarks.md")
+	if err := os.WriteFile(doc, []byte("# Benchmarks\n\n"+docBegin+"\nthe old table\n"+docEnd+"\n\nkept after the section\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": testDatabaseURL, "REDIS_URL": testRedisURL}
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	const quota, requests, dbRequests = 40, 500, 200
+	args := []string{"-quick", "-c", "16", "-n", "500", "-n-db", "200", "-quota", "40", "-ceiling-probe", "300",
+		"-max-time", "5m", "-max-time-slow", "5m", "-out", dir, "-doc", doc}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, args, getenv, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+
+	raw, err := os.ReadFile(filepath.Join(dir, "flashbench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Processes string
+		Scenarios []struct {
+			Name, Skipped string
+			OK            bool
+			Requests      int64
+			Sold          *int64
+			Outcomes      map[string]int64
+			Checks        []checkResult
+			State         *saleState `json:"database"`
+			Connections   int
+			LittleMs      float64
+			Mean          float64 `json:"meanMs"`
+			Histogram     []int64
+		}
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scenarios) != len(scenarioCatalog) {
+		t.Fatalf("%d scenarios in the report, want %d", len(rep.Scenarios), len(scenarioCatalog))
+	}
+	for i, s := range rep.Scenarios {
+		if s.Name != scenarioCatalog[i].name {
+			t.Errorf("scenario %d is %q, want %q", i, s.Name, scenarioCatalog[i].name)
+		}
+		if s.Skipped != "" {
+			t.Errorf("%s skipped: %s", s.Name, s.Skipped)
+			continue
+		}
+		if !s.OK || len(s.Checks) == 0 {
+			t.Errorf("%s: ok %v with %d checks: %+v", s.Name, s.OK, len(s.Checks), s.Checks)
+		}
+		want := int64(requests)
+		if s.Name == "db" {
+			want = dbRequests
+		}
+		var answered int64
+		for _, n := range s.Outcomes {
+			answered += n
+		}
+		if s.Requests != want || answered != want {
+			t.Errorf("%s: %d requests, %d answers counted, want %d", s.Name, s.Requests, answered, want)
+		}
+		var inHistogram int64
+		for _, n := range s.Histogram {
+			inHistogram += n
+		}
+		if inHistogram != want {
+			t.Errorf("%s: histogram holds %d requests, want %d", s.Name, inHistogram, want)
+		}
+		if s.Connections != 16 || s.LittleMs <= 0 || s.Mean <= 0 {
+			t.Errorf("%s: Little's law not computed: connections %d, C/X %.3f ms, mean %.3f ms", s.Name, s.Connections, s.LittleMs, s.Mean)
+		}
+	}
+	sold := func(name string) (int64, *saleState) {
+		for _, s := range rep.Scenarios {
+			if s.Name == name && s.Sold != nil {
+				return *s.Sold, s.State
+			}
+		}
+		t.Fatalf("%s: no sold count", name)
+		return 0, nil
+	}
+	for _, name := range []string{"rest", "graphql", "db"} {
+		n, st := sold(name)
+		if n != quota || st == nil || st.UsedCount != quota || st.LiveRows != quota || st.TotalLimit != quota {
+			t.Errorf("%s: sold %d, database %+v; want exactly %d everywhere", name, n, st, quota)
+		}
+	}
+	if n, _ := sold("evalsha"); n != quota {
+		t.Errorf("evalsha admitted %d orders, want %d", n, quota)
+	}
+	if n, st := sold("soldout"); n != 0 || st == nil || st.UsedCount != quota {
+		t.Errorf("soldout: the late crowd got %d, database %+v", n, st)
+	}
+	for _, name := range []string{"winners-sync", "winners-kafka"} {
+		n, st := sold(name)
+		extra := 0
+		if name == "winners-kafka" {
+			extra = 1 // the probe reserve that found the kafka path
+		}
+		if st == nil || int64(st.LiveRows) != n+int64(extra) || n < requests*9/10 {
+			t.Errorf("%s: sold %d, database %+v", name, n, st)
+		}
+	}
+	if !strings.Contains(rep.Processes, "own OS process") {
+		t.Errorf("report's processes: %q", rep.Processes)
+	}
+
+	svg, err := os.ReadFile(filepath.Join(dir, "latency.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(svg, []byte("<svg ")) || !bytes.Contains(svg, []byte(">winners-kafka<")) {
+		t.Errorf("latency.svg is not the histogram SVG: %.200s", svg)
+	}
+	md, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| scenario | requests |", "| the sale over GraphQL |", "Little: C/X ms", "kept after the section"} {
+		if !bytes.Contains(md, []byte(want)) {
+			t.Errorf("the doc lacks %q", want)
+		}
+	}
+	if bytes.Contains(md, []byte("the old table")) {
+		t.Error("the doc's generated section was not replaced")
+	}
+	if !strings.Contains(stdout.String(), "| (c) the sale on a non-flash voucher") {
+		t.Errorf("stdout has no table:\n%s", stdout.String())
+	}
+
+	// The servers were stopped and the binaries removed.
+	m := regexp.MustCompile(`go build -o (\S+)/ `).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("stderr names no build directory:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("build directory %s still there (%v)", m[1], err)
+	}
+	if pids := processesRunning(m[1]); len(pids) > 0 {
+		t.Errorf("processes of %s still running: %v", m[1], pids)
+	}
+}
+
+// processesRunning lists the processes whose command line starts in dir.
+func processesRunning(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.HasPrefix(cmdline, []byte(dir+"/")) {
+			out = append(out, e.Name()+" "+string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+		}
+	}
+	return out
+}
+
+// Little's law flags a row whose mean latency is not connections /
+// throughput: the sign of a measurement that misses part of the time.
+func TestLittle_FlagsAMeanLatencyThatDisagreesWithConnectionsOverThroughput(t *testing.T) {
+	tests := []struct {
+		desc       string
+		throughput float64 // per second
+		mean       float64 // ms
+		wantOK     bool
+	}{
+		{"agrees: 100 connections at 10,000/s is 10 ms", 10000, 10.5, true},
+		{"within 20%", 10000, 8.2, true},
+		{"the mean misses half the time", 10000, 5, false},
+		{"the mean is 30% more than the loop allows", 10000, 13, false},
+	}
+	for _, tt := range tests {
+		r := &scenarioResult{Throughput: tt.throughput, Mean: tt.mean}
+		r.little(100, 0.2)
+		if r.LittleMs != 10 || r.LittleOK != tt.wantOK {
+			t.Errorf("%s: C/X %.2f ms, ok %v; want 10 ms, ok %v", tt.desc, r.LittleMs, r.LittleOK, tt.wantOK)
+		}
+	}
+	rep := &report{b: &bench{opts: options{Concurrency: 100, LittleTolerance: 0.2}}, Scenarios: []*scenarioResult{
+		{Name: "x", Title: "x", Throughput: 10000, Mean: 5, LittleMs: 10, LittleOff: 0.5},
+	}}
+	if md := rep.markdown(); !strings.Contains(md, "10.00 **(off by 50%)**") {
+		t.Errorf("the table does not flag the row:\n%s", md)
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/gate"
+	"voucherd/lua"
+)
+
+// `flashbench load` is the load generator: its own OS process, so it shares
+// no Go scheduler (and no garbage collector) with the server it measures. It
+// reads a loadSpec as JSON on stdin, dials its connections, drives one
+// bounded load (requests and time), draws the progress bar on stderr and
+// writes the loadResult as JSON on stdout.
+
+// loadSpec is one load phase, as the orchestrator asks for it.
+type loadSpec struct {
+	Name        string        `json:"name"`
+	Kind        string        `json:"kind"`   // "http" or "evalsha"
+	Client      string        `json:"client"` // raw or nethttp (http)
+	Base        string        `json:"base"`   // loopback URL of the server (http)
+	Path        string        `json:"path"`
+	Token       string        `json:"token,omitempty"`
+	Body        string        `json:"body"`               // rest or graphql (http)
+	Code        string        `json:"code,omitempty"`     // the voucher, in a GraphQL body
+	Classify    string        `json:"classify,omitempty"` // rest, graphql or ceiling (http)
+	OrderPrefix string        `json:"orderPrefix"`
+	Requests    int64         `json:"requests"`
+	Concurrency int           `json:"concurrency"`
+	MaxTime     time.Duration `json:"maxTimeNs"`
+	RetryShare  float64       `json:"retryShare"`
+	RedisURL    string        `json:"redisURL,omitempty"` // evalsha
+	Keys        []string      `json:"keys,omitempty"`     // evalsha: the throwaway gate's keys
+	CPU         cpuGroups     `json:"cpu"`
+	CPUProfile  string        `json:"cpuProfile,omitempty"` // write this process's CPU profile here
+}
+
+func (s loadSpec) validate() error {
+	var errs []error
+	if s.Requests < 1 || s.Concurrency < 1 || s.MaxTime <= 0 {
+		errs = append(errs, errors.New("requests, concurrency and maxTime must be positive"))
+	}
+	if s.RetryShare < 0 || s.RetryShare >= 1 {
+		errs = append(errs, errors.New("retryShare must be in [0, 1)"))
+	}
+	switch s.Kind {
+	case "http":
+		if err := requireLoopbackURL(s.Base); err != nil {
+			errs = append(errs, err)
+		}
+		if s.Client != "raw" && s.Client != "nethttp" {
+			errs = append(errs, errors.New("client must be raw or nethttp"))
+		}
+		if s.Body != "rest" && s.Body != "graphql" {
+			errs = append(errs, errors.New("body must be rest or graphql"))
+		}
+		if classifier(s.Classify) == nil {
+			errs = append(errs, errors.New("classify must be rest, graphql or ceiling"))
+		}
+	case "evalsha":
+		if len(s.Keys) != 4 || s.RedisURL == "" {
+			errs = append(errs, errors.New("evalsha needs redisURL and the gate's 4 keys"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown kind %q", s.Kind))
+	}
+	return errors.Join(errs...)
+}
+
+func classifier(name string) func(int, []byte) (string, bool) {
+	switch name {
+	case "rest":
+		return classifyREST
+	case "graphql":
+		return classifyGraphQL
+	case "ceiling":
+		return classifyCeiling
+	}
+	return nil
+}
+
+// loadMain is `flashbench load`.
+func loadMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) error {
+	var spec loadSpec
+	if err := json.NewDecoder(stdin).Decode(&spec); err != nil {
+		return fmt.Errorf("load: the spec on stdin: %w", err)
+	}
+	if err := spec.validate(); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	newAttempt, closeAll, err := spec.attempts(ctx)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	defer closeAll()
+	l := load{name: spec.Name, requests: spec.Requests, concurrency: spec.Concurrency, maxTime: spec.MaxTime, retryShare: spec.RetryShare, newAttempt: newAttempt}
+	var lr *loadResult
+	if spec.CPUProfile != "" {
+		f, err := os.Create(spec.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		lr = l.run(ctx, stderr, spec.CPU)
+		pprof.StopCPUProfile()
+	} else {
+		lr = l.run(ctx, stderr, spec.CPU)
+	}
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	if err := json.NewEncoder(w).Encode(lr); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// attempts makes the workers' attempt factory for the spec.
+func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(), error) {
+	if s.Kind == "evalsha" {
+		return s.evalshaAttempts(ctx)
+	}
+	build := restBody(s.OrderPrefix)
+	if s.Body == "graphql" {
+		build = graphqlBody(s.Code, s.OrderPrefix)
+	}
+	classify := classifier(s.Classify)
+	if s.Client == "nethttp" {
+		client := newLoadClient(s.Concurrency)
+		// Open the C connections before the clock starts, as the raw
+		// client does when it dials.
+		warmConnections(ctx, client, s.Base, s.Concurrency)
+		return httpAttempt(client, s.Base+s.Path, s.Token, build, classify), client.CloseIdleConnections, nil
+	}
+	return rawAttempt(s.Base, s.Path, s.Token, build, classify), func() {}, nil
+}
+
+// evalshaAttempts runs lua/reserve.lua on the throwaway gate's keys through
+// the server's go-redis client settings (gate.NewClient): Redis's ceiling
+// for the gate, without HTTP.
+func (s loadSpec) evalshaAttempts(ctx context.Context) (func() (attempt, func()), func(), error) {
+	rdb, err := gate.NewClient(s.RedisURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	script := redis.NewScript(lua.Reserve)
+	if err := script.Load(ctx, rdb).Err(); err != nil {
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("redis: %w", err)
+	}
+	keys := s.Keys
+	newAttempt := func() (attempt, func()) {
+		var order []byte
+		return func(j int64) (string, bool, error) {
+			order = strconv.AppendInt(append(order[:0], s.OrderPrefix...), j, 10)
+			v, err := script.Run(ctx, rdb, keys, string(order), customerBase+j+1, orderAmount, 1).Text()
+			if err != nil {
+				return "REDIS_ERROR", false, err
+			}
+			out := intern([]byte(v))
+			return out, out == "ADMITTED" || out == "DUPLICATE", nil
+		}, func() {}
+	}
+	return newAttempt, func() { _ = rdb.Close() }, nil
+}
+
+// warmConnections opens the client's C connections before a measurement, so
+// no scenario pays for the dials.
+func warmConnections(ctx context.Context, client *http.Client, base string, c int) {
+	errs := make(chan error, c)
+	for range c {
+		go func() {
+			for range 4 {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			errs <- nil
+		}()
+	}
+	for range c {
+		<-errs
+	}
+}
