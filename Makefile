@@ -25,7 +25,7 @@ GENERATED_SUMS := { find sql/db graph web -type f \
 
 CONTRACT_CHECK := ../shared/tools/contract-check
 
-.PHONY: help setup migrate run broker build generate verify test bench
+.PHONY: help setup migrate run broker build generate verify test bench fuzz
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
@@ -37,6 +37,7 @@ help:
 	@echo "make verify    fail on stale generated code, gofmt, go vet, the GraphQL contract"
 	@echo "make build     bin/voucherd"
 	@echo "make bench     the flash-sale benchmark (cmd/flashbench; BENCH_FLAGS='-h' lists its flags)"
+	@echo "make fuzz      every fuzz target of every package for FUZZTIME each (default 30s)"
 
 setup:
 	bash scripts/setup.sh
@@ -113,3 +114,17 @@ test:
 bench:
 	bash scripts/setup.sh
 	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/flashbench $(BENCH_FLAGS)
+
+# Every Fuzz function of every package is found with `go test -list` (a new
+# one needs no change here) and run for FUZZTIME, against the same services
+# as the tests. Seeds are in each package's testdata/fuzz; a failing input is
+# written there too, and `go test` then replays it.
+FUZZTIME ?= 30s
+fuzz: setup
+	@targets=$$(go test -list '^Fuzz' ./... | awk '/^Fuzz/ { f[n++] = $$1 } /^ok/ { for (i = 0; i < n; i++) print $$2 " " f[i]; n = 0 }'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no fuzz targets found"; exit 1; fi; \
+	echo "$$targets" | while read -r pkg name; do \
+		echo "go test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
+			go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+	done

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -32,8 +32,9 @@ const (
 // Options configure the GraphQL handler.
 type Options struct {
 	Logger *slog.Logger
-	// Introspection is allowed outside production only.
-	Introspection bool
+	// Production (APP_ENV=production) refuses introspection and leaves the
+	// "Did you mean" suggestions out of validation errors.
+	Production bool
 	// Backoffice serves the admin mutations (updateVoucher, endVoucher).
 	Backoffice *voucher.Backoffice
 }
@@ -48,12 +49,23 @@ func NewHandler(svc *voucher.Service, opts Options) http.Handler {
 		Resolvers: &Resolver{Service: svc, Backoffice: opts.Backoffice, Logger: logger},
 	}
 	srv := handler.New(generated.NewExecutableSchema(cfg))
-	srv.AddTransport(transport.POST{})
+	srv.AddTransport(postTransport{})
 	// Parsed and validated operations are cached: a flash sale repeats one
 	// operation text thousands of times a second.
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](1000))
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](1000)})
-	if opts.Introspection {
+	queries := boundedCache[*ast.QueryDocument]{
+		Cache: lru.New[*ast.QueryDocument](1000),
+		size:  func(query string, _ *ast.QueryDocument) int { return len(query) },
+	}
+	srv.SetQueryCache(queries)
+	srv.SetParserTokenLimit(MaxTokens)
+	srv.SetValidationRulesFn(validationRules(opts.Production))
+	srv.Use(extension.AutomaticPersistedQuery{Cache: boundedCache[string]{
+		Cache: lru.New[string](1000),
+		size:  func(_, query string) int { return len(query) },
+	}})
+	// After the APQ extension, which may fill in the query from its cache.
+	srv.Use(documentLimit{cache: queries, production: opts.Production})
+	if !opts.Production {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(newComplexityLimit(MaxComplexity, cfg.Complexity))
@@ -88,8 +100,9 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 		var gerr *gqlerror.Error
 		if errors.As(err, &gerr) && gerr.Err == nil {
 			// Parse, validation and limit errors: they describe the
-			// request, not the server.
-			return gerr
+			// request, not the server. They may quote it (a name, a
+			// value, a variable's path), so only so much of it.
+			return shortened(gerr)
 		}
 		if errors.As(err, &gerr) && errors.As(gerr.Err, &verr) {
 			return errorPresenter(logger)(ctx, gerr.Err)
@@ -152,4 +165,32 @@ func selectionDepth(set ast.SelectionSet, depth, stop int) int {
 		deepest = max(deepest, d)
 	}
 	return deepest
+}
+
+// maxMessageBytes bounds what an error quotes of the request: a message
+// naming a 1 MiB string would otherwise be 1 MiB.
+const maxMessageBytes = 512
+
+// shortened cuts the message and the path names of err to maxMessageBytes.
+func shortened(err *gqlerror.Error) *gqlerror.Error {
+	err.Message = truncate(err.Message)
+	for i, p := range err.Path {
+		if name, ok := p.(ast.PathName); ok && len(name) > maxMessageBytes {
+			err.Path[i] = ast.PathName(truncate(string(name)))
+		}
+	}
+	return err
+}
+
+// truncate cuts s to at most maxMessageBytes on a rune boundary, marking the
+// cut with an ellipsis.
+func truncate(s string) string {
+	if len(s) <= maxMessageBytes {
+		return s
+	}
+	cut := maxMessageBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
