@@ -41,7 +41,7 @@ func unread(r *http.Request) ([]byte, bool) {
 // nothing but whitespace around. ok is false for anything else (other or
 // differently cased keys, duplicates, null, escapes, floats, a syntax error,
 // trailing data) and for any value reserveBody.request would refuse: the
-// caller then takes the general path (decodeJSON + reserveBody.request),
+// caller then takes the general path (readReserveBody),
 // which stays the one definition of every error answer. When ok is true the
 // request is the one the general path would have built.
 func parseReserveBody(data []byte, code string) (req voucher.ReserveRequest, ok bool) {
@@ -177,13 +177,13 @@ func (p *jsonScan) plainString() ([]byte, bool) {
 	return nil, false
 }
 
-// integer reads a JSON number that is an integer: -?(0|[1-9][0-9]*), not
+// integer reads a JSON number that is an integer: 0 or -?[1-9][0-9]*, not
 // followed by a fraction or an exponent.
 func (p *jsonScan) integer() ([]byte, bool) {
 	start := p.i
-	p.byte('-')
+	minus := p.byte('-')
 	switch c := p.peek(); {
-	case c == '0':
+	case c == '0' && !minus: // -0 is refused by the general path
 		p.i++
 	case c >= '1' && c <= '9':
 		for p.i++; p.peek() >= '0' && p.peek() <= '9'; p.i++ {

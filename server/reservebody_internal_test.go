@@ -2,10 +2,14 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"unicode/utf8"
 
 	"voucherd/internal/voucher"
 )
@@ -13,13 +17,7 @@ import (
 // generalReserveRequest is the general path alone: the definition the one-pass
 // parser must agree with.
 func generalReserveRequest(data []byte, code string) (voucher.ReserveRequest, error) {
-	r := httptest.NewRequest(http.MethodPost, "/vouchers/"+code+"/reservations", nil)
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	var body reserveBody
-	if err := decodeJSON(r, &body); err != nil {
-		return voucher.ReserveRequest{}, err
-	}
-	return body.request(code)
+	return readReserveBody(data, code)
 }
 
 var reserveBodySeeds = []string{
@@ -67,6 +65,22 @@ var reserveBodySeeds = []string{
 	`{"customerId":1 "orderId":"o","orderAmount":1}`,
 	"\ufeff{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1}",
 	`{not json`, `[]`, `null`, `""`, `1`, ``, `{}`, `{`,
+	// Issue 11's hostile bodies: text a decoder would replace, keys in
+	// another case or twice, numbers that are not plain integers.
+	"{\"customerId\":1,\"orderId\":\"u8-\xfe\",\"orderAmount\":1}",
+	"{\"customerId\":1,\"orderId\":\"u8-\xed\xa0\x80\",\"orderAmount\":1}",
+	`{"customerId":1,"orderId":"u8-\ud800","orderAmount":1}`,
+	`{"customerId":1,"orderId":"u8-\udc00\ud800","orderAmount":1}`,
+	`{"customerId":1,"orderId":"u8-\ud83d\ude00","orderAmount":1}`,
+	`{"customerId":1,"orderId":"u8-\u0000","orderAmount":1}`,
+	"{\"customerId\":1,\"orderId\":\"o\",\"orderAmount\":1,\"x\xff\":1}",
+	`{"CUSTOMERID":1,"orderId":"o","orderamount":1}`,
+	`{"customerId":1,"orderId":"o","orderId":"p","orderAmount":1}`,
+	`{"customerId":1,"orderId":"o","orderAmount":1e3}`,
+	`{"customerId":1,"orderId":"o","orderAmount":-0}`,
+	`{"customerId":-0,"orderId":"o","orderAmount":1}`,
+	`{"customerId":[[[[[[1]]]]]],"orderId":"o","orderAmount":1}`,
+	`{"customerId":1,"orderId":"o","orderAmount":[1,2,3]}`,
 }
 
 // TestParseReserveBody_AgreesWithTheGeneralPath: whatever the one-pass parser
@@ -128,5 +142,94 @@ func TestReserveRequest_UsesTheBodyOnce(t *testing.T) {
 	_, _ = rb.Read(make([]byte, 1))
 	if _, ok := unread(&http.Request{Body: rb}); ok {
 		t.Error("a readBody that was read from was used")
+	}
+}
+
+// FuzzReserveRequest is the whole REST reader (one pass, else the general
+// path) on any body: it never panics; what it accepts re-encodes to the same
+// fields; text that a decoder would replace is never accepted.
+func FuzzReserveRequest(f *testing.F) {
+	for _, body := range reserveBodySeeds {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, ok := parseReserveBody(body, "flash-1")
+		if !ok {
+			var err error
+			if req, err = readReserveBody(body, "flash-1"); err != nil {
+				if e := voucher.AsError(err); e.Code != voucher.InvalidInput || e.Field == "" {
+					t.Fatalf("%q: refused with %+v, want INVALID_INPUT naming a field", body, e)
+				}
+				return
+			}
+		}
+		if badText(body) >= 0 || !utf8.ValidString(req.OrderID) {
+			t.Fatalf("%q: accepted text that is not valid UTF-8: %+v", body, req)
+		}
+		again, err := json.Marshal(map[string]any{"customerId": req.CustomerID, "orderId": req.OrderID, "orderAmount": req.OrderAmount})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := readReserveBody(again, "flash-1"); err != nil || got != req {
+			t.Fatalf("%q: accepted as %+v, which re-encoded reads as %+v, %v", body, req, got, err)
+		}
+	})
+}
+
+// TestReserveRequest_OrderIdsThatDifferInAnyByteAreTwoOrders: an orderId of
+// random bytes, and the same with one byte changed, are each refused or read
+// as exactly themselves, so they are never one order.
+func TestReserveRequest_OrderIdsThatDifferInAnyByteAreTwoOrders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 11))
+	read := func(orderID []byte) (string, bool) {
+		var b bytes.Buffer
+		b.WriteString(`{"customerId":7,"orderId":"`)
+		for _, c := range orderID {
+			switch {
+			case c == '"' || c == '\\':
+				b.WriteByte('\\')
+				b.WriteByte(c)
+			case c < 0x20:
+				fmt.Fprintf(&b, `\u%04x`, c)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		b.WriteString(`","orderAmount":100}`)
+		r := httptest.NewRequest(http.MethodPost, "/vouchers/flash-1/reservations", nil)
+		r.SetPathValue("code", "flash-1")
+		r.Body = newReadBody(b.Bytes())
+		req, err := reserveRequest(r)
+		if err != nil || req.Validate() != nil {
+			return "", false
+		}
+		return req.OrderID, true
+	}
+	accepted := 0
+	for range 20000 {
+		a := make([]byte, 1+rng.IntN(12))
+		for i := range a {
+			a[i] = byte(rng.IntN(256))
+			if rng.IntN(2) == 0 {
+				const common = "ab-\xc3\xa9\xe2\x82\xac\xff\xed\xa0\x80" // ASCII, é, €, and bytes that are not UTF-8
+				a[i] = common[rng.IntN(len(common))]
+			}
+		}
+		b := bytes.Clone(a)
+		b[rng.IntN(len(b))] ^= byte(1 + rng.IntN(255))
+		ga, okA := read(a)
+		gb, okB := read(b)
+		if okA && ga != string(a) || okB && gb != string(b) {
+			t.Fatalf("%q read as %q, %q read as %q", a, ga, b, gb)
+		}
+		if okA && okB {
+			accepted++
+			if ga == gb {
+				t.Fatalf("%q and %q are one order %q", a, b, ga)
+			}
+		}
+	}
+	if accepted < 100 {
+		t.Errorf("only %d pairs were both accepted: the test proves little", accepted)
 	}
 }

@@ -3,7 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -89,20 +89,25 @@ func parseCustomerID(raw json.RawMessage) (int64, error) {
 	return voucher.ParseCustomerID(digits)
 }
 
-// parseMoney accepts a JSON integer only: never a float or a string.
+// parseMoney accepts a JSON integer of 64 bits only: never a float, an
+// exponent, -0 or a string.
 func parseMoney(field string, raw json.RawMessage) (int64, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, voucher.Invalid(field, field+" is required")
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return 0, voucher.Invalid(field, field+" must be an integer amount in minor units")
+	if err != nil || n == 0 && raw[0] == '-' { // -0 is no amount a client means
+		return 0, voucher.Invalid(field, field+" must be an integer amount in minor units, at most 9223372036854775807")
 	}
 	return n, nil
 }
 
 func handleReserve(svc *voucher.Service, logger *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isJSON(r.Header.Get("Content-Type")) {
+			unsupportedMediaType(w)
+			return
+		}
 		req, err := reserveRequest(r)
 		if err != nil {
 			writeError(w, r, logger, err)
@@ -118,19 +123,29 @@ func handleReserve(svc *voucher.Service, logger *slog.Logger) http.Handler {
 }
 
 // reserveRequest reads the reserve body: in one pass when it has the usual
-// shape (parseReserveBody), else through reserveBody, which words every
+// shape (parseReserveBody), else through readReserveBody, which words every
 // refusal.
 func reserveRequest(r *http.Request) (voucher.ReserveRequest, error) {
-	if data, ok := unread(r); ok {
-		if req, ok := parseReserveBody(data, r.PathValue("code")); ok {
-			return req, nil
+	data, ok := unread(r)
+	if !ok {
+		var err error
+		if data, err = io.ReadAll(r.Body); err != nil {
+			return voucher.ReserveRequest{}, voucher.Invalid("body", "the request body could not be read")
 		}
 	}
-	var body reserveBody
-	if err := decodeJSON(r, &body); err != nil {
+	if req, ok := parseReserveBody(data, r.PathValue("code")); ok {
+		return req, nil
+	}
+	return readReserveBody(data, r.PathValue("code"))
+}
+
+// readReserveBody is the general path: decodeObject, then each field's parser.
+func readReserveBody(data []byte, code string) (voucher.ReserveRequest, error) {
+	var b reserveBody
+	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderId", &b.OrderID}, member{"orderAmount", &b.OrderAmount}); err != nil {
 		return voucher.ReserveRequest{}, err
 	}
-	return body.request(r.PathValue("code"))
+	return b.request(code)
 }
 
 func handleConfirm(svc *voucher.Service, logger *slog.Logger) http.Handler {
@@ -153,22 +168,6 @@ func handleRelease(svc *voucher.Service, logger *slog.Logger) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, toReservationJSON(res))
 	})
-}
-
-// decodeJSON reads one JSON object; anything else is INVALID_INPUT (body).
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	if err := dec.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return voucher.Invalid(typeErr.Field, typeErr.Field+" has the wrong type")
-		}
-		return voucher.Invalid("body", "the body must be a JSON object")
-	}
-	if dec.More() {
-		return voucher.Invalid("body", "the body must be one JSON object")
-	}
-	return nil
 }
 
 // errorJSON is a refused REST call.

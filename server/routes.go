@@ -24,7 +24,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 		mux.Handle("GET /metrics", metrics)
 	}
 
-	api("POST /graphql", graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice}))
+	api("POST /graphql", refuseReplacedText(graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice})))
 	if !cfg.Production {
 		mux.Handle("GET /graphql", graph.Playground())
 	}

@@ -5,7 +5,10 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -92,8 +95,8 @@ func New(deps Deps, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	d.routes(mux)
 	var h http.Handler = mux
-	h = limitForm(h)
 	h = http.NewCrossOriginProtection().Handler(h)
+	h = limitForm(h) // first: no check reads a body before its size is known
 	h = securityHeaders(h)
 	return h
 }
@@ -246,9 +249,33 @@ func securityHeaders(next http.Handler) http.Handler {
 // maxFormBytes bounds a dashboard request body: forms here are small.
 const maxFormBytes = 64 << 10
 
+// limitForm refuses a body over maxFormBytes with 413 before anything else
+// runs: it reads the body up front, so the CSRF check (which reads the
+// form) never sees a truncated one and answers 403 for what is too large.
 func limitForm(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		if r.ContentLength > maxFormBytes {
+			formTooLarge(w)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFormBytes))
+			var maxErr *http.MaxBytesError
+			if errors.As(err, &maxErr) {
+				formTooLarge(w)
+				return
+			}
+			if err != nil {
+				http.Error(w, "the request body could not be read", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+func formTooLarge(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	http.Error(w, "the form is larger than 64 KiB", http.StatusRequestEntityTooLarge)
 }

@@ -2514,7 +2514,7 @@ func (ec *executionContext) marshalNDriftReport2ᚖvoucherdᚋgraphᚋmodelᚐDr
 }
 
 func (ec *executionContext) unmarshalNMoney2int64(ctx context.Context, v any) (int64, error) {
-	res, err := model.UnmarshalMoney(v)
+	res, err := model.UnmarshalMoney(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -2524,7 +2524,7 @@ func (ec *executionContext) marshalNMoney2int64(ctx context.Context, sel ast.Sel
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Money!")
 	}
-	return res
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) marshalNPageInfo2ᚖvoucherdᚋgraphᚋmodelᚐPageInfo(ctx context.Context, sel ast.SelectionSet, v *model.PageInfo) graphql.Marshaler {
@@ -2564,17 +2564,17 @@ func (ec *executionContext) unmarshalNReserveVoucherInput2voucherdᚋgraphᚋmod
 }
 
 func (ec *executionContext) unmarshalNTime2timeᚐTime(ctx context.Context, v any) (time.Time, error) {
-	res, err := graphql.UnmarshalTime(v)
+	res, err := model.UnmarshalTime(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
 }
 
 func (ec *executionContext) marshalNTime2timeᚐTime(ctx context.Context, sel ast.SelectionSet, v time.Time) graphql.Marshaler {
 	_ = sel
-	res := graphql.MarshalTime(v)
+	res := model.MarshalTime(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Time!")
 	}
-	return res
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) marshalNVoucher2ᚖvoucherdᚋgraphᚋmodelᚐVoucher(ctx context.Context, sel ast.SelectionSet, v *model.Voucher) graphql.Marshaler {
@@ -2639,7 +2639,7 @@ func (ec *executionContext) unmarshalOMoney2ᚖint64(ctx context.Context, v any)
 	if v == nil {
 		return nil, nil
 	}
-	res, err := model.UnmarshalMoney(v)
+	res, err := model.UnmarshalMoney(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -2648,9 +2648,8 @@ func (ec *executionContext) marshalOMoney2ᚖint64(ctx context.Context, sel ast.
 		return graphql.Null
 	}
 	_ = sel
-	_ = ctx
 	res := model.MarshalMoney(*v)
-	return res
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) marshalOReservation2ᚖvoucherdᚋgraphᚋmodelᚐReservation(ctx context.Context, sel ast.SelectionSet, v *model.Reservation) graphql.Marshaler {
@@ -2664,7 +2663,7 @@ func (ec *executionContext) unmarshalOTime2ᚖtimeᚐTime(ctx context.Context, v
 	if v == nil {
 		return nil, nil
 	}
-	res, err := graphql.UnmarshalTime(v)
+	res, err := model.UnmarshalTime(ctx, v)
 	return &res, graphql.ErrorOnPath(ctx, err)
 }
 
@@ -2673,9 +2672,8 @@ func (ec *executionContext) marshalOTime2ᚖtimeᚐTime(ctx context.Context, sel
 		return graphql.Null
 	}
 	_ = sel
-	_ = ctx
-	res := graphql.MarshalTime(*v)
-	return res
+	res := model.MarshalTime(*v)
+	return graphql.WrapContextMarshaler(ctx, res)
 }
 
 func (ec *executionContext) marshalOVoucher2ᚖvoucherdᚋgraphᚋmodelᚐVoucher(ctx context.Context, sel ast.SelectionSet, v *model.Voucher) graphql.Marshaler {

@@ -21,7 +21,7 @@ func (s *Store) SearchVouchers(ctx context.Context, f voucher.VoucherFilter) ([]
 		Search:    likeEscape(strings.ToLower(f.Search)),
 		State:     string(f.State),
 		FlashOnly: f.FlashOnly,
-		MaxRows:   int32(f.Limit),
+		MaxRows:   limit32(f.Limit),
 	})
 	if err != nil {
 		return nil, mapError(err)
@@ -43,15 +43,19 @@ func likeEscape(s string) string {
 // its audit row, in one transaction. Errors: NOT_FOUND, VOUCHER_STARTED,
 // VOUCHER_EXISTS.
 func (s *Store) UpdateVoucher(ctx context.Context, code string, n voucher.NewVoucher, audit voucher.AuditEvent) (voucher.Voucher, error) {
+	total, perUser, err := limits32(n)
+	if err != nil {
+		return voucher.Voucher{}, err
+	}
 	var out voucher.Voucher
-	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+	err = s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		row, err := q.VoucherUpdateBeforeStart(ctx, db.VoucherUpdateBeforeStartParams{
 			Code:           code,
 			NewCode:        n.Code,
 			DiscountAmount: n.DiscountAmount,
 			MinOrderAmount: n.MinOrderAmount,
-			TotalLimit:     int32(n.TotalLimit),
-			PerUserLimit:   int32(n.PerUserLimit),
+			TotalLimit:     total,
+			PerUserLimit:   perUser,
 			StartsAt:       n.StartsAt,
 			EndsAt:         n.EndsAt,
 			Flash:          n.Flash,
@@ -108,7 +112,7 @@ func (s *Store) AddAuditEvent(ctx context.Context, e voucher.AuditEvent) error {
 
 // AuditEvents returns a voucher's latest audit events, newest first.
 func (s *Store) AuditEvents(ctx context.Context, code string, limit int) ([]voucher.AuditEvent, error) {
-	rows, err := s.q.VoucherAuditListByVoucher(ctx, db.VoucherAuditListByVoucherParams{VoucherCode: code, Limit: int32(limit)})
+	rows, err := s.q.VoucherAuditListByVoucher(ctx, db.VoucherAuditListByVoucherParams{VoucherCode: code, Limit: limit32(limit)})
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -124,7 +128,7 @@ func (s *Store) AuditEvents(ctx context.Context, code string, limit int) ([]vouc
 
 // ReservationEvents returns a voucher's latest reservation events, newest first.
 func (s *Store) ReservationEvents(ctx context.Context, code string, limit int) ([]voucher.ReservationEvent, error) {
-	rows, err := s.q.ReservationEventListByVoucher(ctx, db.ReservationEventListByVoucherParams{VoucherCode: code, Limit: int32(limit)})
+	rows, err := s.q.ReservationEventListByVoucher(ctx, db.ReservationEventListByVoucherParams{VoucherCode: code, Limit: limit32(limit)})
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -140,7 +144,7 @@ func (s *Store) ReservationEvents(ctx context.Context, code string, limit int) (
 
 // RecentReservations returns a voucher's latest reservations, newest first.
 func (s *Store) RecentReservations(ctx context.Context, code string, limit int) ([]voucher.Reservation, error) {
-	rows, err := s.q.VoucherRedemptionListRecent(ctx, db.VoucherRedemptionListRecentParams{VoucherCode: code, Limit: int32(limit)})
+	rows, err := s.q.VoucherRedemptionListRecent(ctx, db.VoucherRedemptionListRecentParams{VoucherCode: code, Limit: limit32(limit)})
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -153,7 +157,7 @@ func (s *Store) RecentReservations(ctx context.Context, code string, limit int) 
 
 // RemainingSamples returns a voucher's latest samples, newest first.
 func (s *Store) RemainingSamples(ctx context.Context, code string, limit int) ([]voucher.RemainingSample, error) {
-	rows, err := s.q.VoucherSampleListRecent(ctx, db.VoucherSampleListRecentParams{VoucherCode: code, Limit: int32(limit)})
+	rows, err := s.q.VoucherSampleListRecent(ctx, db.VoucherSampleListRecentParams{VoucherCode: code, Limit: limit32(limit)})
 	if err != nil {
 		return nil, mapError(err)
 	}

@@ -216,7 +216,7 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 			return err
 		}
 		// The hot row last, as a single reserve does.
-		if _, err := q.ReserveBatchTakeUses(ctx, db.ReserveBatchTakeUsesParams{Code: code, N: int32(len(claimed))}); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.ReserveBatchTakeUses(ctx, db.ReserveBatchTakeUsesParams{Code: code, N: limit32(len(claimed))}); errors.Is(err, pgx.ErrNoRows) {
 			return errBatchShort
 		} else if err != nil {
 			return err

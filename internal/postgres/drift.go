@@ -13,17 +13,33 @@ import (
 
 // SaveDriftReport stores one reconciliation result.
 func (s *Store) SaveDriftReport(ctx context.Context, d voucher.DriftReport) (voucher.DriftReport, error) {
+	// The gate's counter is whatever Redis holds (a tampered gate may hold
+	// anything): figures that do not fit the columns are refused, not wrapped.
 	var gate *int32
 	if d.GateRemaining != nil {
-		g := int32(*d.GateRemaining)
+		g, err := count32("gateRemaining", *d.GateRemaining)
+		if err != nil {
+			return voucher.DriftReport{}, err
+		}
 		gate = &g
+	}
+	var figures [3]int32
+	for i, f := range [...]struct {
+		name string
+		n    int
+	}{{"databaseRemaining", d.DatabaseRemaining}, {"inFlight", d.InFlight}, {"drift", d.Drift}} {
+		n, err := count32(f.name, f.n)
+		if err != nil {
+			return voucher.DriftReport{}, err
+		}
+		figures[i] = n
 	}
 	row, err := s.q.DriftReportInsert(ctx, db.DriftReportInsertParams{
 		VoucherCode:       d.VoucherCode,
-		DatabaseRemaining: int32(d.DatabaseRemaining),
+		DatabaseRemaining: figures[0],
 		GateRemaining:     gate,
-		InFlight:          int32(d.InFlight),
-		Drift:             int32(d.Drift),
+		InFlight:          figures[1],
+		Drift:             figures[2],
 		OrdersOnlyInGate:  nonNil(d.OrdersOnlyInGate),
 		OrdersOnlyInDb:    nonNil(d.OrdersOnlyInStore),
 		Repaired:          d.Repaired,

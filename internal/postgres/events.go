@@ -114,7 +114,7 @@ func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]
 			return err
 		}
 		// The hot row last, as reserve does.
-		if _, err := q.ReservationApplyBatchVoucherTake(ctx, db.ReservationApplyBatchVoucherTakeParams{Code: code, N: int32(len(made))}); err != nil {
+		if _, err := q.ReservationApplyBatchVoucherTake(ctx, db.ReservationApplyBatchVoucherTakeParams{Code: code, N: limit32(len(made))}); err != nil {
 			return err
 		}
 		orders := make(map[string]bool, len(made))
@@ -199,7 +199,7 @@ func refusedOrTransient(err error) error {
 // DueReservations lists up to limit RESERVED reservations past their
 // deadline by the database's clock, oldest deadline first.
 func (s *Store) DueReservations(ctx context.Context, limit int) ([]voucher.DueReservation, error) {
-	rows, err := s.q.ReservationApplyListDue(ctx, int32(limit))
+	rows, err := s.q.ReservationApplyListDue(ctx, limit32(limit))
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -244,7 +244,7 @@ func (s *Store) SaveDeadLetter(ctx context.Context, dl voucher.DeadLetter) error
 
 // DeadLetters lists the latest dead letters, newest first.
 func (s *Store) DeadLetters(ctx context.Context, limit int) ([]voucher.DeadLetter, error) {
-	rows, err := s.q.DeadLetterListLatest(ctx, int32(limit))
+	rows, err := s.q.DeadLetterListLatest(ctx, limit32(limit))
 	if err != nil {
 		return nil, mapError(err)
 	}

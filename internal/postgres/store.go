@@ -66,12 +66,16 @@ func (s *Store) withTx(ctx context.Context, opts pgx.TxOptions, fn func(q *db.Qu
 
 // CreateVoucher inserts a voucher. Errors: VOUCHER_EXISTS.
 func (s *Store) CreateVoucher(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error) {
+	total, perUser, err := limits32(n)
+	if err != nil {
+		return voucher.Voucher{}, err
+	}
 	row, err := s.q.VoucherInsert(ctx, db.VoucherInsertParams{
 		Code:           n.Code,
 		DiscountAmount: n.DiscountAmount,
 		MinOrderAmount: n.MinOrderAmount,
-		TotalLimit:     int32(n.TotalLimit),
-		PerUserLimit:   int32(n.PerUserLimit),
+		TotalLimit:     total,
+		PerUserLimit:   perUser,
 		StartsAt:       n.StartsAt,
 		EndsAt:         n.EndsAt,
 		Flash:          n.Flash,
@@ -101,7 +105,7 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 func (s *Store) Vouchers(ctx context.Context, first int, after string) (voucher.Page, error) {
 	var rows []db.Voucher
 	var err error
-	limit := int32(first + 1) // one more tells whether there is a next page
+	limit := limit32(first + 1) // one more tells whether there is a next page
 	if after == "" {
 		rows, err = s.q.VoucherListFirst(ctx, limit)
 	} else {
@@ -217,7 +221,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 			return err
 		}
 		if _, err := q.VoucherCustomerUseTake(ctx, db.VoucherCustomerUseTakeParams{
-			VoucherCode: r.Code, CustomerID: r.CustomerID, UseLimit: int32(v.PerUserLimit),
+			VoucherCode: r.Code, CustomerID: r.CustomerID, UseLimit: limit32(v.PerUserLimit), // read from its int4 column: fits
 		}); errors.Is(err, pgx.ErrNoRows) {
 			return voucher.Errorf(voucher.AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, r.Code)
 		} else if err != nil {
@@ -344,7 +348,7 @@ func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind
 // its own transaction whose conditional update lets exactly one sweeping
 // instance release it.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation, error) {
-	due, err := s.q.VoucherRedemptionListDue(ctx, int32(limit))
+	due, err := s.q.VoucherRedemptionListDue(ctx, limit32(limit))
 	if err != nil {
 		return nil, mapError(err)
 	}

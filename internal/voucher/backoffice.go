@@ -59,11 +59,11 @@ func (n NewVoucher) FieldErrors() map[string]string {
 	if n.MinOrderAmount < 0 {
 		out["minOrderAmount"] = "minOrderAmount must be 0 or more"
 	}
-	if n.TotalLimit < 1 {
-		out["totalLimit"] = "totalLimit must be at least 1"
+	if n.TotalLimit < 1 || n.TotalLimit > MaxLimit {
+		out["totalLimit"] = "totalLimit must be at least 1 and at most 2147483647"
 	}
-	if n.PerUserLimit < 1 {
-		out["perUserLimit"] = "perUserLimit must be at least 1"
+	if n.PerUserLimit < 1 || n.PerUserLimit > MaxLimit {
+		out["perUserLimit"] = "perUserLimit must be at least 1 and at most 2147483647"
 	}
 	if n.StartsAt.IsZero() {
 		out["startsAt"] = "startsAt is required"

@@ -65,6 +65,11 @@ func (n NewUser) normalize() NewUser {
 // Validate returns INVALID_INPUT naming the first field at fault.
 func (n NewUser) Validate() error {
 	n = n.normalize()
+	for _, f := range [...]struct{ field, text string }{{"email", n.Email}, {"name", n.Name}, {"password", n.Password}} {
+		if err := ValidateText(f.field, f.text); err != nil {
+			return err
+		}
+	}
 	if a, err := mail.ParseAddress(n.Email); err != nil || a.Address != n.Email || len(n.Email) > 254 {
 		return Invalid("email", "email must be an address such as name@example.com")
 	}

@@ -4,11 +4,18 @@
 package voucher
 
 import (
+	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 )
+
+// MaxLimit is the largest totalLimit or perUserLimit: the database keeps
+// them (and the counts under them) as 32-bit integers, and GraphQL's Int is
+// 32 bits. A larger one is INVALID_INPUT, never wrapped.
+const MaxLimit = math.MaxInt32
 
 // Status is the state of a reservation: RESERVED -> CONFIRMED, or
 // RESERVED -> RELEASED. Nothing leaves CONFIRMED or RELEASED.
@@ -163,16 +170,30 @@ func ValidateCode(code string) error {
 // ValidateOrderID checks an orderId: 1-64 characters of valid UTF-8 with no
 // control characters (the database could not store a NUL byte).
 func ValidateOrderID(orderID string) error {
+	if err := ValidateText("orderId", orderID); err != nil {
+		return err
+	}
 	if n := utf8.RuneCountInString(orderID); n < 1 || n > 64 {
 		return Invalid("orderId", "orderId must be 1-64 characters")
-	}
-	if !utf8.ValidString(orderID) {
-		return Invalid("orderId", "orderId must be valid UTF-8")
 	}
 	for _, c := range orderID {
 		if unicode.IsControl(c) {
 			return Invalid("orderId", "orderId must not contain control characters")
 		}
+	}
+	return nil
+}
+
+// ValidateText checks that a string given as the field is valid UTF-8
+// without a NUL: text is kept as its bytes, never repaired, so two inputs
+// that differ in any byte stay two inputs (a transport that decodes must
+// refuse what its decoder would have replaced, before it replaces it).
+func ValidateText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return Invalid(field, field+" must be valid UTF-8")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return Invalid(field, field+" must not contain a NUL character")
 	}
 	return nil
 }
