@@ -50,7 +50,14 @@ func unsupportedMediaType(w http.ResponseWriter) {
 // not UTF-8, an escaped unpaired surrogate, or an escaped NUL (a raw NUL or
 // other control byte is a syntax error the decoder reports). -1 when there
 // is none. Text without a backslash needs only utf8.Valid.
-func badText(data []byte) int {
+func badText(data []byte) int { return scanText(data, false) }
+
+// replacedText is badText without the NUL: what a decoder would replace.
+// GraphQL leaves a NUL to the domain's validation, which refuses it in the
+// operation's payload (errors as data) naming the field as the schema does.
+func replacedText(data []byte) int { return scanText(data, true) }
+
+func scanText(data []byte, allowNUL bool) int {
 	if bytes.IndexByte(data, '\\') < 0 {
 		if utf8.Valid(data) {
 			return -1
@@ -79,7 +86,7 @@ func badText(data []byte) int {
 			case !ok:
 				i += 2 // a syntax error: the decoder words it
 				continue
-			case r == 0:
+			case r == 0 && !allowNUL:
 				return i
 			case r >= 0xD800 && r < 0xDC00:
 				if lo, ok := hex4(data[min(i+8, len(data)):]); !ok || !bytes.HasPrefix(data[i+6:], []byte(`\u`)) || lo < 0xDC00 || lo > 0xDFFF {
@@ -283,7 +290,7 @@ func refuseReplacedText(next http.Handler) http.Handler {
 // escapes in the operation's string literals (decoded only when the
 // operation can hold a backslash at all, which needs one escaped in JSON).
 func graphQLBadText(data []byte) (field string, bad bool) {
-	if off := badText(data); off >= 0 {
+	if off := replacedText(data); off >= 0 {
 		keys := keyPath(data, off)
 		switch {
 		case len(keys) > 1 && keys[0] == "variables":
@@ -309,8 +316,9 @@ func graphQLBadText(data []byte) (field string, bad bool) {
 }
 
 // badGraphQLEscape reports whether a string literal of a GraphQL document
-// escapes a NUL or an unpaired surrogate (\u0000, \u{0}, \uD800), which
-// gqlparser turns into a NUL or U+FFFD. Block strings have no escapes.
+// escapes an unpaired surrogate (\uD800), which gqlparser turns into U+FFFD.
+// An escaped NUL decodes to a NUL, which the domain refuses in the payload.
+// Block strings have no escapes.
 func badGraphQLEscape(query string) bool {
 	runes := []rune(query) // token positions count runes
 	lex := lexer.New(&ast.Source{Input: query})
@@ -323,18 +331,8 @@ func badGraphQLEscape(query string) bool {
 			continue
 		}
 		raw := []byte(string(runes[tok.Pos.Start:tok.Pos.End]))
-		if badText(raw) >= 0 {
+		if replacedText(raw) >= 0 {
 			return true
-		}
-		for rest := raw; ; {
-			i := bytes.Index(rest, []byte(`\u{`))
-			if i < 0 {
-				break
-			}
-			rest = rest[i+3:]
-			if end := bytes.IndexByte(rest, '}'); end >= 0 && len(bytes.TrimLeft(rest[:end], "0")) == 0 {
-				return true
-			}
 		}
 	}
 }
