@@ -183,7 +183,9 @@ func fieldName(key string) string {
 	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+		default:
 			return "body"
 		}
 	}

@@ -134,7 +134,7 @@ func (b *bench) close() {
 		_ = b.rdb.Close()
 	}
 	if b.serverLg != nil {
-		b.serverLg.Close()
+		_ = b.serverLg.Close() // the log is for reading after a failure; nothing to do if it fails
 	}
 }
 
@@ -449,12 +449,15 @@ func (b *bench) profiled(s scenario, fn func()) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
 	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
 		return err
 	}
 	fn()
 	pprof.StopCPUProfile()
+	if err := f.Close(); err != nil { // a profile cut short must not look complete
+		return err
+	}
 	fmt.Fprintf(b.stderr, "%s: CPU profile in %s (go tool pprof -tagfocus role=server ...)\n", s.name, f.Name())
 	return nil
 }
@@ -494,7 +497,7 @@ func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, er
 	if err != nil {
 		return nil, err
 	}
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	code := b.code(s)
 	p := "voucher:{" + code + "}:"
 	keys := []string{p + "stock", p + "customers", p + "orders", p + "paused"}
@@ -741,7 +744,7 @@ func redisVersion(ctx context.Context, redisURL string) string {
 	if err != nil {
 		return ""
 	}
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	info, err := rdb.Info(ctx, "server").Result()
 	if err != nil {
 		return ""
