@@ -91,7 +91,7 @@ func (s *Store) SignInFailures(ctx context.Context, address string, window time.
 	if err != nil {
 		return 0, mapError(err)
 	}
-	return int(n), nil
+	return int(n), nil // a row count (bigint): int is 64 bits on every platform this builds for
 }
 
 func toUser(r db.DashboardUser) voucher.User {
