@@ -46,18 +46,11 @@ func unsupportedMediaType(w http.ResponseWriter) {
 }
 
 // badText returns the offset of the first thing in a JSON text that a
-// decoder would replace or that no field may hold: a byte sequence that is
-// not UTF-8, an escaped unpaired surrogate, or an escaped NUL (a raw NUL or
-// other control byte is a syntax error the decoder reports). -1 when there
-// is none. Text without a backslash needs only utf8.Valid.
-func badText(data []byte) int { return scanText(data, false) }
-
-// replacedText is badText without the NUL: what a decoder would replace.
-// GraphQL leaves a NUL to the domain's validation, which refuses it in the
-// operation's payload (errors as data) naming the field as the schema does.
-func replacedText(data []byte) int { return scanText(data, true) }
-
-func scanText(data []byte, allowNUL bool) int {
+// decoder would replace with U+FFFD: a byte sequence that is not UTF-8, or
+// an escaped unpaired surrogate; -1 when there is none. (An escaped NUL is
+// decoded as it is, and the domain refuses it with the field's own rule.)
+// Text without a backslash needs only utf8.Valid.
+func badText(data []byte) int {
 	if bytes.IndexByte(data, '\\') < 0 {
 		if utf8.Valid(data) {
 			return -1
@@ -86,8 +79,6 @@ func scanText(data []byte, allowNUL bool) int {
 			case !ok:
 				i += 2 // a syntax error: the decoder words it
 				continue
-			case r == 0 && !allowNUL:
-				return i
 			case r >= 0xD800 && r < 0xDC00:
 				if lo, ok := hex4(data[min(i+8, len(data)):]); !ok || !bytes.HasPrefix(data[i+6:], []byte(`\u`)) || lo < 0xDC00 || lo > 0xDFFF {
 					return i
@@ -178,7 +169,7 @@ func keyPath(data []byte, off int) []string {
 
 // textError is the refusal of text that is not valid UTF-8, naming field.
 func textError(field string) error {
-	return voucher.Invalid(field, field+" must be valid UTF-8 text, without a NUL or an unpaired surrogate escape")
+	return voucher.Invalid(field, field+" must be valid UTF-8 text, without an unpaired surrogate escape")
 }
 
 // fieldName is a key as a refusal's field: itself when it is a short plain
@@ -190,7 +181,9 @@ func fieldName(key string) string {
 	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+		default:
 			return "body"
 		}
 	}
@@ -275,7 +268,7 @@ func refuseReplacedText(next http.Handler) http.Handler {
 			return
 		}
 		if field, bad := graphQLBadText(data); bad {
-			msg := field + " must be valid UTF-8 text, without a NUL or an unpaired surrogate escape"
+			msg := field + " must be valid UTF-8 text, without an unpaired surrogate escape"
 			writeJSON(w, http.StatusBadRequest, map[string]any{
 				"data":   nil,
 				"errors": []map[string]any{{"message": msg, "extensions": map[string]string{"code": string(voucher.InvalidInput), "field": field}}},
@@ -290,7 +283,7 @@ func refuseReplacedText(next http.Handler) http.Handler {
 // escapes in the operation's string literals (decoded only when the
 // operation can hold a backslash at all, which needs one escaped in JSON).
 func graphQLBadText(data []byte) (field string, bad bool) {
-	if off := replacedText(data); off >= 0 {
+	if off := badText(data); off >= 0 {
 		keys := keyPath(data, off)
 		switch {
 		case len(keys) > 1 && keys[0] == "variables":
@@ -316,9 +309,9 @@ func graphQLBadText(data []byte) (field string, bad bool) {
 }
 
 // badGraphQLEscape reports whether a string literal of a GraphQL document
-// escapes an unpaired surrogate (\uD800), which gqlparser turns into U+FFFD.
-// An escaped NUL decodes to a NUL, which the domain refuses in the payload.
-// Block strings have no escapes.
+// escapes an unpaired surrogate (\uD800), which gqlparser turns into U+FFFD
+// (a braced \u{D800} is already its syntax error). Block strings have no
+// escapes.
 func badGraphQLEscape(query string) bool {
 	runes := []rune(query) // token positions count runes
 	lex := lexer.New(&ast.Source{Input: query})
@@ -330,8 +323,7 @@ func badGraphQLEscape(query string) bool {
 		if tok.Kind != lexer.String || tok.Pos.End > len(runes) {
 			continue
 		}
-		raw := []byte(string(runes[tok.Pos.Start:tok.Pos.End]))
-		if replacedText(raw) >= 0 {
+		if badText([]byte(string(runes[tok.Pos.Start:tok.Pos.End]))) >= 0 {
 			return true
 		}
 	}

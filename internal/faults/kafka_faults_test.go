@@ -111,7 +111,7 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 			pg.Start(t)
 			s.setPhase("postgres back")
 			t.Logf("PostgreSQL was down for %s", time.Since(stopped).Round(100*time.Millisecond))
-			mark = s.waitAnswered(t, s.answered.Load(), 200, 30*time.Second)
+			s.waitAnswered(t, s.answered.Load(), 200, 30*time.Second)
 			cancel()
 			wait()
 			t.Logf("answers by phase (a request counts in the phase it began and ended in):\n%s", s.report())
