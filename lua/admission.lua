@@ -22,16 +22,18 @@
 --   OK     done (for finalize: the order is live, or further along)
 --   FAIL   not this admission's to settle: another token holds the order, it
 --          is void or lost, or the gate was reloaded (another epoch) without it
---   STALE  the gate may have lost data (not loaded, another Redis server, or
---          the order missing in its own epoch): nothing changed
+--   STALE  the gate may have lost data (not loaded, marked lost-data, or the
+--          order missing in its own epoch): nothing changed
 
 local stock = redis.call('GET', KEYS[1])
 if not stock then
   return {'STALE', ''}
 end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'lease')
-local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
-if m[2] ~= server then
+-- No run_id check here (admit.lua has it): an admission this server holds is
+-- settled on it, one it lacks is missing in its own epoch (below), and a
+-- gate known to have lost data is rebuilt first.
+if m[2] == 'lost-data' then
   return {'STALE', ''}
 end
 local op, token = ARGV[1], ARGV[3]

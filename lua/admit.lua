@@ -112,9 +112,14 @@ redis.call('HSET', KEYS[3], ARGV[1], value)
 if claim then
   redis.call('SET', claim, ARGV[4], 'PX', ARGV[5])
 end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl > 0 then
-  redis.call('PEXPIRE', KEYS[2], pttl)
-  redis.call('PEXPIRE', KEYS[3], pttl)
+-- The hashes may have just been created (Redis keeps no empty hash): give
+-- them the stock key's deadline, once.
+for _, key in ipairs({KEYS[2], KEYS[3]}) do
+  if redis.call('PTTL', key) == -1 then
+    local pttl = redis.call('PTTL', KEYS[1])
+    if pttl > 0 then
+      redis.call('PEXPIRE', key, pttl)
+    end
+  end
 end
 return {'ADMITTED', value, epoch}

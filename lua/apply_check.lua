@@ -36,6 +36,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return all('UNCHECKED')
 end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'perUserLimit')
+-- Once per batch: a gate on another server than it was loaded on cannot judge.
 local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if m[2] ~= server then
   return all('UNCHECKED')
