@@ -16,6 +16,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(cfg.Ready, cfg.Logger))
+	mux.Handle("GET /openapi.yaml", handleOpenAPI())
 	if cfg.Metrics != nil {
 		metrics := cfg.Metrics
 		if cfg.MetricsNeedToken {
