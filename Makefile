@@ -25,7 +25,12 @@ GENERATED_SUMS := { find sql/db graph web -type f \
 
 CONTRACT_CHECK := ../shared/tools/contract-check
 
-.PHONY: help setup migrate run broker build generate verify test bench fuzz
+# golangci-lint is pinned and installed into bin/ by verify when missing (a
+# go.mod tool dependency would pull its hundreds of modules into go.mod).
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := bin/golangci-lint
+
+.PHONY: help setup migrate run broker build generate verify lint test bench fuzz
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
@@ -34,7 +39,8 @@ help:
 	@echo "make migrate   apply the database migrations to DATABASE_URL"
 	@echo "make broker    a development Kafka broker on 127.0.0.1:9092 that outlives a crash of serve"
 	@echo "make generate  sqlc, gqlgen and templ code generation"
-	@echo "make verify    fail on stale generated code, gofmt, an untidy go.mod, go vet, the GraphQL contract"
+	@echo "make verify    fail on stale generated code, gofmt, an untidy go.mod, go vet, golangci-lint, the GraphQL contract"
+	@echo "make lint      golangci-lint (.golangci.yml), installed into bin/ when missing"
 	@echo "make build     bin/voucherd"
 	@echo "make bench     the flash-sale benchmark (cmd/flashbench; BENCH_FLAGS='-h' lists its flags)"
 	@echo "make fuzz      every fuzz target of every package for FUZZTIME each (default 30s)"
@@ -102,12 +108,21 @@ verify:
 	fi; \
 	echo "verify: go.mod and go.sum are tidy"
 	go vet ./...
+	$(MAKE) --no-print-directory lint
 	@if [ -e $(CONTRACT_CHECK) ]; then \
 		echo "$(CONTRACT_CHECK) 'graph/**/*.graphqls'"; \
 		$(CONTRACT_CHECK) 'graph/**/*.graphqls'; \
 	else \
 		echo "verify: $(CONTRACT_CHECK) not found, contract check skipped"; \
 	fi
+
+# The pinned version is installed when bin/ has none or another one.
+lint:
+	@if ! $(GOLANGCI_LINT) version 2>/dev/null | grep -q "version $(patsubst v%,%,$(GOLANGCI_LINT_VERSION)) "; then \
+		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into bin/"; \
+		GOBIN="$(CURDIR)/bin" go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
+	fi
+	$(GOLANGCI_LINT) run ./...
 
 # -race is kept although on 2 cores it makes the suite several times slower:
 # the gate, the Kafka consumer and the jobs are concurrent code. If the suite

@@ -25,7 +25,7 @@ func operationContext(t testing.TB, es graphql.ExecutableSchema, query, name str
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := validator.Validate(es.Schema(), doc); len(errs) > 0 {
+	if errs := validator.ValidateWithRules(es.Schema(), doc, nil); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	op := doc.Operations.ForName(name)

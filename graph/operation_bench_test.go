@@ -35,7 +35,7 @@ func BenchmarkReserveOperation(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if errs := validator.Validate(schema, doc); len(errs) > 0 {
+	if errs := validator.ValidateWithRules(schema, doc, nil); len(errs) > 0 {
 		b.Fatal(errs)
 	}
 	op := doc.Operations.ForName("Reserve")
@@ -47,7 +47,7 @@ func BenchmarkReserveOperation(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if errs := validator.Validate(schema, d); len(errs) > 0 {
+			if errs := validator.ValidateWithRules(schema, d, nil); len(errs) > 0 {
 				b.Fatal(errs)
 			}
 		}

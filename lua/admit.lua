@@ -21,10 +21,17 @@
 -- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, epoch, server, startsAt,
 --                                   endsAt, minOrder, ttl, lease (load.lua)
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
+-- KEYS[6] order:{ORDERID}           (optional, on a single Redis: the
+--                                   orderId's claim across vouchers, as
+--                                   order_claim.lua keeps it; on a cluster
+--                                   it lives in another slot and the caller
+--                                   claims it in a call of its own)
 -- ARGV[1] orderId, ARGV[2] customerId, ARGV[3] orderAmount
+-- ARGV[4] the voucher's code and ARGV[5] the claim's life in ms, with KEYS[6]
 --
 -- Returns {verdict, the order's value after the call ('' if none), epoch}.
--- Verdicts: PAUSED, NOT_LOADED, STALE (the gate's data may be older than
+-- Verdicts: PAUSED, NOT_LOADED, STALE, CLAIMED_ELSEWHERE (with KEYS[6]: the
+-- orderId is claimed by another voucher; nothing taken) (the gate's data may be older than
 -- what it answered before: another Redis server holds it now, see load.lua),
 -- ORDER_CONFLICT, RELEASED, LOST, PENDING (the order's first admission is
 -- still being settled by its owner), DUPLICATE (live or confirmed),
@@ -79,6 +86,13 @@ if known then
   after = tonumber(f[4]) + 1 -- void: decided afresh
 end
 
+local claim = KEYS[6]
+if claim then
+  local owner = redis.call('GET', claim)
+  if owner and owner ~= ARGV[4] then
+    return {'CLAIMED_ELSEWHERE', '', epoch}
+  end
+end
 if now < tonumber(m[4]) or now >= tonumber(m[5]) or tonumber(ARGV[3]) < tonumber(m[6]) then
   return {'NOT_ELIGIBLE', '', epoch}
 end
@@ -95,6 +109,9 @@ local value = who .. ':pending:' .. created .. ':' .. (created + ttl)
 redis.call('DECR', KEYS[1])
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], value)
+if claim then
+  redis.call('SET', claim, ARGV[4], 'PX', ARGV[5])
+end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl > 0 then
   redis.call('PEXPIRE', KEYS[2], pttl)

@@ -46,10 +46,10 @@ func unsupportedMediaType(w http.ResponseWriter) {
 }
 
 // badText returns the offset of the first thing in a JSON text that a
-// decoder would replace or that no field may hold: a byte sequence that is
-// not UTF-8, an escaped unpaired surrogate, or an escaped NUL (a raw NUL or
-// other control byte is a syntax error the decoder reports). -1 when there
-// is none. Text without a backslash needs only utf8.Valid.
+// decoder would replace with U+FFFD: a byte sequence that is not UTF-8, or
+// an escaped unpaired surrogate; -1 when there is none. (An escaped NUL is
+// decoded as it is, and the domain refuses it with the field's own rule.)
+// Text without a backslash needs only utf8.Valid.
 func badText(data []byte) int {
 	if bytes.IndexByte(data, '\\') < 0 {
 		if utf8.Valid(data) {
@@ -79,8 +79,6 @@ func badText(data []byte) int {
 			case !ok:
 				i += 2 // a syntax error: the decoder words it
 				continue
-			case r == 0:
-				return i
 			case r >= 0xD800 && r < 0xDC00:
 				if lo, ok := hex4(data[min(i+8, len(data)):]); !ok || !bytes.HasPrefix(data[i+6:], []byte(`\u`)) || lo < 0xDC00 || lo > 0xDFFF {
 					return i
@@ -171,7 +169,7 @@ func keyPath(data []byte, off int) []string {
 
 // textError is the refusal of text that is not valid UTF-8, naming field.
 func textError(field string) error {
-	return voucher.Invalid(field, field+" must be valid UTF-8 text, without a NUL or an unpaired surrogate escape")
+	return voucher.Invalid(field, field+" must be valid UTF-8 text, without an unpaired surrogate escape")
 }
 
 // fieldName is a key as a refusal's field: itself when it is a short plain
@@ -183,7 +181,9 @@ func fieldName(key string) string {
 	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+		default:
 			return "body"
 		}
 	}
@@ -268,7 +268,7 @@ func refuseReplacedText(next http.Handler) http.Handler {
 			return
 		}
 		if field, bad := graphQLBadText(data); bad {
-			msg := field + " must be valid UTF-8 text, without a NUL or an unpaired surrogate escape"
+			msg := field + " must be valid UTF-8 text, without an unpaired surrogate escape"
 			writeJSON(w, http.StatusBadRequest, map[string]any{
 				"data":   nil,
 				"errors": []map[string]any{{"message": msg, "extensions": map[string]string{"code": string(voucher.InvalidInput), "field": field}}},
@@ -309,8 +309,9 @@ func graphQLBadText(data []byte) (field string, bad bool) {
 }
 
 // badGraphQLEscape reports whether a string literal of a GraphQL document
-// escapes a NUL or an unpaired surrogate (\u0000, \u{0}, \uD800), which
-// gqlparser turns into a NUL or U+FFFD. Block strings have no escapes.
+// escapes an unpaired surrogate (\uD800), which gqlparser turns into U+FFFD
+// (a braced \u{D800} is already its syntax error). Block strings have no
+// escapes.
 func badGraphQLEscape(query string) bool {
 	runes := []rune(query) // token positions count runes
 	lex := lexer.New(&ast.Source{Input: query})
@@ -322,19 +323,8 @@ func badGraphQLEscape(query string) bool {
 		if tok.Kind != lexer.String || tok.Pos.End > len(runes) {
 			continue
 		}
-		raw := []byte(string(runes[tok.Pos.Start:tok.Pos.End]))
-		if badText(raw) >= 0 {
+		if badText([]byte(string(runes[tok.Pos.Start:tok.Pos.End]))) >= 0 {
 			return true
-		}
-		for rest := raw; ; {
-			i := bytes.Index(rest, []byte(`\u{`))
-			if i < 0 {
-				break
-			}
-			rest = rest[i+3:]
-			if end := bytes.IndexByte(rest, '}'); end >= 0 && len(bytes.TrimLeft(rest[:end], "0")) == 0 {
-				return true
-			}
 		}
 	}
 }

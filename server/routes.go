@@ -20,6 +20,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	if cfg.Metrics != nil {
 		metrics := cfg.Metrics
 		if cfg.MetricsNeedToken {
+			// Any token of the two lists: the metrics handler ignores the role.
 			metrics = newTokenAuth(nil, append(append([]string{}, cfg.MetricsTokens...), cfg.AdminTokens...)).require(metrics)
 		}
 		mux.Handle("GET /metrics", metrics)

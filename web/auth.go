@@ -150,7 +150,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		MaxAge:   int(d.deps.Accounts.SessionTTL().Seconds()),
 		HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteLaxMode,
 	})
-	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: "", Path: "/admin/sign-in", MaxAge: -1, HttpOnly: true, Secure: d.cfg.SecureCookies})
+	http.SetCookie(w, &http.Cookie{Name: signInCookie, Value: "", Path: "/admin/sign-in", MaxAge: -1, HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 

@@ -72,7 +72,7 @@ func newFixture(t *testing.T, cfg web.Config) fixture {
 	t.Helper()
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{})
-	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6, FailureWindow: time.Minute})
+	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
 	f := fixture{
 		h: web.New(web.Deps{
 			Accounts: accounts, Vouchers: voucher.NewBackoffice(svc, store), Reservations: svc, Drift: svc,

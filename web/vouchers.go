@@ -116,20 +116,23 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 	}
 	n := voucher.NewVoucher{Code: f.Code, Flash: f.Flash}
 	parseErrs := map[string]string{}
-	integer := func(field, raw, def, message string) int64 {
+	// integer parses a field of the given bits: a number that does not fit
+	// is a parse error, never wrapped (limits are 32-bit, amounts 64-bit).
+	integer := func(field, raw, def string, bits int, message string) int64 {
 		if raw == "" {
 			raw = def
 		}
-		v, err := strconv.ParseInt(strings.ReplaceAll(raw, "_", ""), 10, 64)
+		v, err := strconv.ParseInt(strings.ReplaceAll(raw, "_", ""), 10, bits)
 		if err != nil {
 			parseErrs[field] = message
 		}
 		return v
 	}
-	n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", "discountAmount must be a whole number of minor units, greater than 0")
-	n.MinOrderAmount = integer("minOrderAmount", f.MinOrderAmount, "0", "minOrderAmount must be a whole number of minor units, 0 or more")
-	n.TotalLimit = int(integer("totalLimit", f.TotalLimit, "", "totalLimit must be a whole number, at least 1"))
-	n.PerUserLimit = int(integer("perUserLimit", f.PerUserLimit, "1", "perUserLimit must be a whole number, at least 1"))
+	n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", 64, "discountAmount must be a whole number of minor units, greater than 0")
+	n.MinOrderAmount = integer("minOrderAmount", f.MinOrderAmount, "0", 64, "minOrderAmount must be a whole number of minor units, 0 or more")
+	// int of a value parsed as 32 bits: it fits on every platform.
+	n.TotalLimit = int(integer("totalLimit", f.TotalLimit, "", 32, "totalLimit must be a whole number, at least 1 and at most 2147483647"))
+	n.PerUserLimit = int(integer("perUserLimit", f.PerUserLimit, "1", 32, "perUserLimit must be a whole number, at least 1 and at most 2147483647"))
 	zone, ok := loadZone(f.Zone)
 	if !ok {
 		parseErrs["tz"] = "choose a time zone from the list"

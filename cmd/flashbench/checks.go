@@ -38,7 +38,7 @@ func openPG(ctx context.Context, databaseURL string) (*pg, error) {
 	}
 	p := &pg{conn: conn, stats: conn, statsOnDB: true}
 	if err := conn.QueryRow(ctx, `SELECT current_database()`).Scan(&p.dbName); err != nil {
-		conn.Close(ctx)
+		_ = conn.Close(ctx)
 		return nil, err
 	}
 	p.own++
@@ -75,9 +75,9 @@ func withoutPoolSettings(databaseURL string) string {
 
 func (p *pg) close(ctx context.Context) {
 	if !p.statsOnDB {
-		p.stats.Close(ctx)
+		_ = p.stats.Close(ctx)
 	}
-	p.conn.Close(ctx)
+	_ = p.conn.Close(ctx)
 }
 
 // pgCounters are cumulative counters of the voucher database.

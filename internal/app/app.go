@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -151,6 +152,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 	defer func(rdb redis.UniversalClient) { _ = rdb.Close() }(rdb)
 
+	if cfg.DebugAddr != "" {
+		stop := serveDebug(cfg.DebugAddr, logger)
+		defer stop()
+	}
 	m := metrics.New()
 	deps := voucher.Deps{Store: store, Gate: gate.New(rdb, gate.WithAutoPipeline(cfg.RedisAutoPipeline)), Observer: m}
 	var kafka *kafkaWritePath
@@ -249,4 +254,23 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// serveDebug serves net/http/pprof on a loopback address (DEBUG_ADDR), so a
+// profile of the server under load from outside can be taken; the stop
+// function closes it.
+func serveDebug(addr string, logger *slog.Logger) func() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("debug listener stopped", "addr", addr, "err", err)
+		}
+	}()
+	logger.Info("profiles on the debug listener", "addr", "http://"+addr+"/debug/pprof/")
+	return func() { _ = srv.Close() }
 }

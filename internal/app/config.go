@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 )
@@ -36,6 +37,7 @@ type config struct {
 	ShutdownTimeout   time.Duration
 	AdmissionLease    time.Duration // kafka mode: how long an admission's owner has to settle it
 	FaultsID          string        // tests only: names hooks registered with RegisterFaults
+	DebugAddr         string        // where net/http/pprof listens; empty: nowhere
 	Production        bool
 	LogFormat         string
 	LogLevel          string
@@ -77,6 +79,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
 	c.AdmissionLease = duration("ADMISSION_LEASE", "11s")
 	c.FaultsID = getenv("TEST_FAULTS")
+	c.DebugAddr = getenv("DEBUG_ADDR")
+	if c.DebugAddr != "" {
+		if host, _, err := net.SplitHostPort(c.DebugAddr); err != nil || !isLoopback(host) {
+			errs = append(errs, errors.New("DEBUG_ADDR must be a loopback host:port such as 127.0.0.1:6060 (profiles are not for the network)"))
+		}
+	}
 
 	switch v := or(getenv("REDIS_AUTOPIPELINE"), "true"); v {
 	case "true", "1":
@@ -166,4 +174,12 @@ func list(v string) []string {
 		}
 	}
 	return out
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -124,7 +124,7 @@ func TestQueries_VoucherVouchersAndReservation(t *testing.T) {
 		pos[c] = i
 	}
 	for i := 1; i < len(codes); i++ {
-		if !(pos[codes[i]] < pos[codes[i-1]]) {
+		if pos[codes[i]] >= pos[codes[i-1]] {
 			t.Errorf("vouchers not newest first: %s at %d, %s at %d", codes[i], pos[codes[i]], codes[i-1], pos[codes[i-1]])
 		}
 	}

@@ -108,7 +108,9 @@ func metricValue(t testing.TB, s *server, sample string) float64 {
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(sc.Text(), sample+" "); ok {
 			var v float64
-			fmt.Sscan(rest, &v)
+			if _, err := fmt.Sscan(rest, &v); err != nil {
+				t.Fatalf("metric %s: %q is not a number", sample, rest)
+			}
 			return v
 		}
 	}

@@ -10,15 +10,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"voucherd/internal/testpostgres"
+	"voucherd/internal/testpg"
 )
 
 // ownPostgresServer runs voucherd against a PostgreSQL cluster of the test's
 // own, which the test may stop and restart. Its connections carry the
 // application_name appName.
-func ownPostgresServer(t *testing.T, appName string) (*server, *testpostgres.Server, *pgxpool.Pool) {
+func ownPostgresServer(t *testing.T, appName string) (*server, *testpg.Cluster, *pgxpool.Pool) {
 	t.Helper()
-	pg := testpostgres.Start(t)
+	pg := testpg.Start(t)
 	s := startServer(t, map[string]string{"DATABASE_URL": pg.URL + "&application_name=" + appName})
 	db, err := pgxpool.New(context.Background(), pg.URL+"&application_name=e2e-test")
 	if err != nil {
@@ -46,7 +46,7 @@ func TestOutage_DatabaseDownIsUnavailable(t *testing.T) {
 		held[api.name()] = [2]string{toConfirm, toRelease}
 	}
 	db.Close()
-	pg.Stop()
+	pg.Crash(t)
 
 	for i, api := range transports(s) {
 		orders := held[api.name()]
@@ -75,9 +75,7 @@ func TestOutage_DatabaseDownIsUnavailable(t *testing.T) {
 		t.Errorf("dashboard sign-in with the database down: HTTP %d, want 503", st)
 	}
 
-	if err := pg.Restart(); err != nil {
-		t.Fatal(err)
-	}
+	pg.Start(t)
 	for _, api := range transports(s) {
 		orders := held[api.name()]
 		if r := api.confirm(t, code, orders[0]); r.Error != "" || r.status() != "CONFIRMED" {
@@ -144,7 +142,7 @@ func TestOutage_ConnectionDroppedMidRequestIsUnavailable(t *testing.T) {
 // backend of the server (by application name) waits on that lock. Then it
 // terminates that backend, or with crash stops the database at once (and
 // starts it again after the answer), and returns call's answer.
-func dropMidRequest(t *testing.T, db *pgxpool.Pool, pg *testpostgres.Server, appName string, crash bool, lock, arg string, call func() result) result {
+func dropMidRequest(t *testing.T, db *pgxpool.Pool, pg *testpg.Cluster, appName string, crash bool, lock, arg string, call func() result) result {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Begin(ctx)
@@ -184,11 +182,9 @@ func dropMidRequest(t *testing.T, db *pgxpool.Pool, pg *testpostgres.Server, app
 		time.Sleep(10 * time.Millisecond)
 	}
 	if crash {
-		pg.Stop()
+		pg.Crash(t)
 		r := <-answer
-		if err := pg.Restart(); err != nil {
-			t.Fatal(err)
-		}
+		pg.Start(t)
 		db.Reset() // its connections died with the cluster
 		return r
 	}

@@ -58,6 +58,12 @@ func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Cl
 		// moves to another instance only with its offsets committed.
 		kgo.BlockRebalanceOnPoll(),
 		kgo.FetchMaxWait(time.Second),
+		// A member that died (a SIGKILL of the server) holds its partitions
+		// until its session times out: 10 s rather than franz-go's 45 s, so
+		// the events it did not apply are taken over within seconds.
+		// Heartbeats go on in the background while a batch is applied.
+		kgo.SessionTimeout(10*time.Second),
+		kgo.HeartbeatInterval(time.Second),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("events: consumer: %w", err)

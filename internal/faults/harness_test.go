@@ -476,7 +476,11 @@ func (s *sale) start(ctx context.Context, workers int, budget int64) (wait func(
 				if out != succeeded {
 					continue
 				}
-				switch p := rng.Float64(); {
+				// The retry comes before the order is held: once held,
+				// another client may decide it concurrently, and a retry
+				// racing a decision may see either side of it.
+				p := rng.Float64()
+				switch {
 				case p < 0.45:
 					if !step(s.decide(ctx, o, opConfirm)) {
 						return
@@ -485,13 +489,14 @@ func (s *sale) start(ctx context.Context, workers int, budget int64) (wait func(
 					if !step(s.decide(ctx, o, opRelease)) {
 						return
 					}
-				default:
-					s.hold(o)
 				}
 				if rng.Float64() < 0.3 {
 					if !step(s.retry(ctx, o, "during the sale")) {
 						return
 					}
+				}
+				if p >= 0.70 {
+					s.hold(o)
 				}
 			}
 		}()

@@ -68,6 +68,9 @@ type Gate struct {
 	// claim): the client's auto-pipeliner when it has one and it is on, else
 	// rdb. The rest (loads, snapshots, pauses, ...) run on rdb.
 	hot redis.Scripter
+	// cluster: the keys of one script must share a slot, so the orderId's
+	// claim (another slot) takes a call of its own.
+	cluster bool
 }
 
 // Option changes how New builds the gate.
@@ -92,7 +95,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Gate {
 	for _, o := range opts {
 		o(&c)
 	}
-	g := &Gate{rdb: rdb, hot: rdb}
+	_, isCluster := rdb.(*redis.ClusterClient)
+	g := &Gate{rdb: rdb, hot: rdb, cluster: isCluster}
 	if c.autoPipeline {
 		// *redis.Client and *redis.ClusterClient have one; a client that has
 		// none, or refuses (closed), leaves the scripts on the plain client.

@@ -30,17 +30,23 @@ var (
 // verdict, the order as the gate holds it after the call, and the epoch.
 func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest) (voucher.Admission, error) {
 	k := keysOf(code)
-	reply, err := admitScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta, k.paused},
-		r.OrderID, r.CustomerID, r.OrderAmount).StringSlice()
+	keys := []string{k.stock, k.customers, k.orders, k.meta, k.paused}
+	args := []any{r.OrderID, r.CustomerID, r.OrderAmount}
+	if !g.cluster {
+		// One script claims the orderId too: a round trip and a script less.
+		keys = append(keys, orderKey(r.OrderID))
+		args = append(args, code, claimTTL.Milliseconds())
+	}
+	reply, err := admitScript.Run(ctx, g.hot, keys, args...).StringSlice()
 	if err != nil {
 		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, err)
 	}
 	if len(reply) != 3 {
 		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: unexpected reply %q", r.OrderID, code, reply)
 	}
-	a := voucher.Admission{Verdict: voucher.GateVerdict(reply[0]), Epoch: reply[2]}
+	a := voucher.Admission{Verdict: voucher.GateVerdict(reply[0]), Epoch: reply[2], Claimed: !g.cluster}
 	switch a.Verdict {
-	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible,
+	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible, voucher.GateClaimedElsewhere,
 		voucher.GateAlreadyUsed, voucher.GateOutOfStock:
 		return a, nil
 	case voucher.GateOrderConflict, voucher.GateReleased, voucher.GateLost, voucher.GatePending,

@@ -175,7 +175,7 @@ func (s *Store) SampleOpenVouchers(ctx context.Context, grace time.Duration) (in
 	if err != nil {
 		return 0, mapError(err)
 	}
-	return int(n), nil
+	return int(n), nil // a row count (bigint): int is 64 bits on every platform this builds for
 }
 
 func auditParams(e voucher.AuditEvent) db.VoucherAuditInsertParams {

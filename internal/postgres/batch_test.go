@@ -193,7 +193,7 @@ func TestReserveAdmitted_ABatchWithRefusalsGivesEachReserveItsOwnAnswer(t *testi
 			t.Errorf("the retry of %s answered %+v, want the first reservation %+v", held.OrderID, out.res, first)
 		}
 	}
-	if !(nine[0] == "" && nine[1] == string(voucher.AlreadyUsed) || nine[1] == "" && nine[0] == string(voucher.AlreadyUsed)) {
+	if one, other := nine[0], nine[1]; (one != "" || other != string(voucher.AlreadyUsed)) && (other != "" || one != string(voucher.AlreadyUsed)) {
 		t.Errorf("customer 9 (perUserLimit 1), two orders: %v, want one success and one ALREADY_USED", nine)
 	}
 

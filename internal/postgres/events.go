@@ -265,5 +265,5 @@ func (s *Store) DeadLetterCount(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, mapError(err)
 	}
-	return int(n), nil
+	return int(n), nil // a row count (bigint): int is 64 bits on every platform this builds for
 }

@@ -118,7 +118,7 @@ func (s *Store) FinishSignInAttempt(ctx context.Context, id int64, failed bool) 
 // LiftSignInLocks lifts the counted attempts of an email or an address.
 func (s *Store) LiftSignInLocks(ctx context.Context, email, address string) (int, error) {
 	n, err := s.q.DashboardSignInAttemptLift(ctx, db.DashboardSignInAttemptLiftParams{Email: email, Address: address})
-	return int(n), mapError(err)
+	return int(n), mapError(err) // a row count (bigint): int is 64 bits on every platform this builds for
 }
 
 func toUser(r db.DashboardUser) voucher.User {

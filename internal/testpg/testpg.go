@@ -55,8 +55,9 @@ func Start(t testing.TB) *Cluster {
 		if err != nil {
 			t.Fatalf("testpg: running as root needs the OS user postgres: %v", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		// Ids are 32-bit on Linux: parsed as such, they cannot wrap.
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
 		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	if c.dir, err = os.MkdirTemp("", "testpg-"); err != nil {

@@ -77,7 +77,7 @@ func Launch(extra ...string) (*Server, error) {
 			return s, nil
 		}
 	}
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir) // a temporary directory
 	return nil, last
 }
 
@@ -94,7 +94,7 @@ func (s *Server) Restart(t testing.TB) {
 // Stop ends the server and removes its directory; calling it again does nothing.
 func (s *Server) Stop() {
 	s.kill()
-	os.RemoveAll(s.dir)
+	_ = os.RemoveAll(s.dir)
 }
 
 func (s *Server) run() error {
@@ -114,7 +114,7 @@ func (s *Server) run() error {
 		return fmt.Errorf("testredis: start %s: %w", ServerBinary, err)
 	}
 	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
+	go func() { _ = cmd.Wait(); close(done) }() // killed on purpose: its exit status says nothing
 	s.mu.Lock()
 	s.cmd, s.done, s.log = cmd, done, log
 	s.mu.Unlock()
@@ -142,7 +142,7 @@ func (s *Server) kill() {
 	if s.cmd == nil {
 		return
 	}
-	s.cmd.Process.Kill()
+	_ = s.cmd.Process.Kill() // it may have exited already
 	<-s.done
 	s.cmd = nil
 }
@@ -153,8 +153,8 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
 	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

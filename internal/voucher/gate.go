@@ -52,6 +52,9 @@ const (
 	GateAdopted     GateVerdict = "ADOPTED"      // a pending admission past its lease, now this caller's
 	GateLost        GateVerdict = "LOST"         // the database refused the order's event
 	GateNotEligible GateVerdict = "NOT_ELIGIBLE" // outside the window or under the minimum, on the gate's clock
+	// GateClaimedElsewhere: the orderId is claimed by another voucher
+	// (admit.lua claims it itself on a single Redis); nothing was taken.
+	GateClaimedElsewhere GateVerdict = "CLAIMED_ELSEWHERE"
 )
 
 // Admission is admit.lua's answer: the verdict, the order as the gate holds
@@ -60,6 +63,9 @@ type Admission struct {
 	Verdict GateVerdict
 	Order   GateOrder
 	Epoch   string
+	// Claimed: the orderId's claim across vouchers was made in the same
+	// script (a single Redis), so the caller needs no ClaimOrder.
+	Claimed bool
 }
 
 // SettleOp is what admission.lua does to a pending admission.
