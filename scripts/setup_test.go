@@ -68,7 +68,7 @@ func setup(t *testing.T, env map[string]string, bins map[string]string, asUser s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
+	if err := os.Chmod(dir, 0o755); err != nil { //nolint:gosec // G302: nobody runs the copy in it
 		t.Fatal(err)
 	}
 	for _, f := range []string{"setup.sh", "../go.mod"} {
@@ -83,7 +83,7 @@ func setup(t *testing.T, env map[string]string, bins map[string]string, asUser s
 			}
 			dst = filepath.Join(dir, "scripts", "setup.sh")
 		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
+		if err := os.WriteFile(dst, data, 0o755); err != nil { //nolint:gosec // G703, G306: the test's own copy, run by nobody
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +91,7 @@ func setup(t *testing.T, env map[string]string, bins map[string]string, asUser s
 	if err := os.Mkdir(bin, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(bin, 0o777); err != nil {
+	if err := os.Chmod(bin, 0o777); err != nil { //nolint:gosec // G302: the fake apt-get run as nobody logs here
 		t.Fatal(err)
 	}
 	aptLog := filepath.Join(bin, "apt-get.log")
@@ -119,6 +119,7 @@ func setup(t *testing.T, env map[string]string, bins map[string]string, asUser s
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	//nolint:gosec // G204: the script under test, with the test's arguments
 	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join(dir, "scripts", "setup.sh")}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = vars
@@ -127,9 +128,12 @@ func setup(t *testing.T, env map[string]string, bins map[string]string, asUser s
 		if err != nil {
 			t.Fatalf("no OS user %s: %v", asUser, err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if os.Geteuid() != 0 && os.Geteuid() != uid {
+		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("OS user %s: uid %q gid %q", asUser, u.Uid, u.Gid)
+		}
+		if os.Geteuid() != 0 && strconv.Itoa(os.Geteuid()) != u.Uid {
 			t.Fatalf("running setup.sh as %s needs root", asUser)
 		}
 		if os.Geteuid() == 0 {

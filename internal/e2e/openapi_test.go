@@ -140,7 +140,7 @@ func TestOpenAPI_TheFileIsServedAndIsValidOpenAPI31CoveringEveryRESTRoute(t *tes
 	if err := doc.Validate(context.Background()); err != nil {
 		t.Fatalf("not valid OpenAPI: %v", err)
 	}
-	if !(doc.OpenAPIMajorMinor() == "3.1") {
+	if doc.OpenAPIMajorMinor() != "3.1" {
 		t.Errorf("openapi: %s, want 3.1", doc.OpenAPI)
 	}
 	// The REST routes of server/routes.go, each with its method.
