@@ -28,7 +28,8 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 
 	api("POST /graphql", refuseReplacedText(graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice})))
 	if !cfg.Production {
-		mux.Handle("GET /graphql", graph.Playground())
+		mux.Handle("GET /graphql", graph.Playground("/graphql", cfg.GraphiQLHeaders))
+		mux.Handle("GET "+graph.GraphiQLAssets, graph.PlaygroundAssets())
 	}
 
 	api("POST /vouchers/{code}/reservations", handleReserve(svc, cfg.Logger))

@@ -198,7 +198,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		}
 	}()
 
+	graphiqlHeaders := ""
+	if cfg.DevTokens {
+		graphiqlHeaders = fmt.Sprintf("{\n  \"Authorization\": \"Bearer %s\"\n}", devAdminToken)
+	}
 	handler := server.NewServer(svc, server.Config{
+		GraphiQLHeaders:  graphiqlHeaders,
 		StorefrontTokens: cfg.StorefrontTokens,
 		AdminTokens:      cfg.AdminTokens,
 		Production:       cfg.Production,

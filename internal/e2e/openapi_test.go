@@ -48,9 +48,9 @@ var (
 )
 
 // notREST are the routes that openapi.yaml does not describe: GraphQL (its
-// schema is graph/*.graphqls) and the HTML dashboard.
+// schema is graph/*.graphqls), GraphiQL's files and the HTML dashboard.
 func notREST(path string) bool {
-	return path == "/graphql" || path == "/admin" || strings.HasPrefix(path, "/admin/")
+	return path == "/graphql" || strings.HasPrefix(path, "/graphiql/") || path == "/admin" || strings.HasPrefix(path, "/admin/")
 }
 
 // validatingTransport is httpClient's transport.
