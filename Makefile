@@ -39,7 +39,7 @@ help:
 	@echo "make migrate   apply the database migrations to DATABASE_URL"
 	@echo "make broker    a development Kafka broker on 127.0.0.1:9092 that outlives a crash of serve"
 	@echo "make generate  sqlc, gqlgen and templ code generation"
-	@echo "make verify    fail on stale generated code, gofmt, go vet, golangci-lint, the GraphQL contract"
+	@echo "make verify    fail on stale generated code, gofmt, an untidy go.mod, go vet, golangci-lint, the GraphQL contract"
 	@echo "make lint      golangci-lint (.golangci.yml), installed into bin/ when missing"
 	@echo "make build     bin/voucherd"
 	@echo "make bench     the flash-sale benchmark (cmd/flashbench; BENCH_FLAGS='-h' lists its flags)"
@@ -52,7 +52,8 @@ migrate:
 	DATABASE_URL='$(DATABASE_URL)' go run ./cmd/voucherd migrate
 
 # serve applies the migrations itself before it listens.
-run: setup
+run:
+	bash scripts/setup.sh --run
 	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/voucherd serve
 
 # A development Kafka-protocol broker in its own process, for
@@ -100,6 +101,12 @@ verify:
 		exit 1; \
 	fi; \
 	echo "verify: gofmt clean"
+	@if ! tidy=$$(go mod tidy -diff 2>&1); then \
+		echo "verify: go.mod or go.sum is not tidy; run go mod tidy and commit the result:"; \
+		echo "$$tidy" | sed 's/^/  /'; \
+		exit 1; \
+	fi; \
+	echo "verify: go.mod and go.sum are tidy"
 	go vet ./...
 	$(MAKE) --no-print-directory lint
 	@if [ -e $(CONTRACT_CHECK) ]; then \
@@ -120,14 +127,20 @@ lint:
 # -race is kept although on 2 cores it makes the suite several times slower:
 # the gate, the Kafka consumer and the jobs are concurrent code. If the suite
 # outgrows CI's time, drop -race here before dropping tests.
+#
+# gotestsum (a tool of go.mod) runs go test and prints a line per package,
+# then every failed test's output again under "=== Failed", and last one
+# summary line: "DONE 412 tests, 2 failures in 380.1s". GOTESTSUM_FORMAT
+# (e.g. testname, standard-verbose) changes the per-package lines.
+GOTESTSUM_FORMAT ?= pkgname-and-test-fails
 test:
-	bash scripts/setup.sh --with-chromium
+	bash scripts/setup.sh --test --with-chromium
 	$(MAKE) --no-print-directory verify
 	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
-		go test -race -count=1 -timeout 30m ./...
+		go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg -- -race -count=1 -timeout 30m ./...
 
 bench:
-	bash scripts/setup.sh
+	bash scripts/setup.sh --run
 	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/flashbench $(BENCH_FLAGS)
 
 # Every Fuzz function of every package is found with `go test -list` (a new
@@ -135,7 +148,8 @@ bench:
 # as the tests. Seeds are in each package's testdata/fuzz; a failing input is
 # written there too, and `go test` then replays it.
 FUZZTIME ?= 30s
-fuzz: setup
+fuzz:
+	bash scripts/setup.sh --test
 	@targets=$$(go test -list '^Fuzz' ./... | awk '/^Fuzz/ { f[n++] = $$1 } /^ok/ { for (i = 0; i < n; i++) print $$2 " " f[i]; n = 0 }'); \
 	if [ -z "$$targets" ]; then echo "fuzz: no fuzz targets found"; exit 1; fi; \
 	echo "$$targets" | while read -r pkg name; do \

@@ -16,6 +16,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 
 	mux.Handle("GET /healthz", handleHealthz())
 	mux.Handle("GET /readyz", handleReadyz(cfg.Ready, cfg.Logger))
+	mux.Handle("GET /openapi.yaml", handleOpenAPI())
 	if cfg.Metrics != nil {
 		metrics := cfg.Metrics
 		if cfg.MetricsNeedToken {
@@ -27,7 +28,8 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 
 	api("POST /graphql", refuseReplacedText(graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice})))
 	if !cfg.Production {
-		mux.Handle("GET /graphql", graph.Playground())
+		mux.Handle("GET /graphql", graph.Playground("/graphql", cfg.GraphiQLHeaders))
+		mux.Handle("GET "+graph.GraphiQLAssets, graph.PlaygroundAssets())
 	}
 
 	api("POST /vouchers/{code}/reservations", handleReserve(svc, cfg.Logger))

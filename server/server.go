@@ -21,7 +21,10 @@ type Config struct {
 	AdminTokens      []string
 	// Production turns off GraphiQL and introspection.
 	Production bool
-	Logger     *slog.Logger
+	// GraphiQLHeaders is the JSON that GraphiQL's headers pane starts with
+	// (outside production): the development token, where it is in use.
+	GraphiQLHeaders string
+	Logger          *slog.Logger
 	// Ready reports whether the dependencies answer (GET /readyz).
 	Ready func(ctx context.Context) error
 	// Metrics serves GET /metrics; nil: not mounted.

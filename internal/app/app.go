@@ -198,7 +198,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		}
 	}()
 
+	graphiqlHeaders := ""
+	if cfg.DevTokens {
+		graphiqlHeaders = fmt.Sprintf("{\n  \"Authorization\": \"Bearer %s\"\n}", devAdminToken)
+	}
 	handler := server.NewServer(svc, server.Config{
+		GraphiQLHeaders:  graphiqlHeaders,
 		StorefrontTokens: cfg.StorefrontTokens,
 		AdminTokens:      cfg.AdminTokens,
 		Production:       cfg.Production,
@@ -230,6 +235,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	fmt.Fprintf(stdout, "voucherd listening on http://%s\n", ln.Addr())
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() && !cfg.Production {
+		fmt.Fprintln(stdout, "on loopback only, as outside production by default (HTTP_ADDR=:8080 listens on every interface)")
+	}
 	if cfg.DevTokens {
 		fmt.Fprintf(stdout, "development tokens: storefront %q, admin %q (set STOREFRONT_TOKENS and ADMIN_TOKENS to replace them)\n", devStorefrontToken, devAdminToken)
 	}

@@ -47,13 +47,22 @@ type config struct {
 // loadConfig reads and checks every setting; the error names each bad one.
 func loadConfig(getenv func(string) string) (config, error) {
 	c := config{
-		HTTPAddr:       or(getenv("HTTP_ADDR"), ":8080"),
+		HTTPAddr:       getenv("HTTP_ADDR"),
 		DatabaseURL:    or(getenv("DATABASE_URL"), "postgres://voucher@127.0.0.1:5432/voucher?sslmode=disable"),
 		RedisURL:       or(getenv("REDIS_URL"), "redis://localhost:6379/0"),
 		KafkaBrokers:   list(getenv("KAFKA_BROKERS")),
 		FlashWritePath: or(getenv("FLASH_WRITE_PATH"), "sync"),
 		Production:     getenv("APP_ENV") == "production",
 		LogLevel:       or(getenv("LOG_LEVEL"), "info"),
+	}
+	// Outside production the server accepts public development tokens and
+	// has a development admin account: by default it listens on loopback
+	// only. In production the default is every interface.
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:8080"
+		if c.Production {
+			c.HTTPAddr = ":8080"
+		}
 	}
 	var errs []error
 	duration := func(name, def string) time.Duration {

@@ -41,7 +41,7 @@ func TestConfig_DevelopmentDefaultsAndValidation(t *testing.T) {
 	if !c.DevTokens || c.StorefrontTokens[0] != devStorefrontToken || c.AdminTokens[0] != devAdminToken {
 		t.Errorf("development tokens = %v %v", c.StorefrontTokens, c.AdminTokens)
 	}
-	if c.HTTPAddr != ":8080" || c.FlashWritePath != "sync" || c.ReservationTTL.String() != "15m0s" || c.LogFormat != "text" {
+	if c.HTTPAddr != "127.0.0.1:8080" || c.FlashWritePath != "sync" || c.ReservationTTL.String() != "15m0s" || c.LogFormat != "text" {
 		t.Errorf("defaults = %+v", c)
 	}
 	if !c.RedisAutoPipeline {
@@ -69,6 +69,12 @@ func TestConfig_DevelopmentDefaultsAndValidation(t *testing.T) {
 	c, _ = loadConfig(env(map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "storefront-token-0001", "ADMIN_TOKENS": "admin-token-00000001"}))
 	if c.LogFormat != "json" {
 		t.Errorf("production log format = %s, want json", c.LogFormat)
+	}
+	if c.HTTPAddr != ":8080" {
+		t.Errorf("production HTTP_ADDR default = %q, want :8080 (every interface)", c.HTTPAddr)
+	}
+	if c, _ := loadConfig(env(map[string]string{"HTTP_ADDR": ":9090"})); c.HTTPAddr != ":9090" {
+		t.Errorf("HTTP_ADDR=:9090 gave %q", c.HTTPAddr)
 	}
 }
 

@@ -222,7 +222,7 @@ func TestOperations_HealthReadinessAndGraphiQL(t *testing.T) {
 			t.Errorf("GET %s: HTTP %d", p, r.Status)
 		}
 	}
-	resp, err := http.Get(s.URL + "/graphql")
+	resp, err := httpClient.Get(s.URL + "/graphql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestOperations_MetricsCountReservesByOutcomeAndPath(t *testing.T) {
 	code := createVoucher(t, s, voucherSpec{TotalLimit: 1})
 	restAPI{s}.reserve(t, code, 1, uniqueOrder(), 100)
 	restAPI{s}.reserve(t, code, 2, uniqueOrder(), 100)
-	resp, err := http.Get(s.URL + "/metrics")
+	resp, err := httpClient.Get(s.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

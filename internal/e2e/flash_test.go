@@ -99,7 +99,7 @@ func TestFlash_TwoServersShareOneGate(t *testing.T) {
 // metricValue reads one sample of the server's /metrics.
 func metricValue(t testing.TB, s *server, sample string) float64 {
 	t.Helper()
-	resp, err := http.Get(s.URL + "/metrics")
+	resp, err := httpClient.Get(s.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func waitHealthy(t testing.TB, url string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Get(url + "/healthz")
+		resp, err := httpClient.Get(url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -169,7 +169,7 @@ func TestMain(m *testing.M) {
 	if shared != nil {
 		shared.stop()
 	}
-	os.Exit(code)
+	os.Exit(reportOpenAPI(code))
 }
 
 var (
@@ -204,9 +204,11 @@ func uniqueOrder() string {
 	return "o-" + hex.EncodeToString(b)
 }
 
+// httpClient validates every REST answer against server/openapi.yaml
+// (openapi_test.go).
 var httpClient = &http.Client{
 	Timeout:   30 * time.Second,
-	Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 512},
+	Transport: validatingTransport{&http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 512}},
 }
 
 // response is an HTTP answer with its JSON body decoded.
