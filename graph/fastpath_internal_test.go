@@ -343,3 +343,28 @@ func TestFastPath_ServesTheBenchmarksRequestWithFewAllocations(t *testing.T) {
 		t.Errorf("fast path allocates %.0f times a request, the executor %.0f: want less than half", fast, general)
 	}
 }
+
+// BenchmarkStorefrontReserve is the cost of the transport alone for the
+// benchmark's reserve, with the fast path and with the general executor:
+// the input is refused by the service before any store call (customerId
+// is not a number), so the answer is a payload with an error, rendered by
+// each path.
+//
+//	go test -run '^$' -bench StorefrontReserve -benchmem ./graph/
+func BenchmarkStorefrontReserve(b *testing.B) {
+	tw := testTwin(b)
+	req := body(reserveDoc, "Reserve", reserveVars("flash-1", "x", "o-1", 25000))
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"fast path", tw.fast}, {"general executor", tw.general}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if r := send(c.h, voucher.RoleStorefront, req); r.status != http.StatusOK {
+					b.Fatal(r.status)
+				}
+			}
+		})
+	}
+}
