@@ -36,19 +36,26 @@ type Options struct {
 	Production bool
 	// Backoffice serves the admin mutations (updateVoucher, endVoucher).
 	Backoffice *voucher.Backoffice
+	// generalOnly leaves the storefront's fast path out (fastpath.go): the
+	// differential tests compare the two.
+	generalOnly bool
 }
 
 // NewHandler returns the POST /graphql handler over the service.
 func NewHandler(svc *voucher.Service, opts Options) http.Handler {
+	h, _ := newHandler(svc, opts)
+	return h
+}
+
+// newHandler is NewHandler, with its fast path (nil with generalOnly).
+func newHandler(svc *voucher.Service, opts Options) (http.Handler, *fastPath) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	cfg := generated.Config{
-		Resolvers: &Resolver{Service: svc, Backoffice: opts.Backoffice, Logger: logger},
-	}
+	resolver := &Resolver{Service: svc, Backoffice: opts.Backoffice, Logger: logger}
+	cfg := generated.Config{Resolvers: resolver}
 	srv := handler.New(generated.NewExecutableSchema(cfg))
-	srv.AddTransport(postTransport{})
 	// Parsed and validated operations are cached: a flash sale repeats one
 	// operation text thousands of times a second.
 	queries := boundedCache[*ast.QueryDocument]{
@@ -69,12 +76,19 @@ func NewHandler(svc *voucher.Service, opts Options) http.Handler {
 	}
 	srv.Use(newComplexityLimit(MaxComplexity, cfg.Complexity))
 	srv.Use(depthLimit{max: MaxDepth, introspection: !opts.Production})
-	srv.SetErrorPresenter(errorPresenter(logger))
-	srv.SetRecoverFunc(func(ctx context.Context, p any) error {
+	present := errorPresenter(logger)
+	recoverFn := func(ctx context.Context, p any) error {
 		logger.ErrorContext(ctx, "panic in a GraphQL resolver", "panic", p)
 		return errors.New("internal error")
-	})
-	return srv
+	}
+	srv.SetErrorPresenter(present)
+	srv.SetRecoverFunc(recoverFn)
+	var fast *fastPath
+	if !opts.generalOnly {
+		fast = newFastPath(resolver.Mutation(), queries, present, recoverFn)
+	}
+	srv.AddTransport(postTransport{fast: fast})
+	return srv, fast
 }
 
 // errorPresenter gives every GraphQL error a code in extensions.code and

@@ -25,8 +25,10 @@ const codeBadRequest = "BAD_REQUEST"
 // body and name Go types ("json: cannot unmarshal array into Go value of
 // type graphql.RawParams body:[...]"). A batch is refused, not run: one
 // request is one operation, so a body costs one operation's work. Answers
-// are always application/json.
-type postTransport struct{}
+// are always application/json. The storefront's reserve, confirm and
+// release, when recognised, are answered by fast (fastpath.go) instead of
+// the executor.
+type postTransport struct{ fast *fastPath }
 
 var _ graphql.Transport = postTransport{}
 
@@ -40,7 +42,7 @@ func (postTransport) Supports(r *http.Request) bool {
 
 var rawParamsPool = sync.Pool{New: func() any { return new(graphql.RawParams) }}
 
-func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	ctx := r.Context()
 	w.Header().Set("Content-Type", "application/json")
 	start := graphql.Now()
@@ -48,6 +50,9 @@ func (postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	if err != nil {
 		// The server's body limit (HTTP 413) answers first when that is why.
 		writeResponse(w, http.StatusBadRequest, exec.DispatchError(ctx, gqlerror.List{badRequest("the request body could not be read")}))
+		return
+	}
+	if t.fast != nil && t.fast.serve(ctx, w, body) {
 		return
 	}
 	params := rawParamsPool.Get().(*graphql.RawParams)
