@@ -10,111 +10,6 @@ import (
 	"time"
 )
 
-const reservationApplyBatchCustomerTake = `-- name: ReservationApplyBatchCustomerTake :exec
-INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
-SELECT $1, c.customer_id, c.uses, (SELECT per_user_limit FROM voucher WHERE code = $1)
-FROM (SELECT unnest($2::bigint[]) AS customer_id,
-             unnest($3::integer[]) AS uses) AS c
-ORDER BY c.customer_id
-ON CONFLICT (voucher_code, customer_id) DO UPDATE
-SET used_count = vc.used_count + excluded.used_count
-`
-
-type ReservationApplyBatchCustomerTakeParams struct {
-	Code        string
-	CustomerIds []int64
-	Uses        []int32
-}
-
-// ReservationApplyBatchCustomerTake counts uses[i] more for customer_ids[i]
-// (each customer once); past a customer's limit the CHECK fires.
-func (q *Queries) ReservationApplyBatchCustomerTake(ctx context.Context, arg ReservationApplyBatchCustomerTakeParams) error {
-	_, err := q.db.Exec(ctx, reservationApplyBatchCustomerTake, arg.Code, arg.CustomerIds, arg.Uses)
-	return err
-}
-
-const reservationApplyBatchInsert = `-- name: ReservationApplyBatchInsert :many
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
-SELECT o.order_id, $1, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at
-FROM (SELECT unnest($2::text[]) AS order_id,
-             unnest($3::bigint[]) AS customer_id,
-             unnest($4::bigint[]) AS order_amount,
-             unnest($5::bigint[]) AS discount_amount,
-             unnest($6::timestamptz[]) AS created_at,
-             unnest($7::timestamptz[]) AS expires_at) AS o
-ORDER BY o.order_id
-ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, customer_id
-`
-
-type ReservationApplyBatchInsertParams struct {
-	Code            string
-	OrderIds        []string
-	CustomerIds     []int64
-	OrderAmounts    []int64
-	DiscountAmounts []int64
-	CreatedAts      []time.Time
-	ExpiresAts      []time.Time
-}
-
-type ReservationApplyBatchInsertRow struct {
-	OrderID    string
-	CustomerID int64
-}
-
-// The consumer's batch (Store.ApplyReservedBatch): the reserved events of
-// one voucher in a poll, in one transaction. Rows are made only for orders
-// the database does not hold; the events of the others are applied one by
-// one afterwards (they change nothing, or are refused).
-func (q *Queries) ReservationApplyBatchInsert(ctx context.Context, arg ReservationApplyBatchInsertParams) ([]ReservationApplyBatchInsertRow, error) {
-	rows, err := q.db.Query(ctx, reservationApplyBatchInsert,
-		arg.Code,
-		arg.OrderIds,
-		arg.CustomerIds,
-		arg.OrderAmounts,
-		arg.DiscountAmounts,
-		arg.CreatedAts,
-		arg.ExpiresAts,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ReservationApplyBatchInsertRow
-	for rows.Next() {
-		var i ReservationApplyBatchInsertRow
-		if err := rows.Scan(&i.OrderID, &i.CustomerID); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const reservationApplyBatchVoucherTake = `-- name: ReservationApplyBatchVoucherTake :execrows
-UPDATE voucher
-SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer
-WHERE code = $2
-`
-
-type ReservationApplyBatchVoucherTakeParams struct {
-	N    int32
-	Code string
-}
-
-// ReservationApplyBatchVoucherTake counts n more uses held, whatever the
-// clock; past the total limit the CHECK voucher_used_within_limit fires.
-func (q *Queries) ReservationApplyBatchVoucherTake(ctx context.Context, arg ReservationApplyBatchVoucherTakeParams) (int64, error) {
-	result, err := q.db.Exec(ctx, reservationApplyBatchVoucherTake, arg.N, arg.Code)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
 const reservationApplyConfirm = `-- name: ReservationApplyConfirm :one
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = $2
@@ -147,26 +42,8 @@ func (q *Queries) ReservationApplyConfirm(ctx context.Context, arg ReservationAp
 	return i, err
 }
 
-const reservationApplyCustomerTake = `-- name: ReservationApplyCustomerTake :exec
-INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
-VALUES ($1, $2, 1, (SELECT per_user_limit FROM voucher WHERE code = $1))
-ON CONFLICT (voucher_code, customer_id) DO UPDATE
-SET used_count = vc.used_count + 1
-`
-
-type ReservationApplyCustomerTakeParams struct {
-	VoucherCode string
-	CustomerID  int64
-}
-
-// ReservationApplyCustomerTake counts one more use for the customer; past
-// the per-customer limit the CHECK voucher_customer_within_limit fires.
-func (q *Queries) ReservationApplyCustomerTake(ctx context.Context, arg ReservationApplyCustomerTakeParams) error {
-	_, err := q.db.Exec(ctx, reservationApplyCustomerTake, arg.VoucherCode, arg.CustomerID)
-	return err
-}
-
 const reservationApplyGetForUpdate = `-- name: ReservationApplyGetForUpdate :one
+
 
 SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
 `
@@ -175,6 +52,8 @@ SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, statu
 // decisions to the database (internal/postgres/events.go). The gate decided
 // the window and the expiry already, so none of them checks the clock; the
 // CHECK constraints still bound every count.
+// Its "take a use" statements are shared with the reserves: see
+// voucher_redemption.sql, voucher_customer.sql and voucher.sql.
 // ReservationApplyGetForUpdate locks an order's row for the event that
 // applies to it.
 func (q *Queries) ReservationApplyGetForUpdate(ctx context.Context, orderID string) (VoucherRedemption, error) {
@@ -358,20 +237,4 @@ func (q *Queries) ReservationApplyRelease(ctx context.Context, arg ReservationAp
 		&i.ReleasedAt,
 	)
 	return i, err
-}
-
-const reservationApplyVoucherTake = `-- name: ReservationApplyVoucherTake :execrows
-UPDATE voucher
-SET used_count = used_count + 1, reserved_count = reserved_count + 1
-WHERE code = $1
-`
-
-// ReservationApplyVoucherTake counts one more use held, whatever the clock;
-// past the total limit the CHECK voucher_used_within_limit fires.
-func (q *Queries) ReservationApplyVoucherTake(ctx context.Context, code string) (int64, error) {
-	result, err := q.db.Exec(ctx, reservationApplyVoucherTake, code)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }

@@ -10,6 +10,69 @@ import (
 	"time"
 )
 
+const voucherRedemptionClaimEligible = `-- name: VoucherRedemptionClaimEligible :many
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, v.code, o.customer_id, o.order_amount, v.discount_amount, 'RESERVED', now(),
+       now() + $1::bigint * interval '1 millisecond'
+FROM (SELECT unnest($2::text[]) AS order_id,
+             unnest($3::bigint[]) AS customer_id,
+             unnest($4::bigint[]) AS order_amount) AS o
+JOIN voucher v ON v.code = $5
+WHERE now() BETWEEN v.starts_at AND v.ends_at
+  AND o.order_amount >= v.min_order_amount
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+`
+
+type VoucherRedemptionClaimEligibleParams struct {
+	TtlMs        int64
+	OrderIds     []string
+	CustomerIds  []int64
+	OrderAmounts []int64
+	Code         string
+}
+
+// VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
+// admit by the database's clock (window, minimum) for a batch of reserves;
+// an order already held, or not eligible, gets no row back.
+func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg VoucherRedemptionClaimEligibleParams) ([]VoucherRedemption, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionClaimEligible,
+		arg.TtlMs,
+		arg.OrderIds,
+		arg.CustomerIds,
+		arg.OrderAmounts,
+		arg.Code,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemption
+	for rows.Next() {
+		var i VoucherRedemption
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.VoucherCode,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.DiscountAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.ConfirmedAt,
+			&i.ReleasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherRedemptionConfirm = `-- name: VoucherRedemptionConfirm :one
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = clock_timestamp()
@@ -128,6 +191,7 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 }
 
 const voucherRedemptionInsert = `-- name: VoucherRedemptionInsert :one
+
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, 'RESERVED', $6, $7)
 ON CONFLICT (order_id) DO NOTHING
@@ -144,8 +208,22 @@ type VoucherRedemptionInsertParams struct {
 	ExpiresAt      time.Time
 }
 
+// Taking a use writes, in every path, in one lock order: the order's row
+// (voucher_redemption), the customer's count (voucher_customer), the event
+// (reservation_event), then the voucher's hot row (voucher) last, so its
+// lock is held only for its update and the commit. A batch takes each set
+// in a fixed order, so two batches never wait on each other in a cycle.
+// The four writers: a single reserve (internal/postgres/store.go), the
+// batched write of flash winners (batch.go), and the Kafka consumer's event
+// and batch (events.go). A reserve's statements check the rules by the
+// database's clock (no row back: refused); the consumer's write what the
+// gate decided, whatever the clock, the CHECK constraints still bounding
+// every count. A batch statement that cannot take every row it was given
+// tells the caller, which rolls back and writes those one by one, so every
+// refusal gets its own exact answer.
 // VoucherRedemptionInsert claims the orderId; no row back means another
 // request holds it (this waits for that request's transaction to end).
+// A single reserve and a single reserved event.
 func (q *Queries) VoucherRedemptionInsert(ctx context.Context, arg VoucherRedemptionInsertParams) (VoucherRedemption, error) {
 	row := q.db.QueryRow(ctx, voucherRedemptionInsert,
 		arg.OrderID,
@@ -170,6 +248,67 @@ func (q *Queries) VoucherRedemptionInsert(ctx context.Context, arg VoucherRedemp
 		&i.ReleasedAt,
 	)
 	return i, err
+}
+
+const voucherRedemptionInsertMany = `-- name: VoucherRedemptionInsertMany :many
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, $1, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at
+FROM (SELECT unnest($2::text[]) AS order_id,
+             unnest($3::bigint[]) AS customer_id,
+             unnest($4::bigint[]) AS order_amount,
+             unnest($5::bigint[]) AS discount_amount,
+             unnest($6::timestamptz[]) AS created_at,
+             unnest($7::timestamptz[]) AS expires_at) AS o
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING order_id, customer_id
+`
+
+type VoucherRedemptionInsertManyParams struct {
+	Code            string
+	OrderIds        []string
+	CustomerIds     []int64
+	OrderAmounts    []int64
+	DiscountAmounts []int64
+	CreatedAts      []time.Time
+	ExpiresAts      []time.Time
+}
+
+type VoucherRedemptionInsertManyRow struct {
+	OrderID    string
+	CustomerID int64
+}
+
+// VoucherRedemptionInsertMany makes the rows of a batch of reserved events
+// (the consumer's batch) with the times the gate gave them, only for orders
+// the database does not hold; the events of the others are applied one by
+// one afterwards (they change nothing, or are refused).
+func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRedemptionInsertManyParams) ([]VoucherRedemptionInsertManyRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionInsertMany,
+		arg.Code,
+		arg.OrderIds,
+		arg.CustomerIds,
+		arg.OrderAmounts,
+		arg.DiscountAmounts,
+		arg.CreatedAts,
+		arg.ExpiresAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionInsertManyRow
+	for rows.Next() {
+		var i VoucherRedemptionInsertManyRow
+		if err := rows.Scan(&i.OrderID, &i.CustomerID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const voucherRedemptionListDue = `-- name: VoucherRedemptionListDue :many
