@@ -50,8 +50,8 @@ type kafkaFlash struct {
 	*Service
 	publisher EventPublisher
 	events    EventStore
-	// pending waits for the events in flight: reconciliation and rebuild
-	// must not take an order whose event is on its way for a leak.
+	// pending waits for the events in flight: reconciliation must not
+	// take an order whose event is on its way for a leak.
 	pending PendingWrites
 	// publishTimeout bounds a request's wait for the broker's
 	// acknowledgement; lease is how long an admission's owner has to settle
