@@ -1,38 +1,9 @@
 package voucher
 
-// The Kafka write path of flash vouchers (FLASH_WRITE_PATH=kafka).
-//
-// In sync mode a flash winner is written to the database in its request, so
-// the database stays the decision point after the gate. Here the database
-// learns of a flash reservation only when the consumer applies its event, so
-// every decision about a flash reservation is taken atomically at the gate,
-// which remembers each order's state (live, confirmed, releasing, released)
-// and times, and the events carry the decisions to the database:
-//
-//   - reserve: the gate admits (one use taken), the reserved event is
-//     published, and the answer (built from what the service computed) is
-//     given only once the broker acknowledged it (acks=all). A publish that
-//     surely failed gives the use back (Forget) and answers UNAVAILABLE; one
-//     whose outcome is unknown keeps the use held, like the sync path's
-//     unknown database write: a retry publishes again, and reconciliation
-//     returns the use if the order never reaches the database.
-//   - confirm, release and expiry decide at the gate (confirm.lua,
-//     mark_released.lua), then publish. A release keeps its use counted at
-//     the gate until the database has released the row: the consumer (or the
-//     expiry sweep) then gives it back with release.lua. Giving it back at
-//     once would let another order take the use while the database still
-//     counted it; that order's event, applied before the release in a
-//     sold-out voucher, would be refused after its success was returned.
-//   - events are self-sufficient (every field of the reservation) and
-//     idempotent (orderId + kind), all of one voucher on one partition in
-//     the order they were acknowledged: a confirm or release sent right after
-//     a reserve is applied after it, and even a lost reserved event is made
-//     good by the confirmed or released event that follows it.
-//
-// While a reserved event is in flight, the gate answers confirm and release
-// (and an identical retry of the reserve) without the database; the
-// `reservation` query and the voucher's counters follow the database and may
-// trail by the consumer's delay, as the contract allows.
+// The Kafka write path of flash vouchers (FLASH_WRITE_PATH=kafka): the gate
+// decides every reserve, confirm, release and expiry, and events carry the
+// decisions to the database. Why it keeps the rules: the README, "How kafka
+// mode keeps the rules".
 
 import (
 	"context"
