@@ -45,7 +45,7 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 		decided := ev.DecidedAt
 		switch ev.Kind {
 		case voucher.EventConfirmed:
-			row, err = q.ReservationApplyConfirm(ctx, db.ReservationApplyConfirmParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			row, err = q.VoucherRedemptionConfirmDecided(ctx, db.VoucherRedemptionConfirmDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 			status = voucher.StatusConfirmed
 			return q.ReservationEventInsert(ctx, event(row, "confirmed", voucher.PathKafka))
 		case voucher.EventReleased:
-			row, err = q.ReservationApplyRelease(ctx, db.ReservationApplyReleaseParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			row, err = q.VoucherRedemptionReleaseDecided(ctx, db.VoucherRedemptionReleaseDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
 			if err != nil {
 				return err
 			}
@@ -156,7 +156,7 @@ func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (db.Vou
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The row exists (this event or an earlier one was applied).
-		row, err = q.ReservationApplyGetForUpdate(ctx, ev.OrderID)
+		row, err = q.VoucherRedemptionGetForUpdate(ctx, ev.OrderID)
 		if err != nil {
 			return row, err
 		}
@@ -199,7 +199,7 @@ func refusedOrTransient(err error) error {
 // DueReservations lists up to limit RESERVED reservations past their
 // deadline by the database's clock, oldest deadline first.
 func (s *Store) DueReservations(ctx context.Context, limit int) ([]voucher.DueReservation, error) {
-	rows, err := s.q.ReservationApplyListDue(ctx, limit32(limit))
+	rows, err := s.q.VoucherRedemptionListDueWithFlash(ctx, limit32(limit))
 	if err != nil {
 		return nil, mapError(err)
 	}

@@ -104,6 +104,38 @@ func (q *Queries) VoucherRedemptionConfirm(ctx context.Context, arg VoucherRedem
 	return i, err
 }
 
+const voucherRedemptionConfirmDecided = `-- name: VoucherRedemptionConfirmDecided :one
+UPDATE voucher_redemption
+SET status = 'CONFIRMED', confirmed_at = $2
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+`
+
+type VoucherRedemptionConfirmDecidedParams struct {
+	OrderID   string
+	DecidedAt *time.Time
+}
+
+// VoucherRedemptionConfirmDecided confirms a live reservation even past
+// expires_at: the gate confirmed it in time.
+func (q *Queries) VoucherRedemptionConfirmDecided(ctx context.Context, arg VoucherRedemptionConfirmDecidedParams) (VoucherRedemption, error) {
+	row := q.db.QueryRow(ctx, voucherRedemptionConfirmDecided, arg.OrderID, arg.DecidedAt)
+	var i VoucherRedemption
+	err := row.Scan(
+		&i.OrderID,
+		&i.VoucherCode,
+		&i.CustomerID,
+		&i.OrderAmount,
+		&i.DiscountAmount,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.ReleasedAt,
+	)
+	return i, err
+}
+
 const voucherRedemptionExpire = `-- name: VoucherRedemptionExpire :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
@@ -188,6 +220,35 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 		return nil, err
 	}
 	return items, nil
+}
+
+const voucherRedemptionGetForUpdate = `-- name: VoucherRedemptionGetForUpdate :one
+
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
+`
+
+// The Kafka write path's consumer applies the gate's decisions to the
+// database (internal/postgres/events.go). The gate decided the window and
+// the expiry already, so none of these checks the clock; the CHECK
+// constraints still bound every count.
+// VoucherRedemptionGetForUpdate locks an order's row for the event that
+// applies to it.
+func (q *Queries) VoucherRedemptionGetForUpdate(ctx context.Context, orderID string) (VoucherRedemption, error) {
+	row := q.db.QueryRow(ctx, voucherRedemptionGetForUpdate, orderID)
+	var i VoucherRedemption
+	err := row.Scan(
+		&i.OrderID,
+		&i.VoucherCode,
+		&i.CustomerID,
+		&i.OrderAmount,
+		&i.DiscountAmount,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.ReleasedAt,
+	)
+	return i, err
 }
 
 const voucherRedemptionInsert = `-- name: VoucherRedemptionInsert :one
@@ -311,6 +372,51 @@ func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRe
 	return items, nil
 }
 
+const voucherRedemptionListAllWithTimes = `-- name: VoucherRedemptionListAllWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1
+`
+
+type VoucherRedemptionListAllWithTimesRow struct {
+	OrderID     string
+	CustomerID  int64
+	OrderAmount int64
+	Status      string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// VoucherRedemptionListAllWithTimes lists every order of a voucher,
+// released ones too, with their states and times: a gate in kafka mode
+// answers retries, confirms and releases of all of them without reading the
+// database.
+func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucherCode string) ([]VoucherRedemptionListAllWithTimesRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionListAllWithTimes, voucherCode)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionListAllWithTimesRow
+	for rows.Next() {
+		var i VoucherRedemptionListAllWithTimesRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherRedemptionListDue = `-- name: VoucherRedemptionListDue :many
 SELECT order_id FROM voucher_redemption
 WHERE status = 'RESERVED' AND expires_at <= now()
@@ -331,6 +437,54 @@ func (q *Queries) VoucherRedemptionListDue(ctx context.Context, limit int32) ([]
 			return nil, err
 		}
 		items = append(items, order_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const voucherRedemptionListDueWithFlash = `-- name: VoucherRedemptionListDueWithFlash :many
+SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, v.flash
+FROM voucher_redemption
+JOIN voucher v ON v.code = voucher_redemption.voucher_code
+WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
+ORDER BY voucher_redemption.expires_at
+LIMIT $1
+`
+
+type VoucherRedemptionListDueWithFlashRow struct {
+	VoucherRedemption VoucherRedemption
+	Flash             bool
+}
+
+// VoucherRedemptionListDueWithFlash lists reservations past their deadline
+// with whether their voucher is flash (the gate decides those first).
+func (q *Queries) VoucherRedemptionListDueWithFlash(ctx context.Context, limit int32) ([]VoucherRedemptionListDueWithFlashRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionListDueWithFlash, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionListDueWithFlashRow
+	for rows.Next() {
+		var i VoucherRedemptionListDueWithFlashRow
+		if err := rows.Scan(
+			&i.VoucherRedemption.OrderID,
+			&i.VoucherRedemption.VoucherCode,
+			&i.VoucherRedemption.CustomerID,
+			&i.VoucherRedemption.OrderAmount,
+			&i.VoucherRedemption.DiscountAmount,
+			&i.VoucherRedemption.Status,
+			&i.VoucherRedemption.CreatedAt,
+			&i.VoucherRedemption.ExpiresAt,
+			&i.VoucherRedemption.ConfirmedAt,
+			&i.VoucherRedemption.ReleasedAt,
+			&i.Flash,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -359,6 +513,49 @@ func (q *Queries) VoucherRedemptionListLive(ctx context.Context, voucherCode str
 	for rows.Next() {
 		var i VoucherRedemptionListLiveRow
 		if err := rows.Scan(&i.OrderID, &i.CustomerID, &i.OrderAmount); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const voucherRedemptionListLiveWithTimes = `-- name: VoucherRedemptionListLiveWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
+`
+
+type VoucherRedemptionListLiveWithTimesRow struct {
+	OrderID     string
+	CustomerID  int64
+	OrderAmount int64
+	Status      string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
+// their states and times, which a gate in kafka mode holds.
+func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, voucherCode string) ([]VoucherRedemptionListLiveWithTimesRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionListLiveWithTimes, voucherCode)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionListLiveWithTimesRow
+	for rows.Next() {
+		var i VoucherRedemptionListLiveWithTimesRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -428,6 +625,36 @@ type VoucherRedemptionReleaseParams struct {
 // makes a second release (or a racing expiry) change nothing.
 func (q *Queries) VoucherRedemptionRelease(ctx context.Context, arg VoucherRedemptionReleaseParams) (VoucherRedemption, error) {
 	row := q.db.QueryRow(ctx, voucherRedemptionRelease, arg.OrderID, arg.VoucherCode)
+	var i VoucherRedemption
+	err := row.Scan(
+		&i.OrderID,
+		&i.VoucherCode,
+		&i.CustomerID,
+		&i.OrderAmount,
+		&i.DiscountAmount,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.ReleasedAt,
+	)
+	return i, err
+}
+
+const voucherRedemptionReleaseDecided = `-- name: VoucherRedemptionReleaseDecided :one
+UPDATE voucher_redemption
+SET status = 'RELEASED', released_at = $2
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+`
+
+type VoucherRedemptionReleaseDecidedParams struct {
+	OrderID   string
+	DecidedAt *time.Time
+}
+
+func (q *Queries) VoucherRedemptionReleaseDecided(ctx context.Context, arg VoucherRedemptionReleaseDecidedParams) (VoucherRedemption, error) {
+	row := q.db.QueryRow(ctx, voucherRedemptionReleaseDecided, arg.OrderID, arg.DecidedAt)
 	var i VoucherRedemption
 	err := row.Scan(
 		&i.OrderID,

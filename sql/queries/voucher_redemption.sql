@@ -101,3 +101,51 @@ FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
 RETURNING order_id, customer_id;
+
+-- The Kafka write path's consumer applies the gate's decisions to the
+-- database (internal/postgres/events.go). The gate decided the window and
+-- the expiry already, so none of these checks the clock; the CHECK
+-- constraints still bound every count.
+
+-- VoucherRedemptionGetForUpdate locks an order's row for the event that
+-- applies to it.
+-- name: VoucherRedemptionGetForUpdate :one
+SELECT * FROM voucher_redemption WHERE order_id = $1 FOR UPDATE;
+
+-- VoucherRedemptionConfirmDecided confirms a live reservation even past
+-- expires_at: the gate confirmed it in time.
+-- name: VoucherRedemptionConfirmDecided :one
+UPDATE voucher_redemption
+SET status = 'CONFIRMED', confirmed_at = sqlc.arg(decided_at)
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING *;
+
+-- name: VoucherRedemptionReleaseDecided :one
+UPDATE voucher_redemption
+SET status = 'RELEASED', released_at = sqlc.arg(decided_at)
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING *;
+
+-- VoucherRedemptionListDueWithFlash lists reservations past their deadline
+-- with whether their voucher is flash (the gate decides those first).
+-- name: VoucherRedemptionListDueWithFlash :many
+SELECT sqlc.embed(voucher_redemption), v.flash
+FROM voucher_redemption
+JOIN voucher v ON v.code = voucher_redemption.voucher_code
+WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
+ORDER BY voucher_redemption.expires_at
+LIMIT $1;
+
+-- VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
+-- their states and times, which a gate in kafka mode holds.
+-- name: VoucherRedemptionListLiveWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED');
+
+-- VoucherRedemptionListAllWithTimes lists every order of a voucher,
+-- released ones too, with their states and times: a gate in kafka mode
+-- answers retries, confirms and releases of all of them without reading the
+-- database.
+-- name: VoucherRedemptionListAllWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1;
