@@ -164,7 +164,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 			return err
 		}
 		defer kafka.close()
-		deps.Kafka, deps.Pending = kafka.deps(store, cfg)
+		deps.Kafka = kafka.deps(store, cfg)
 	}
 	svc := voucher.NewService(deps, voucher.Config{
 		ReservationTTL: cfg.ReservationTTL,

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -63,11 +64,11 @@ func openKafka(ctx context.Context, cfg config, logger *slog.Logger, m *metrics.
 }
 
 // deps are the service's dependencies for the Kafka write path.
-func (k *kafkaWritePath) deps(store voucher.EventStore, cfg config) (*voucher.KafkaPath, voucher.PendingWrites) {
+func (k *kafkaWritePath) deps(store voucher.EventStore, cfg config) *voucher.KafkaPath {
 	return &voucher.KafkaPath{
-		Publisher: k.producer, Store: store, PublishTimeout: k.cfg.PublishTimeout,
+		Publisher: k.producer, Store: store, Pending: k.offsets, PublishTimeout: k.cfg.PublishTimeout,
 		Lease: cfg.AdmissionLease, Faults: registeredFaults(cfg.FaultsID),
-	}, k.offsets
+	}
 }
 
 // Faults are a test's hooks at the steps of kafka-mode requests and of the
@@ -99,7 +100,11 @@ func registeredFaults(id string) func(context.Context, voucher.FaultStep, string
 
 // startConsumer joins the group voucher-writer and starts the lag gauge.
 func (k *kafkaWritePath) startConsumer(ctx context.Context, svc *voucher.Service) error {
-	c, err := events.StartConsumer(ctx, k.cfg, svc, k.producer.Client())
+	applier := svc.EventApplier()
+	if applier == nil {
+		return errors.New("the Kafka write path needs the Redis gate")
+	}
+	c, err := events.StartConsumer(ctx, k.cfg, applier, k.producer.Client())
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"voucherd/internal/voucher"
 )
 
-// Applier writes events to the database; *voucher.Service implements it.
+// Applier writes events to the database; *voucher.EventApplier implements it.
 type Applier interface {
 	// ApplyEvent applies one event in one transaction: *voucher.EventRefusedError
 	// when the database refuses it, any other error is transient.

@@ -15,7 +15,7 @@ import (
 
 // The gate's calls for the Kafka write path, where the gate, not the
 // database, decides a flash reservation's confirm, release and expiry (see
-// internal/voucher/kafka.go): the orders hash then holds each order's state
+// internal/voucher/flash_kafka.go): the orders hash then holds each order's state
 // and times, "customerId:amount:STATE:createdAt:expiresAt".
 
 var (

@@ -178,7 +178,7 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 	var rows map[string]db.VoucherRedemption
 	var suspects []bool
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		claimed, err := q.ReserveBatchClaimOrders(ctx, db.ReserveBatchClaimOrdersParams{
+		claimed, err := q.VoucherRedemptionClaimEligible(ctx, db.VoucherRedemptionClaimEligibleParams{
 			Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CustomerIds: customerIDs, OrderAmounts: amounts,
 		})
 		if err != nil {
@@ -192,7 +192,7 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 			rows[row.OrderID] = row
 		}
 		u := usesOf(len(claimed), func(i int) (string, int64) { return claimed[i].OrderID, claimed[i].CustomerID })
-		taken, err := q.ReserveBatchTakeCustomerUses(ctx, db.ReserveBatchTakeCustomerUsesParams{
+		taken, err := q.VoucherCustomerUsesTake(ctx, db.VoucherCustomerUsesTakeParams{
 			Code: code, CustomerIds: u.customers, Uses: u.uses,
 		})
 		if err != nil {
@@ -210,13 +210,13 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 			}
 			return errBatchSplit
 		}
-		if err := q.ReserveBatchEvents(ctx, db.ReserveBatchEventsParams{
+		if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
 			Code: code, Path: string(path), OrderIds: u.orderIDs, CustomerIds: u.orderCustomers,
 		}); err != nil {
 			return err
 		}
 		// The hot row last, as a single reserve does.
-		if _, err := q.ReserveBatchTakeUses(ctx, db.ReserveBatchTakeUsesParams{Code: code, N: limit32(len(claimed))}); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: code, N: limit32(len(claimed))}); errors.Is(err, pgx.ErrNoRows) {
 			return errBatchShort
 		} else if err != nil {
 			return err

@@ -45,7 +45,7 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 		decided := ev.DecidedAt
 		switch ev.Kind {
 		case voucher.EventConfirmed:
-			row, err = q.ReservationApplyConfirm(ctx, db.ReservationApplyConfirmParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			row, err = q.VoucherRedemptionConfirmDecided(ctx, db.VoucherRedemptionConfirmDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
 			if err != nil {
 				return err
 			}
@@ -55,7 +55,7 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 			status = voucher.StatusConfirmed
 			return q.ReservationEventInsert(ctx, event(row, "confirmed", voucher.PathKafka))
 		case voucher.EventReleased:
-			row, err = q.ReservationApplyRelease(ctx, db.ReservationApplyReleaseParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			row, err = q.VoucherRedemptionReleaseDecided(ctx, db.VoucherRedemptionReleaseDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]
 		return nil, nil
 	}
 	code := evs[0].Code
-	p := db.ReservationApplyBatchInsertParams{
+	p := db.VoucherRedemptionInsertManyParams{
 		Code:            code,
 		OrderIds:        make([]string, len(evs)),
 		CustomerIds:     make([]int64, len(evs)),
@@ -100,21 +100,21 @@ func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]
 	}
 	applied := make([]bool, len(evs))
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		made, err := q.ReservationApplyBatchInsert(ctx, p)
+		made, err := q.VoucherRedemptionInsertMany(ctx, p)
 		if err != nil || len(made) == 0 {
 			return err
 		}
 		u := usesOf(len(made), func(i int) (string, int64) { return made[i].OrderID, made[i].CustomerID })
-		if err := q.ReservationApplyBatchCustomerTake(ctx, db.ReservationApplyBatchCustomerTakeParams{Code: code, CustomerIds: u.customers, Uses: u.uses}); err != nil {
+		if err := q.VoucherCustomerUsesRecord(ctx, db.VoucherCustomerUsesRecordParams{Code: code, CustomerIds: u.customers, Uses: u.uses}); err != nil {
 			return err
 		}
-		if err := q.ReserveBatchEvents(ctx, db.ReserveBatchEventsParams{
+		if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
 			Code: code, Path: string(voucher.PathKafka), OrderIds: u.orderIDs, CustomerIds: u.orderCustomers,
 		}); err != nil {
 			return err
 		}
 		// The hot row last, as reserve does.
-		if _, err := q.ReservationApplyBatchVoucherTake(ctx, db.ReservationApplyBatchVoucherTakeParams{Code: code, N: limit32(len(made))}); err != nil {
+		if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: code, N: limit32(len(made))}); err != nil {
 			return err
 		}
 		orders := make(map[string]bool, len(made))
@@ -156,7 +156,7 @@ func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (db.Vou
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The row exists (this event or an earlier one was applied).
-		row, err = q.ReservationApplyGetForUpdate(ctx, ev.OrderID)
+		row, err = q.VoucherRedemptionGetForUpdate(ctx, ev.OrderID)
 		if err != nil {
 			return row, err
 		}
@@ -169,14 +169,14 @@ func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (db.Vou
 	if err != nil {
 		return row, err
 	}
-	if err := q.ReservationApplyCustomerTake(ctx, db.ReservationApplyCustomerTakeParams{VoucherCode: ev.Code, CustomerID: ev.CustomerID}); err != nil {
+	if err := q.VoucherCustomerUsesRecord(ctx, db.VoucherCustomerUsesRecordParams{Code: ev.Code, CustomerIds: []int64{ev.CustomerID}, Uses: []int32{1}}); err != nil {
 		return row, err
 	}
 	if err := q.ReservationEventInsert(ctx, event(row, "reserved", voucher.PathKafka)); err != nil {
 		return row, err
 	}
 	// The hot row last, as reserve does.
-	if _, err := q.ReservationApplyVoucherTake(ctx, ev.Code); err != nil {
+	if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: ev.Code, N: 1}); err != nil {
 		return row, err
 	}
 	return row, nil
@@ -199,7 +199,7 @@ func refusedOrTransient(err error) error {
 // DueReservations lists up to limit RESERVED reservations past their
 // deadline by the database's clock, oldest deadline first.
 func (s *Store) DueReservations(ctx context.Context, limit int) ([]voucher.DueReservation, error) {
-	rows, err := s.q.ReservationApplyListDue(ctx, limit32(limit))
+	rows, err := s.q.VoucherRedemptionListDueWithFlash(ctx, limit32(limit))
 	if err != nil {
 		return nil, mapError(err)
 	}

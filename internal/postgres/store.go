@@ -408,16 +408,16 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 		// With their states and times, which a gate in kafka mode holds;
 		// released ones too when asked (a kafka-mode gate answers them
 		// without the database).
-		var orders []db.ReservationApplyListLiveRow
+		var orders []db.VoucherRedemptionListLiveWithTimesRow
 		if withReleased {
-			all, err := q.ReservationApplyListAll(ctx, code)
+			all, err := q.VoucherRedemptionListAllWithTimes(ctx, code)
 			if err != nil {
 				return err
 			}
 			for _, o := range all {
-				orders = append(orders, db.ReservationApplyListLiveRow(o))
+				orders = append(orders, db.VoucherRedemptionListLiveWithTimesRow(o))
 			}
-		} else if orders, err = q.ReservationApplyListLive(ctx, code); err != nil {
+		} else if orders, err = q.VoucherRedemptionListLiveWithTimes(ctx, code); err != nil {
 			return err
 		}
 		for _, o := range orders {

@@ -53,7 +53,7 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 	if err := authorize(ctx, OpOperate); err != nil {
 		return nil, err
 	}
-	if s.gate == nil {
+	if s.flash == nil {
 		return nil, nil
 	}
 	vouchers, err := s.store.FlashVouchers(ctx)
@@ -76,16 +76,14 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 // released in between is recognised by the gate's released mark.
 func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftReport, error) {
 	settled := true
-	if s.pending != nil {
-		// Wait until the writes already on their way have reached the
-		// database, so they do not look like leaks.
-		if err := s.pending.Settle(ctx); err != nil {
-			s.logger.WarnContext(ctx, "reconciling without settled writes", "code", code, "err", err)
-			// An order whose event waits in a stuck consumer is not
-			// leaked: giving its use back would let the gate sell it
-			// twice once the event is applied.
-			settled = false
-		}
+	// Wait until the writes already on their way have reached the database,
+	// so they do not look like leaks.
+	if err := s.flash.settle(ctx); err != nil {
+		s.logger.WarnContext(ctx, "reconciling without settled writes", "code", code, "err", err)
+		// An order whose event waits in a stuck consumer is not leaked:
+		// giving its use back would let the gate sell it twice once the
+		// event is applied.
+		settled = false
 	}
 	dbSnap, err := s.store.GateSnapshot(ctx, code)
 	if err != nil {
@@ -106,15 +104,13 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 		inStore[o.OrderID] = true
 	}
 	gateLive, gateReleased := map[string]bool{}, map[string]bool{}
-	gateOrders := map[string]GateOrder{}
-	lost := 0
 	for _, o := range gateSnap.Orders {
-		gateOrders[o.OrderID] = o
 		switch {
 		case o.Void:
 			// Given back before it was ever answered: holds nothing.
 		case o.Lost:
-			lost++ // taken, and never in the database: an undersell, alerted below
+			// Taken, and never in the database: an undersell, alerted by
+			// the kafka path's reconcileOrders.
 		case o.Released:
 			gateReleased[o.OrderID] = true
 		default:
@@ -158,32 +154,9 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 			repairs = append(repairs, fmt.Sprintf("lowered the gate by %d to %d", d.Drift, n))
 		}
 	}
-	// An order the gate admitted that the database still lacks a whole
-	// interval later is a leaked use (the process died between the gate and
-	// the write): give it back.
-	returned := 0
-	if s.kafka != nil {
-		repairs = append(repairs, s.reconcileKafkaOrders(ctx, code, gateSnap.Epoch, d.OrdersOnlyInGate, gateOrders, previous, settled)...)
-		if lost > 0 {
-			s.logger.ErrorContext(ctx, "uses lost: the database refused events of admissions the gate holds (dead letters)", "code", code, "lost", lost)
-			d.Alert = true
-		}
-	}
-	for _, id := range d.OrdersOnlyInGate {
-		if s.kafka != nil || !settled || !slices.Contains(previous.OrdersOnlyInGate, id) {
-			continue
-		}
-		// Forgotten, not released: the order holds no reservation, so a
-		// retry of it must be decided afresh.
-		if _, err := s.gate.Forget(ctx, code, id); err != nil {
-			s.logger.ErrorContext(ctx, "could not return a leaked use", "code", code, "order", id, "err", err)
-			continue
-		}
-		returned++
-	}
-	if returned > 0 {
-		repairs = append(repairs, fmt.Sprintf("returned %d leaked use(s)", returned))
-	}
+	// The orders the gate holds and the database lacks: the write path
+	// decides what is leaked and what is on its way.
+	repairs = append(repairs, s.flash.reconcileOrders(ctx, gateSnap, &d, previous, settled)...)
 	d.Repaired = joinSentences(repairs)
 	d.Alert = d.Alert || (d.Drift != 0 && previous.Drift != 0 && !previous.CheckedAt.IsZero())
 	if d.Alert {
@@ -194,57 +167,6 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	}
 	s.obs.DriftChecked(d)
 	return s.drift.SaveDriftReport(ctx, d)
-}
-
-// reconcileKafkaOrders repairs, in kafka mode, the orders the gate holds and
-// the database does not once the events in flight are applied: a pending
-// admission past its lease is voided (its owner died or never learnt its
-// publish's outcome; a late event of it is skipped), and a live one (its
-// success was answered) has its events published again from the gate's
-// record, so an event the broker lost is made good. One still missing a pass
-// later is alerted and logged at ERROR: never given back silently.
-func (s *Service) reconcileKafkaOrders(ctx context.Context, code, epoch string, onlyInGate []string, orders map[string]GateOrder, previous DriftReport, settled bool) []string {
-	if !settled {
-		return nil
-	}
-	v, err := s.meta.get(ctx, code, s.store.Voucher)
-	if err != nil {
-		return nil
-	}
-	voided, republished, missing := 0, 0, 0
-	for _, id := range onlyInGate {
-		o := orders[id]
-		if o.Pending {
-			if a, _, err := s.gate.Settle(ctx, code, SettleVoid, o, epoch); err == nil && a == SettleOK {
-				voided++
-			}
-			continue
-		}
-		if slices.Contains(previous.OrdersOnlyInGate, id) {
-			missing++
-		}
-		res := s.reservationOf(v, o, StatusReserved)
-		ev := NewEvent(EventReserved, res, res.CreatedAt)
-		ev.Epoch = epoch
-		if err := s.publish(ctx, ev); err != nil {
-			continue
-		}
-		if o.Confirmed {
-			_ = s.publish(ctx, NewEvent(EventConfirmed, s.reservationOf(v, o, StatusConfirmed), time.Now()))
-		}
-		republished++
-	}
-	var out []string
-	if voided > 0 {
-		out = append(out, fmt.Sprintf("voided %d admission(s) past their lease (never answered as a success)", voided))
-	}
-	if republished > 0 {
-		out = append(out, fmt.Sprintf("published the events of %d answered reservation(s) the database lacks again", republished))
-	}
-	if missing > 0 {
-		s.logger.ErrorContext(ctx, "answered reservations still missing from the database a pass after their events were published again", "code", code, "orders", missing)
-	}
-	return out
 }
 
 // RebuildGate reloads a flash voucher's gate from the database. It raises the
@@ -262,67 +184,14 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if err != nil {
 		return err
 	}
-	if !v.Flash || s.gate == nil {
+	if !v.Flash || s.flash == nil {
 		return Errorf(NotFound, "voucher %s has no gate", code)
 	}
 	s.soldOut.forget(code)
 	if err := s.gate.Pause(ctx, code); err != nil {
 		return unavailable(err)
 	}
-	if s.kafka != nil {
-		return s.rebuildKafka(ctx, code)
-	}
-	// Requests that passed the gate before the pause finish their write
-	// within the request timeout (in kafka mode: their publish, within the
-	// publish timeout, which the grace outlasts).
-	select {
-	case <-time.After(s.rebuildGrace):
-	case <-ctx.Done():
-		return unavailable(ctx.Err())
-	}
-	if s.pending != nil {
-		// After the grace, so the events published during it are applied
-		// before the snapshot too.
-		if err := s.pending.Settle(ctx); err != nil {
-			return unavailable(err)
-		}
-	}
-	snap, err := s.gateSnapshot(ctx, code)
-	if err != nil {
-		return err
-	}
-	if err := s.gate.Replace(ctx, snap); err != nil {
-		return unavailable(err)
-	}
-	s.logger.InfoContext(ctx, "gate rebuilt from the database", "code", code, "remaining", snap.Remaining)
-	return nil
-}
-
-// rebuildKafka has the consumer rebuild a paused gate at a marker in the
-// voucher's partition, after every event before it, and waits for it: the
-// new gate's epoch shows it is done. A retried load with the same epoch
-// changes nothing, so a reply lost and sent again cannot overwrite the
-// admissions made since.
-func (s *Service) rebuildKafka(ctx context.Context, code string) error {
-	epoch, err := newEpoch()
-	if err != nil {
-		return err
-	}
-	if err := s.publishRecovery(ctx, code, true, epoch); err != nil {
-		return unavailable(err)
-	}
-	for {
-		snap, ok, err := s.gate.Snapshot(ctx, code)
-		if err == nil && ok && snap.Epoch == epoch {
-			s.logger.InfoContext(ctx, "gate rebuilt from the database", "code", code, "remaining", snap.Remaining)
-			return nil
-		}
-		select {
-		case <-time.After(50 * time.Millisecond):
-		case <-ctx.Done():
-			return Errorf(Unavailable, "the rebuild of %s is queued behind the events in flight; it completes without you", code)
-		}
-	}
+	return s.flash.rebuild(ctx, code)
 }
 
 func joinSentences(parts []string) string {

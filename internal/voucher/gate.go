@@ -2,10 +2,7 @@ package voucher
 
 import (
 	"context"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // GateVerdict is the Redis gate's atomic answer to a reserve on a flash voucher.
@@ -31,7 +28,7 @@ type GateOrder struct {
 	Released    bool // released, and its use given back to the gate
 	// In kafka mode the gate also holds the order's state and times, since
 	// it decides confirm, release and expiry before the database knows
-	// (kafka.go); zero in sync mode.
+	// (flash_kafka.go); zero in sync mode.
 	Confirmed bool
 	Releasing bool // released, its use kept until the database releases the row
 	// Pending: admitted, not yet settled by its owner nor applied by the
@@ -43,6 +40,11 @@ type GateOrder struct {
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }
+
+// decidedAtGate reports whether the gate holds the order with its state and
+// times (a kafka-mode order, CreatedAt its token), so the gate decides its
+// confirm, release and expiry; a sync-mode order's are the database's.
+func (o GateOrder) decidedAtGate() bool { return !o.CreatedAt.IsZero() }
 
 // GateStale is admit.lua's verdict for a gate another Redis server holds
 // than the one it was loaded on, or that lost data: it is rebuilt first.
@@ -156,7 +158,7 @@ type Gate interface {
 	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
 	Replace(ctx context.Context, snap GateSnapshot) error
 
-	// The calls of the Kafka write path (kafka.go).
+	// The calls of the Kafka write path (flash_kafka.go).
 
 	// ReserveTimed is Reserve remembering the order as live with its times.
 	ReserveTimed(ctx context.Context, code string, perUserLimit int, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error)
@@ -199,295 +201,4 @@ type Gate interface {
 type PendingWrites interface {
 	// Settle waits until every write produced before the call is applied.
 	Settle(ctx context.Context) error
-}
-
-// GateRemaining reads the gate's counter of a flash voucher; ok is false when
-// the voucher is not flash or the gate holds nothing for it. Errors: UNAVAILABLE.
-func (s *Service) GateRemaining(ctx context.Context, v Voucher) (n int, ok bool, err error) {
-	if !v.Flash || s.gate == nil {
-		return 0, false, nil
-	}
-	n, ok, err = s.gate.Remaining(ctx, v.Code)
-	if err != nil {
-		return 0, false, unavailable(err)
-	}
-	return n, ok, nil
-}
-
-// WarmGate loads a flash voucher's gate from the database unless it is loaded
-// already. The load is atomic and never raises a loaded gate, so it is safe at
-// any time from any number of instances. Errors: NOT_FOUND, UNAVAILABLE.
-func (s *Service) WarmGate(ctx context.Context, code string) error {
-	if s.kafka != nil {
-		return s.warmGateKafka(ctx, code)
-	}
-	return s.loadGate(ctx, code)
-}
-
-// loadGate loads a flash voucher's gate from the database unless it is
-// loaded already.
-func (s *Service) loadGate(ctx context.Context, code string) error {
-	if s.gate == nil {
-		return nil
-	}
-	if s.kafka != nil {
-		// Only a voucher no event can exist for yet (a new one) is loaded
-		// here; every other load goes through the consumer's marker.
-		v, err := s.store.Voucher(ctx, code)
-		if err != nil {
-			return err
-		}
-		_, err = s.loadKafkaGate(ctx, v, "load", "")
-		return err
-	}
-	snap, err := s.gateSnapshot(ctx, code)
-	if err != nil {
-		return err
-	}
-	loaded, err := s.gate.Load(ctx, snap)
-	if err != nil {
-		return unavailable(err)
-	}
-	if loaded {
-		s.logger.InfoContext(ctx, "gate loaded from the database", "code", code, "remaining", snap.Remaining, "orders", len(snap.Orders))
-	}
-	return nil
-}
-
-// reserveFlash passes the gate first so only winners reach the database.
-func (s *Service) reserveFlash(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
-	if err := v.CheckEligible(time.Now(), r.OrderAmount); err != nil {
-		return Reservation{}, err
-	}
-	if verdict, ok := s.soldOut.verdict(v.Code, r); ok {
-		*path = PathGateMemory
-		return s.afterGate(ctx, v, r, verdict)
-	}
-	*path = PathGateSync
-	verdict, err := s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
-	if err == nil && verdict == GateNotLoaded {
-		if err = s.WarmGate(ctx, v.Code); err == nil {
-			verdict, err = s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
-		}
-		if err == nil && verdict == GateNotLoaded {
-			return Reservation{}, Errorf(Unavailable, "the sale is starting; retry with the same orderId")
-		}
-	}
-	if err != nil {
-		if IsRefusal(err) {
-			return Reservation{}, err
-		}
-		return Reservation{}, unavailable(err)
-	}
-	switch verdict {
-	case GateOutOfStock:
-		s.noteSoldOut(ctx, v.Code)
-	case GatePaused:
-		return Reservation{}, Errorf(Unavailable, "voucher %s is being rebuilt; retry with the same orderId", v.Code)
-	}
-	return s.afterGate(ctx, v, r, verdict)
-}
-
-// afterGate turns the gate's verdict into the answer.
-func (s *Service) afterGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
-	switch verdict {
-	case GateAdmitted:
-		s.obs.DatabaseWrite("reserve")
-		res, _, err := s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
-		switch {
-		case err == nil:
-			// A success for an order the database already held keeps the
-			// use too: a concurrent duplicate of this order wrote the row,
-			// or the gate was loaded from a snapshot taken before the row
-			// was written; either way this gate use backs it.
-			return res, nil
-		case IsRefusal(err) && ErrorCodeOf(err) != Unavailable:
-			// The database said no: the use goes back and the order is
-			// forgotten, so a retry is decided afresh.
-			if _, gerr := s.gate.Forget(ctx, v.Code, r.OrderID); gerr != nil {
-				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
-			}
-			return Reservation{}, err
-		}
-		// The outcome is unknown (the write may have committed): the use
-		// stays held. A retry finds the order (DUPLICATE) and the database
-		// answers it; if the write never happened, reconciliation returns
-		// the use an interval later.
-		return Reservation{}, unavailable(err)
-	case GateDuplicate, GateReleased, GateOrderConflict:
-		// The order passed the gate before: the database has the answer and
-		// takes no second use for an identical retry. A duplicate whose
-		// first request died before its write writes it now, backed by the
-		// use the gate took then.
-		s.obs.DatabaseWrite("reserve")
-		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
-		if err != nil && !IsRefusal(err) {
-			return Reservation{}, unavailable(err)
-		}
-		return res, err
-	case GateAlreadyUsed:
-		return Reservation{}, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
-	case GateOutOfStock:
-		return Reservation{}, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
-	}
-	return Reservation{}, Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
-}
-
-// gateGiveBackTimeout bounds giving one released use back to the gate; the
-// gate's own calls fail within about a second when Redis is unwell.
-const gateGiveBackTimeout = 2 * time.Second
-
-// releaseGate gives a released flash use back to the gate. A failure leaves
-// the gate too low (undersell), which reconciliation repairs.
-func (s *Service) releaseGate(ctx context.Context, res Reservation) {
-	if s.gate == nil {
-		return
-	}
-	// The database's release has committed: the give-back is owed whatever
-	// happens to the caller. The expiry sweep in particular calls this at
-	// the end of a pass whose deadline may have passed, which left released
-	// uses out of the gate until reconciliation.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gateGiveBackTimeout)
-	defer cancel()
-	v, err := s.meta.get(ctx, res.VoucherCode, s.store.Voucher)
-	if err != nil {
-		s.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
-		return
-	}
-	if !v.Flash {
-		return
-	}
-	if _, err := s.gate.Release(ctx, res.VoucherCode, res.OrderID); err != nil {
-		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
-	}
-}
-
-// noteSoldOut remembers, for a few seconds, which orders and customers the
-// gate of a sold-out voucher knows, so the late crowd is answered from memory
-// with the same verdicts the gate would give (retries still find their
-// reservation, customers at their limit still get ALREADY_USED).
-func (s *Service) noteSoldOut(ctx context.Context, code string) {
-	if !s.soldOut.enabled() || s.soldOut.fresh(code) {
-		return
-	}
-	// One snapshot per voucher at a time, however many requests hear
-	// OUT_OF_STOCK while it is taken.
-	_, _, _ = s.soldOut.flight.Do(code, func() (any, error) {
-		if s.soldOut.fresh(code) {
-			return nil, nil
-		}
-		snap, ok, err := s.gate.Snapshot(ctx, code)
-		if err == nil && ok && snap.Remaining <= 0 {
-			s.soldOut.put(snap)
-		}
-		return nil, err
-	})
-}
-
-func unavailable(err error) error {
-	if IsRefusal(err) {
-		return err
-	}
-	return &Error{Code: Unavailable, Message: "a dependency is unavailable; retry with the same orderId (a retry never takes a second use)", Cause: err}
-}
-
-// soldOutCache holds recent snapshots of sold-out gates.
-type soldOutCache struct {
-	ttl    time.Duration
-	mu     sync.Mutex
-	m      map[string]soldOutEntry
-	flight singleflight.Group
-}
-
-type soldOutEntry struct {
-	until     time.Time
-	orders    map[string]GateOrder
-	customers map[int64]int
-	limit     int
-}
-
-func newSoldOutCache(ttl time.Duration) *soldOutCache {
-	return &soldOutCache{ttl: ttl, m: make(map[string]soldOutEntry)}
-}
-
-func (c *soldOutCache) enabled() bool { return c.ttl > 0 }
-
-func (c *soldOutCache) forget(code string) {
-	c.mu.Lock()
-	delete(c.m, code)
-	c.mu.Unlock()
-}
-
-func (c *soldOutCache) fresh(code string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[code]
-	return ok && time.Now().Before(e.until)
-}
-
-func (c *soldOutCache) put(snap GateSnapshot) {
-	orders := make(map[string]GateOrder, len(snap.Orders))
-	for _, o := range snap.Orders {
-		orders[o.OrderID] = o
-	}
-	c.mu.Lock()
-	c.m[snap.Code] = soldOutEntry{until: time.Now().Add(c.ttl), orders: orders, customers: snap.Customers, limit: snap.PerUserLimit}
-	c.mu.Unlock()
-}
-
-// verdict answers as the gate would from a fresh sold-out snapshot.
-func (c *soldOutCache) verdict(code string, r ReserveRequest) (GateVerdict, bool) {
-	if !c.enabled() {
-		return "", false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[code]
-	if !ok || time.Now().After(e.until) {
-		return "", false
-	}
-	if o, ok := e.orders[r.OrderID]; ok {
-		switch {
-		case o.CustomerID != r.CustomerID || o.OrderAmount != r.OrderAmount:
-			return GateOrderConflict, true
-		case o.Released:
-			return GateReleased, true
-		}
-		return GateDuplicate, true
-	}
-	if e.customers[r.CustomerID] >= e.limit {
-		return GateAlreadyUsed, true
-	}
-	return GateOutOfStock, true
-}
-
-// WarmGates loads the gate of every flash voucher that has not ended, unless
-// it is loaded already. Errors: UNAVAILABLE.
-func (s *Service) WarmGates(ctx context.Context) error {
-	if s.gate == nil {
-		return nil
-	}
-	vouchers, err := s.store.FlashVouchers(ctx)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	if s.kafka != nil {
-		live := vouchers[:0]
-		for _, v := range vouchers {
-			if !now.After(v.EndsAt) {
-				live = append(live, v)
-			}
-		}
-		return s.warmGatesKafka(ctx, live)
-	}
-	for _, v := range vouchers {
-		if now.After(v.EndsAt) {
-			continue
-		}
-		if err := s.WarmGate(ctx, v.Code); err != nil {
-			return err
-		}
-	}
-	return nil
 }

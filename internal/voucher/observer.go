@@ -87,3 +87,72 @@ func (g observedGate) Lower(ctx context.Context, code string, n int) (int, error
 	g.obs.GateCall("lower", err, time.Since(start))
 	return left, err
 }
+
+// The gate calls of the Kafka write path, timed like the others.
+
+func (g observedGate) Admit(ctx context.Context, code string, r ReserveRequest) (Admission, error) {
+	start := time.Now()
+	a, err := g.Gate.Admit(ctx, code, r)
+	g.obs.GateCall("admit", err, time.Since(start))
+	return a, err
+}
+
+func (g observedGate) Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string) (SettleAnswer, GateOrder, error) {
+	start := time.Now()
+	a, after, err := g.Gate.Settle(ctx, code, op, o, epoch)
+	g.obs.GateCall("settle-"+string(op), err, time.Since(start))
+	return a, after, err
+}
+
+func (g observedGate) ReserveTimed(ctx context.Context, code string, perUserLimit int, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error) {
+	start := time.Now()
+	v, err := g.Gate.ReserveTimed(ctx, code, perUserLimit, r, createdAt, expiresAt)
+	g.obs.GateCall("reserve", err, time.Since(start))
+	return v, err
+}
+
+func (g observedGate) Order(ctx context.Context, code, orderID string) (GateOrder, bool, error) {
+	start := time.Now()
+	o, ok, err := g.Gate.Order(ctx, code, orderID)
+	g.obs.GateCall("order", err, time.Since(start))
+	return o, ok, err
+}
+
+func (g observedGate) Confirm(ctx context.Context, code, orderID string, now time.Time) (GateDecision, GateOrder, error) {
+	start := time.Now()
+	d, o, err := g.Gate.Confirm(ctx, code, orderID, now)
+	g.obs.GateCall("confirm", err, time.Since(start))
+	return d, o, err
+}
+
+func (g observedGate) MarkReleased(ctx context.Context, code, orderID string, now time.Time, expireOnly bool) (GateDecision, GateOrder, error) {
+	start := time.Now()
+	d, o, err := g.Gate.MarkReleased(ctx, code, orderID, now, expireOnly)
+	op := "mark-released"
+	if expireOnly {
+		op = "mark-expired"
+	}
+	g.obs.GateCall(op, err, time.Since(start))
+	return d, o, err
+}
+
+func (g observedGate) ClaimOrder(ctx context.Context, orderID, code string) (string, error) {
+	start := time.Now()
+	owner, err := g.Gate.ClaimOrder(ctx, orderID, code)
+	g.obs.GateCall("claim", err, time.Since(start))
+	return owner, err
+}
+
+func (g observedGate) UnclaimOrder(ctx context.Context, orderID, code string) error {
+	start := time.Now()
+	err := g.Gate.UnclaimOrder(ctx, orderID, code)
+	g.obs.GateCall("unclaim", err, time.Since(start))
+	return err
+}
+
+func (g observedGate) OrderOwner(ctx context.Context, orderID string) (string, bool, error) {
+	start := time.Now()
+	owner, ok, err := g.Gate.OrderOwner(ctx, orderID)
+	g.obs.GateCall("claim-read", err, time.Since(start))
+	return owner, ok, err
+}

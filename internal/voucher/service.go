@@ -57,10 +57,8 @@ type Page struct {
 type Deps struct {
 	Store Store
 	// Gate is the Redis gate of flash vouchers; nil sends flash vouchers
-	// down the database path too.
+	// down the database path too (and Kafka is not used).
 	Gate Gate
-	// Pending is the Kafka write path; nil in sync mode.
-	Pending PendingWrites
 	// Kafka sends flash winners to the database through Kafka
 	// (FLASH_WRITE_PATH=kafka); nil in sync mode.
 	Kafka *KafkaPath
@@ -77,27 +75,26 @@ type Config struct {
 	// SoldOutTTL is how long an instance answers a sold-out flash voucher from
 	// memory without asking Redis; default 2s, negative turns it off.
 	SoldOutTTL time.Duration
-	// RebuildGrace is how long a gate rebuild waits, paused, for requests
-	// that passed the gate to finish their write; default 2s.
+	// RebuildGrace is how long a sync-mode gate rebuild waits, paused, for
+	// requests that passed the gate to finish their write; default 2s.
 	RebuildGrace time.Duration
 	Logger       *slog.Logger
 }
 
 // Service is the voucher service: every transport calls it.
 type Service struct {
-	store        Store
-	drift        DriftStore
-	gate         Gate // nil: flash vouchers take the database path too
-	pending      PendingWrites
-	ttl          time.Duration
-	rebuildGrace time.Duration
-	logger       *slog.Logger
-	obs          Observer
+	store  Store
+	drift  DriftStore
+	gate   Gate // nil: flash vouchers take the database path too
+	ttl    time.Duration
+	logger *slog.Logger
+	obs    Observer
+	// flash is the write path of flash vouchers, chosen once: sync or
+	// kafka; nil without a gate.
+	flash flashPath
 
 	meta    *metadataCache
 	soldOut *soldOutCache
-	warmMu  sync.Mutex // one warm-up at a time in this process
-	kafka   *kafkaState
 }
 
 // NewService returns the service over its dependencies.
@@ -123,24 +120,24 @@ func NewService(deps Deps, cfg Config) *Service {
 	if deps.Gate != nil {
 		deps.Gate = observedGate{Gate: deps.Gate, obs: deps.Observer}
 	}
-	if deps.Kafka != nil && cfg.RebuildGrace < deps.Kafka.publishTimeout()+time.Second {
-		// A rebuild must outwait the publishes of admissions decided
-		// before its pause (kafka.go).
-		cfg.RebuildGrace = deps.Kafka.publishTimeout() + time.Second
+	s := &Service{
+		obs:     deps.Observer,
+		store:   deps.Store,
+		drift:   deps.Store,
+		gate:    deps.Gate,
+		ttl:     cfg.ReservationTTL,
+		logger:  cfg.Logger,
+		meta:    newMetadataCache(cfg.MetadataTTL),
+		soldOut: newSoldOutCache(cfg.SoldOutTTL),
 	}
-	return &Service{
-		kafka:        newKafkaState(deps.Kafka),
-		obs:          deps.Observer,
-		store:        deps.Store,
-		drift:        deps.Store,
-		gate:         deps.Gate,
-		pending:      deps.Pending,
-		ttl:          cfg.ReservationTTL,
-		rebuildGrace: cfg.RebuildGrace,
-		logger:       cfg.Logger,
-		meta:         newMetadataCache(cfg.MetadataTTL),
-		soldOut:      newSoldOutCache(cfg.SoldOutTTL),
+	switch {
+	case deps.Gate == nil:
+	case deps.Kafka != nil:
+		s.flash = newKafkaFlash(s, deps.Kafka)
+	default:
+		s.flash = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
 	}
+	return s
 }
 
 // ReservationTTL is how long a reservation is held before it expires.
@@ -159,11 +156,11 @@ func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, err
 	if err != nil {
 		return Voucher{}, err
 	}
-	if v.Flash && s.gate != nil {
+	if v.Flash && s.flash != nil {
 		// A failure here is not fatal: the first reserve warms the gate.
 		// A new voucher has no admission in flight, so its gate loads at
 		// once in either write path.
-		if err := s.loadGate(ctx, v.Code); err != nil {
+		if err := s.flash.load(ctx, v); err != nil {
 			s.logger.WarnContext(ctx, "gate warm-up at creation failed", "code", v.Code, "err", err)
 		}
 	}
@@ -216,25 +213,25 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 	start := time.Now()
 	path := PathDatabase
 	res, err := func() (Reservation, error) {
-		if s.gate != nil {
-			v, err := s.meta.get(ctx, r.Code, s.store.Voucher)
-			if err != nil {
-				return Reservation{}, err
-			}
-			if v.Flash && s.kafka != nil {
-				return s.reserveFlashKafka(ctx, v, r, &path)
-			}
-			if v.Flash {
-				return s.reserveFlash(ctx, v, r, &path)
-			}
+		if s.flash == nil {
+			s.obs.DatabaseWrite("reserve")
+			res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
+			return res, err
 		}
-		if err := s.claimedElsewhere(ctx, r); err != nil {
+		v, err := s.meta.get(ctx, r.Code, s.store.Voucher)
+		if err != nil {
+			return Reservation{}, err
+		}
+		if v.Flash {
+			return s.flash.reserve(ctx, v, r, &path)
+		}
+		if err := s.flash.claimedElsewhere(ctx, r); err != nil {
 			return Reservation{}, err
 		}
 		s.obs.DatabaseWrite("reserve")
 		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
 		if err == nil {
-			s.claimOrdinary(ctx, r)
+			s.flash.claimOrdinary(ctx, r)
 		}
 		return res, err
 	}()
@@ -254,8 +251,10 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
-	if res, decided, err := s.confirmKafka(ctx, code, orderID); decided {
-		return res, err
+	if s.flash != nil {
+		if res, decided, err := s.flash.confirm(ctx, code, orderID); decided {
+			return res, err
+		}
 	}
 	s.obs.DatabaseWrite("confirm")
 	return s.store.Confirm(ctx, code, orderID, PathDatabase)
@@ -273,8 +272,10 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
-	if res, decided, err := s.releaseKafka(ctx, code, orderID); decided {
-		return res, err
+	if s.flash != nil {
+		if res, decided, err := s.flash.release(ctx, code, orderID); decided {
+			return res, err
+		}
 	}
 	s.obs.DatabaseWrite("release")
 	res, released, err := s.store.Release(ctx, code, orderID, PathDatabase)
@@ -290,13 +291,10 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 // ExpireDue releases up to limit reservations past their deadline and
 // returns how many it released.
 func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
-	if s.kafka != nil {
-		return s.expireDueKafka(ctx, limit)
+	if s.flash != nil {
+		return s.flash.expireDue(ctx, limit)
 	}
 	expired, err := s.store.ExpireDue(ctx, limit)
-	for _, res := range expired {
-		s.releaseGate(ctx, res)
-	}
 	s.obs.ReservationsExpired(len(expired))
 	return len(expired), err
 }

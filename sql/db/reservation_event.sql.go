@@ -33,6 +33,32 @@ func (q *Queries) ReservationEventInsert(ctx context.Context, arg ReservationEve
 	return err
 }
 
+const reservationEventInsertMany = `-- name: ReservationEventInsertMany :exec
+INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
+SELECT o.order_id, $1, o.customer_id, 'reserved', $2
+FROM (SELECT unnest($3::text[]) AS order_id,
+             unnest($4::bigint[]) AS customer_id) AS o
+ORDER BY o.order_id
+`
+
+type ReservationEventInsertManyParams struct {
+	Code        string
+	Path        string
+	OrderIds    []string
+	CustomerIds []int64
+}
+
+// ReservationEventInsertMany records the reserved events of a batch's rows.
+func (q *Queries) ReservationEventInsertMany(ctx context.Context, arg ReservationEventInsertManyParams) error {
+	_, err := q.db.Exec(ctx, reservationEventInsertMany,
+		arg.Code,
+		arg.Path,
+		arg.OrderIds,
+		arg.CustomerIds,
+	)
+	return err
+}
+
 const reservationEventListByVoucher = `-- name: ReservationEventListByVoucher :many
 SELECT id, order_id, voucher_code, customer_id, kind, path, occurred_at FROM reservation_event
 WHERE voucher_code = $1

@@ -302,3 +302,50 @@ func (q *Queries) VoucherUseTake(ctx context.Context, code string) (Voucher, err
 	)
 	return i, err
 }
+
+const voucherUsesRecord = `-- name: VoucherUsesRecord :execrows
+UPDATE voucher
+SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer
+WHERE code = $2
+`
+
+type VoucherUsesRecordParams struct {
+	N    int32
+	Code string
+}
+
+// VoucherUsesRecord counts n uses held that the gate already took (the
+// Kafka consumer's event or batch), whatever the clock; past the total
+// limit the CHECK voucher_used_within_limit fires.
+func (q *Queries) VoucherUsesRecord(ctx context.Context, arg VoucherUsesRecordParams) (int64, error) {
+	result, err := q.db.Exec(ctx, voucherUsesRecord, arg.N, arg.Code)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const voucherUsesTake = `-- name: VoucherUsesTake :one
+UPDATE voucher
+SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer
+WHERE code = $2
+  AND used_count + $1::integer <= total_limit
+  AND now() BETWEEN starts_at AND ends_at
+RETURNING used_count
+`
+
+type VoucherUsesTakeParams struct {
+	N    int32
+	Code string
+}
+
+// VoucherUsesTake holds n uses at once (a batch of reserves) if that many
+// are left and the window is open; no row back means not (the batch is then
+// written one by one, so the uses left go to some of it and the others hear
+// OUT_OF_STOCK).
+func (q *Queries) VoucherUsesTake(ctx context.Context, arg VoucherUsesTakeParams) (int32, error) {
+	row := q.db.QueryRow(ctx, voucherUsesTake, arg.N, arg.Code)
+	var used_count int32
+	err := row.Scan(&used_count)
+	return used_count, err
+}

@@ -78,3 +78,71 @@ func (q *Queries) VoucherCustomerUseTake(ctx context.Context, arg VoucherCustome
 	err := row.Scan(&used_count)
 	return used_count, err
 }
+
+const voucherCustomerUsesRecord = `-- name: VoucherCustomerUsesRecord :exec
+INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
+SELECT $1, c.customer_id, c.uses, (SELECT per_user_limit FROM voucher WHERE code = $1)
+FROM (SELECT unnest($2::bigint[]) AS customer_id,
+             unnest($3::integer[]) AS uses) AS c
+ORDER BY c.customer_id
+ON CONFLICT (voucher_code, customer_id) DO UPDATE
+SET used_count = vc.used_count + excluded.used_count
+`
+
+type VoucherCustomerUsesRecordParams struct {
+	Code        string
+	CustomerIds []int64
+	Uses        []int32
+}
+
+// VoucherCustomerUsesRecord counts uses the gate already took (the Kafka
+// consumer's event or batch): uses[i] more for customer_ids[i], each
+// customer once; past a customer's limit the CHECK
+// voucher_customer_within_limit fires.
+func (q *Queries) VoucherCustomerUsesRecord(ctx context.Context, arg VoucherCustomerUsesRecordParams) error {
+	_, err := q.db.Exec(ctx, voucherCustomerUsesRecord, arg.Code, arg.CustomerIds, arg.Uses)
+	return err
+}
+
+const voucherCustomerUsesTake = `-- name: VoucherCustomerUsesTake :many
+INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
+SELECT v.code, c.customer_id, c.uses, v.per_user_limit
+FROM (SELECT unnest($1::bigint[]) AS customer_id,
+             unnest($2::integer[]) AS uses) AS c
+JOIN voucher v ON v.code = $3
+WHERE c.uses <= v.per_user_limit
+ORDER BY c.customer_id
+ON CONFLICT (voucher_code, customer_id) DO UPDATE
+SET used_count = vc.used_count + excluded.used_count
+WHERE vc.used_count + excluded.used_count <= vc.use_limit
+RETURNING customer_id
+`
+
+type VoucherCustomerUsesTakeParams struct {
+	CustomerIds []int64
+	Uses        []int32
+	Code        string
+}
+
+// VoucherCustomerUsesTake is VoucherCustomerUseTake for a batch of
+// reserves: uses[i] for customer_ids[i], each customer once, unless that
+// would pass their limit; a customer at the limit gets no row back.
+func (q *Queries) VoucherCustomerUsesTake(ctx context.Context, arg VoucherCustomerUsesTakeParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, voucherCustomerUsesTake, arg.CustomerIds, arg.Uses, arg.Code)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var customer_id int64
+		if err := rows.Scan(&customer_id); err != nil {
+			return nil, err
+		}
+		items = append(items, customer_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

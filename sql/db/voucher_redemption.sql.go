@@ -10,6 +10,69 @@ import (
 	"time"
 )
 
+const voucherRedemptionClaimEligible = `-- name: VoucherRedemptionClaimEligible :many
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, v.code, o.customer_id, o.order_amount, v.discount_amount, 'RESERVED', now(),
+       now() + $1::bigint * interval '1 millisecond'
+FROM (SELECT unnest($2::text[]) AS order_id,
+             unnest($3::bigint[]) AS customer_id,
+             unnest($4::bigint[]) AS order_amount) AS o
+JOIN voucher v ON v.code = $5
+WHERE now() BETWEEN v.starts_at AND v.ends_at
+  AND o.order_amount >= v.min_order_amount
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+`
+
+type VoucherRedemptionClaimEligibleParams struct {
+	TtlMs        int64
+	OrderIds     []string
+	CustomerIds  []int64
+	OrderAmounts []int64
+	Code         string
+}
+
+// VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
+// admit by the database's clock (window, minimum) for a batch of reserves;
+// an order already held, or not eligible, gets no row back.
+func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg VoucherRedemptionClaimEligibleParams) ([]VoucherRedemption, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionClaimEligible,
+		arg.TtlMs,
+		arg.OrderIds,
+		arg.CustomerIds,
+		arg.OrderAmounts,
+		arg.Code,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemption
+	for rows.Next() {
+		var i VoucherRedemption
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.VoucherCode,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.DiscountAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.ConfirmedAt,
+			&i.ReleasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherRedemptionConfirm = `-- name: VoucherRedemptionConfirm :one
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = clock_timestamp()
@@ -25,6 +88,38 @@ type VoucherRedemptionConfirmParams struct {
 // VoucherRedemptionConfirm confirms a live reservation that has not expired.
 func (q *Queries) VoucherRedemptionConfirm(ctx context.Context, arg VoucherRedemptionConfirmParams) (VoucherRedemption, error) {
 	row := q.db.QueryRow(ctx, voucherRedemptionConfirm, arg.OrderID, arg.VoucherCode)
+	var i VoucherRedemption
+	err := row.Scan(
+		&i.OrderID,
+		&i.VoucherCode,
+		&i.CustomerID,
+		&i.OrderAmount,
+		&i.DiscountAmount,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.ReleasedAt,
+	)
+	return i, err
+}
+
+const voucherRedemptionConfirmDecided = `-- name: VoucherRedemptionConfirmDecided :one
+UPDATE voucher_redemption
+SET status = 'CONFIRMED', confirmed_at = $2
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+`
+
+type VoucherRedemptionConfirmDecidedParams struct {
+	OrderID   string
+	DecidedAt *time.Time
+}
+
+// VoucherRedemptionConfirmDecided confirms a live reservation even past
+// expires_at: the gate confirmed it in time.
+func (q *Queries) VoucherRedemptionConfirmDecided(ctx context.Context, arg VoucherRedemptionConfirmDecidedParams) (VoucherRedemption, error) {
+	row := q.db.QueryRow(ctx, voucherRedemptionConfirmDecided, arg.OrderID, arg.DecidedAt)
 	var i VoucherRedemption
 	err := row.Scan(
 		&i.OrderID,
@@ -127,7 +222,37 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 	return items, nil
 }
 
+const voucherRedemptionGetForUpdate = `-- name: VoucherRedemptionGetForUpdate :one
+
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
+`
+
+// The Kafka write path's consumer applies the gate's decisions to the
+// database (internal/postgres/events.go). The gate decided the window and
+// the expiry already, so none of these checks the clock; the CHECK
+// constraints still bound every count.
+// VoucherRedemptionGetForUpdate locks an order's row for the event that
+// applies to it.
+func (q *Queries) VoucherRedemptionGetForUpdate(ctx context.Context, orderID string) (VoucherRedemption, error) {
+	row := q.db.QueryRow(ctx, voucherRedemptionGetForUpdate, orderID)
+	var i VoucherRedemption
+	err := row.Scan(
+		&i.OrderID,
+		&i.VoucherCode,
+		&i.CustomerID,
+		&i.OrderAmount,
+		&i.DiscountAmount,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.ReleasedAt,
+	)
+	return i, err
+}
+
 const voucherRedemptionInsert = `-- name: VoucherRedemptionInsert :one
+
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, 'RESERVED', $6, $7)
 ON CONFLICT (order_id) DO NOTHING
@@ -144,8 +269,22 @@ type VoucherRedemptionInsertParams struct {
 	ExpiresAt      time.Time
 }
 
+// Taking a use writes, in every path, in one lock order: the order's row
+// (voucher_redemption), the customer's count (voucher_customer), the event
+// (reservation_event), then the voucher's hot row (voucher) last, so its
+// lock is held only for its update and the commit. A batch takes each set
+// in a fixed order, so two batches never wait on each other in a cycle.
+// The four writers: a single reserve (internal/postgres/store.go), the
+// batched write of flash winners (batch.go), and the Kafka consumer's event
+// and batch (events.go). A reserve's statements check the rules by the
+// database's clock (no row back: refused); the consumer's write what the
+// gate decided, whatever the clock, the CHECK constraints still bounding
+// every count. A batch statement that cannot take every row it was given
+// tells the caller, which rolls back and writes those one by one, so every
+// refusal gets its own exact answer.
 // VoucherRedemptionInsert claims the orderId; no row back means another
 // request holds it (this waits for that request's transaction to end).
+// A single reserve and a single reserved event.
 func (q *Queries) VoucherRedemptionInsert(ctx context.Context, arg VoucherRedemptionInsertParams) (VoucherRedemption, error) {
 	row := q.db.QueryRow(ctx, voucherRedemptionInsert,
 		arg.OrderID,
@@ -170,6 +309,112 @@ func (q *Queries) VoucherRedemptionInsert(ctx context.Context, arg VoucherRedemp
 		&i.ReleasedAt,
 	)
 	return i, err
+}
+
+const voucherRedemptionInsertMany = `-- name: VoucherRedemptionInsertMany :many
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, $1, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at
+FROM (SELECT unnest($2::text[]) AS order_id,
+             unnest($3::bigint[]) AS customer_id,
+             unnest($4::bigint[]) AS order_amount,
+             unnest($5::bigint[]) AS discount_amount,
+             unnest($6::timestamptz[]) AS created_at,
+             unnest($7::timestamptz[]) AS expires_at) AS o
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING order_id, customer_id
+`
+
+type VoucherRedemptionInsertManyParams struct {
+	Code            string
+	OrderIds        []string
+	CustomerIds     []int64
+	OrderAmounts    []int64
+	DiscountAmounts []int64
+	CreatedAts      []time.Time
+	ExpiresAts      []time.Time
+}
+
+type VoucherRedemptionInsertManyRow struct {
+	OrderID    string
+	CustomerID int64
+}
+
+// VoucherRedemptionInsertMany makes the rows of a batch of reserved events
+// (the consumer's batch) with the times the gate gave them, only for orders
+// the database does not hold; the events of the others are applied one by
+// one afterwards (they change nothing, or are refused).
+func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRedemptionInsertManyParams) ([]VoucherRedemptionInsertManyRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionInsertMany,
+		arg.Code,
+		arg.OrderIds,
+		arg.CustomerIds,
+		arg.OrderAmounts,
+		arg.DiscountAmounts,
+		arg.CreatedAts,
+		arg.ExpiresAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionInsertManyRow
+	for rows.Next() {
+		var i VoucherRedemptionInsertManyRow
+		if err := rows.Scan(&i.OrderID, &i.CustomerID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const voucherRedemptionListAllWithTimes = `-- name: VoucherRedemptionListAllWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1
+`
+
+type VoucherRedemptionListAllWithTimesRow struct {
+	OrderID     string
+	CustomerID  int64
+	OrderAmount int64
+	Status      string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// VoucherRedemptionListAllWithTimes lists every order of a voucher,
+// released ones too, with their states and times: a gate in kafka mode
+// answers retries, confirms and releases of all of them without reading the
+// database.
+func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucherCode string) ([]VoucherRedemptionListAllWithTimesRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionListAllWithTimes, voucherCode)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionListAllWithTimesRow
+	for rows.Next() {
+		var i VoucherRedemptionListAllWithTimesRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const voucherRedemptionListDue = `-- name: VoucherRedemptionListDue :many
@@ -199,6 +444,54 @@ func (q *Queries) VoucherRedemptionListDue(ctx context.Context, limit int32) ([]
 	return items, nil
 }
 
+const voucherRedemptionListDueWithFlash = `-- name: VoucherRedemptionListDueWithFlash :many
+SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, v.flash
+FROM voucher_redemption
+JOIN voucher v ON v.code = voucher_redemption.voucher_code
+WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
+ORDER BY voucher_redemption.expires_at
+LIMIT $1
+`
+
+type VoucherRedemptionListDueWithFlashRow struct {
+	VoucherRedemption VoucherRedemption
+	Flash             bool
+}
+
+// VoucherRedemptionListDueWithFlash lists reservations past their deadline
+// with whether their voucher is flash (the gate decides those first).
+func (q *Queries) VoucherRedemptionListDueWithFlash(ctx context.Context, limit int32) ([]VoucherRedemptionListDueWithFlashRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionListDueWithFlash, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionListDueWithFlashRow
+	for rows.Next() {
+		var i VoucherRedemptionListDueWithFlashRow
+		if err := rows.Scan(
+			&i.VoucherRedemption.OrderID,
+			&i.VoucherRedemption.VoucherCode,
+			&i.VoucherRedemption.CustomerID,
+			&i.VoucherRedemption.OrderAmount,
+			&i.VoucherRedemption.DiscountAmount,
+			&i.VoucherRedemption.Status,
+			&i.VoucherRedemption.CreatedAt,
+			&i.VoucherRedemption.ExpiresAt,
+			&i.VoucherRedemption.ConfirmedAt,
+			&i.VoucherRedemption.ReleasedAt,
+			&i.Flash,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherRedemptionListLive = `-- name: VoucherRedemptionListLive :many
 SELECT order_id, customer_id, order_amount FROM voucher_redemption
 WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
@@ -220,6 +513,49 @@ func (q *Queries) VoucherRedemptionListLive(ctx context.Context, voucherCode str
 	for rows.Next() {
 		var i VoucherRedemptionListLiveRow
 		if err := rows.Scan(&i.OrderID, &i.CustomerID, &i.OrderAmount); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const voucherRedemptionListLiveWithTimes = `-- name: VoucherRedemptionListLiveWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
+`
+
+type VoucherRedemptionListLiveWithTimesRow struct {
+	OrderID     string
+	CustomerID  int64
+	OrderAmount int64
+	Status      string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
+// their states and times, which a gate in kafka mode holds.
+func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, voucherCode string) ([]VoucherRedemptionListLiveWithTimesRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionListLiveWithTimes, voucherCode)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemptionListLiveWithTimesRow
+	for rows.Next() {
+		var i VoucherRedemptionListLiveWithTimesRow
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -289,6 +625,36 @@ type VoucherRedemptionReleaseParams struct {
 // makes a second release (or a racing expiry) change nothing.
 func (q *Queries) VoucherRedemptionRelease(ctx context.Context, arg VoucherRedemptionReleaseParams) (VoucherRedemption, error) {
 	row := q.db.QueryRow(ctx, voucherRedemptionRelease, arg.OrderID, arg.VoucherCode)
+	var i VoucherRedemption
+	err := row.Scan(
+		&i.OrderID,
+		&i.VoucherCode,
+		&i.CustomerID,
+		&i.OrderAmount,
+		&i.DiscountAmount,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.ReleasedAt,
+	)
+	return i, err
+}
+
+const voucherRedemptionReleaseDecided = `-- name: VoucherRedemptionReleaseDecided :one
+UPDATE voucher_redemption
+SET status = 'RELEASED', released_at = $2
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+`
+
+type VoucherRedemptionReleaseDecidedParams struct {
+	OrderID   string
+	DecidedAt *time.Time
+}
+
+func (q *Queries) VoucherRedemptionReleaseDecided(ctx context.Context, arg VoucherRedemptionReleaseDecidedParams) (VoucherRedemption, error) {
+	row := q.db.QueryRow(ctx, voucherRedemptionReleaseDecided, arg.OrderID, arg.DecidedAt)
 	var i VoucherRedemption
 	err := row.Scan(
 		&i.OrderID,

@@ -2,6 +2,14 @@
 INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
 VALUES ($1, $2, $3, $4, $5);
 
+-- ReservationEventInsertMany records the reserved events of a batch's rows.
+-- name: ReservationEventInsertMany :exec
+INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
+SELECT o.order_id, sqlc.arg(code), o.customer_id, 'reserved', sqlc.arg(path)
+FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
+             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id) AS o
+ORDER BY o.order_id;
+
 -- name: ReservationEventListByVoucher :many
 SELECT * FROM reservation_event
 WHERE voucher_code = $1

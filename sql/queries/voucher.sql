@@ -31,6 +31,26 @@ WHERE code = $1
   AND now() BETWEEN starts_at AND ends_at
 RETURNING *;
 
+-- VoucherUsesTake holds n uses at once (a batch of reserves) if that many
+-- are left and the window is open; no row back means not (the batch is then
+-- written one by one, so the uses left go to some of it and the others hear
+-- OUT_OF_STOCK).
+-- name: VoucherUsesTake :one
+UPDATE voucher
+SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer
+WHERE code = sqlc.arg(code)
+  AND used_count + sqlc.arg(n)::integer <= total_limit
+  AND now() BETWEEN starts_at AND ends_at
+RETURNING used_count;
+
+-- VoucherUsesRecord counts n uses held that the gate already took (the
+-- Kafka consumer's event or batch), whatever the clock; past the total
+-- limit the CHECK voucher_used_within_limit fires.
+-- name: VoucherUsesRecord :execrows
+UPDATE voucher
+SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer
+WHERE code = sqlc.arg(code);
+
 -- name: VoucherUseGiveBack :exec
 UPDATE voucher
 SET used_count = used_count - 1, reserved_count = reserved_count - 1

@@ -8,6 +8,35 @@ SET used_count = vc.used_count + 1
 WHERE vc.used_count < vc.use_limit
 RETURNING used_count;
 
+-- VoucherCustomerUsesTake is VoucherCustomerUseTake for a batch of
+-- reserves: uses[i] for customer_ids[i], each customer once, unless that
+-- would pass their limit; a customer at the limit gets no row back.
+-- name: VoucherCustomerUsesTake :many
+INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
+SELECT v.code, c.customer_id, c.uses, v.per_user_limit
+FROM (SELECT unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+             unnest(sqlc.arg(uses)::integer[]) AS uses) AS c
+JOIN voucher v ON v.code = sqlc.arg(code)
+WHERE c.uses <= v.per_user_limit
+ORDER BY c.customer_id
+ON CONFLICT (voucher_code, customer_id) DO UPDATE
+SET used_count = vc.used_count + excluded.used_count
+WHERE vc.used_count + excluded.used_count <= vc.use_limit
+RETURNING customer_id;
+
+-- VoucherCustomerUsesRecord counts uses the gate already took (the Kafka
+-- consumer's event or batch): uses[i] more for customer_ids[i], each
+-- customer once; past a customer's limit the CHECK
+-- voucher_customer_within_limit fires.
+-- name: VoucherCustomerUsesRecord :exec
+INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
+SELECT sqlc.arg(code), c.customer_id, c.uses, (SELECT per_user_limit FROM voucher WHERE code = sqlc.arg(code))
+FROM (SELECT unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+             unnest(sqlc.arg(uses)::integer[]) AS uses) AS c
+ORDER BY c.customer_id
+ON CONFLICT (voucher_code, customer_id) DO UPDATE
+SET used_count = vc.used_count + excluded.used_count;
+
 -- name: VoucherCustomerUseGiveBack :exec
 UPDATE voucher_customer
 SET used_count = used_count - 1

@@ -1,5 +1,20 @@
+-- Taking a use writes, in every path, in one lock order: the order's row
+-- (voucher_redemption), the customer's count (voucher_customer), the event
+-- (reservation_event), then the voucher's hot row (voucher) last, so its
+-- lock is held only for its update and the commit. A batch takes each set
+-- in a fixed order, so two batches never wait on each other in a cycle.
+-- The four writers: a single reserve (internal/postgres/store.go), the
+-- batched write of flash winners (batch.go), and the Kafka consumer's event
+-- and batch (events.go). A reserve's statements check the rules by the
+-- database's clock (no row back: refused); the consumer's write what the
+-- gate decided, whatever the clock, the CHECK constraints still bounding
+-- every count. A batch statement that cannot take every row it was given
+-- tells the caller, which rolls back and writes those one by one, so every
+-- refusal gets its own exact answer.
+
 -- VoucherRedemptionInsert claims the orderId; no row back means another
 -- request holds it (this waits for that request's transaction to end).
+-- A single reserve and a single reserved event.
 -- name: VoucherRedemptionInsert :one
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, 'RESERVED', sqlc.arg(created_at), sqlc.arg(expires_at))
@@ -52,3 +67,85 @@ LIMIT $2;
 -- (the coalesced lookups of Store.Reservation).
 -- name: VoucherRedemptionGetByOrderIDs :many
 SELECT * FROM voucher_redemption WHERE order_id = ANY(sqlc.arg(order_ids)::text[]);
+
+-- VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
+-- admit by the database's clock (window, minimum) for a batch of reserves;
+-- an order already held, or not eligible, gets no row back.
+-- name: VoucherRedemptionClaimEligible :many
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, v.code, o.customer_id, o.order_amount, v.discount_amount, 'RESERVED', now(),
+       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
+             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+             unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount) AS o
+JOIN voucher v ON v.code = sqlc.arg(code)
+WHERE now() BETWEEN v.starts_at AND v.ends_at
+  AND o.order_amount >= v.min_order_amount
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING *;
+
+-- VoucherRedemptionInsertMany makes the rows of a batch of reserved events
+-- (the consumer's batch) with the times the gate gave them, only for orders
+-- the database does not hold; the events of the others are applied one by
+-- one afterwards (they change nothing, or are refused).
+-- name: VoucherRedemptionInsertMany :many
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, sqlc.arg(code), o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at
+FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
+             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+             unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
+             unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount,
+             unnest(sqlc.arg(created_ats)::timestamptz[]) AS created_at,
+             unnest(sqlc.arg(expires_ats)::timestamptz[]) AS expires_at) AS o
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING order_id, customer_id;
+
+-- The Kafka write path's consumer applies the gate's decisions to the
+-- database (internal/postgres/events.go). The gate decided the window and
+-- the expiry already, so none of these checks the clock; the CHECK
+-- constraints still bound every count.
+
+-- VoucherRedemptionGetForUpdate locks an order's row for the event that
+-- applies to it.
+-- name: VoucherRedemptionGetForUpdate :one
+SELECT * FROM voucher_redemption WHERE order_id = $1 FOR UPDATE;
+
+-- VoucherRedemptionConfirmDecided confirms a live reservation even past
+-- expires_at: the gate confirmed it in time.
+-- name: VoucherRedemptionConfirmDecided :one
+UPDATE voucher_redemption
+SET status = 'CONFIRMED', confirmed_at = sqlc.arg(decided_at)
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING *;
+
+-- name: VoucherRedemptionReleaseDecided :one
+UPDATE voucher_redemption
+SET status = 'RELEASED', released_at = sqlc.arg(decided_at)
+WHERE order_id = $1 AND status = 'RESERVED'
+RETURNING *;
+
+-- VoucherRedemptionListDueWithFlash lists reservations past their deadline
+-- with whether their voucher is flash (the gate decides those first).
+-- name: VoucherRedemptionListDueWithFlash :many
+SELECT sqlc.embed(voucher_redemption), v.flash
+FROM voucher_redemption
+JOIN voucher v ON v.code = voucher_redemption.voucher_code
+WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
+ORDER BY voucher_redemption.expires_at
+LIMIT $1;
+
+-- VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
+-- their states and times, which a gate in kafka mode holds.
+-- name: VoucherRedemptionListLiveWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED');
+
+-- VoucherRedemptionListAllWithTimes lists every order of a voucher,
+-- released ones too, with their states and times: a gate in kafka mode
+-- answers retries, confirms and releases of all of them without reading the
+-- database.
+-- name: VoucherRedemptionListAllWithTimes :many
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+WHERE voucher_code = $1;

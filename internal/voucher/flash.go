@@ -1,0 +1,247 @@
+package voucher
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// flashPath is how the service carries out what is decided about a flash
+// voucher: chosen once in NewService, the sync write path (flash_sync.go:
+// the gate decides, the database writes in the request) or the Kafka write
+// path (flash_kafka.go: the gate decides everything, events carry it to the
+// database). Without a gate there is none and flash vouchers take the
+// database path like ordinary ones.
+type flashPath interface {
+	// reserve decides a reserve of a flash voucher; path is set to the path
+	// the answer took (for metrics).
+	reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error)
+	// confirm and release decide at the gate; decided is false when the
+	// database decides (not a flash voucher, or an order the gate leaves to
+	// it).
+	confirm(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error)
+	release(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error)
+	// expireDue releases up to limit reservations past their deadline and
+	// returns how many it released.
+	expireDue(ctx context.Context, limit int) (int, error)
+	// warm loads the gates of live flash vouchers unless they are loaded.
+	warm(ctx context.Context, live []Voucher) error
+	// load loads the gate of a voucher just created (no admission of it can
+	// be in flight).
+	load(ctx context.Context, v Voucher) error
+	// rebuild reloads a paused gate from the database.
+	rebuild(ctx context.Context, code string) error
+	// settle waits until the writes already on their way have reached the
+	// database, so reconciliation does not take them for leaks.
+	settle(ctx context.Context) error
+	// reconcileOrders repairs the orders only the gate holds
+	// (d.OrdersOnlyInGate) and may raise d.Alert; settled is false when the
+	// writes in flight could not be waited for. It returns what it changed.
+	reconcileOrders(ctx context.Context, gateSnap GateSnapshot, d *DriftReport, previous DriftReport, settled bool) []string
+	// claimedElsewhere is asked before an ordinary voucher's reserve, and
+	// claimOrdinary told after its success: the flash path's view of the
+	// orderId across vouchers.
+	claimedElsewhere(ctx context.Context, r ReserveRequest) error
+	claimOrdinary(ctx context.Context, r ReserveRequest)
+}
+
+// GateRemaining reads the gate's counter of a flash voucher; ok is false when
+// the voucher is not flash or the gate holds nothing for it. Errors: UNAVAILABLE.
+func (s *Service) GateRemaining(ctx context.Context, v Voucher) (n int, ok bool, err error) {
+	if !v.Flash || s.gate == nil {
+		return 0, false, nil
+	}
+	n, ok, err = s.gate.Remaining(ctx, v.Code)
+	if err != nil {
+		return 0, false, unavailable(err)
+	}
+	return n, ok, nil
+}
+
+// WarmGate loads a flash voucher's gate from the database unless it is loaded
+// already. The load is atomic and never raises a loaded gate, so it is safe at
+// any time from any number of instances. Errors: NOT_FOUND, UNAVAILABLE.
+func (s *Service) WarmGate(ctx context.Context, code string) error {
+	if s.flash == nil {
+		return nil
+	}
+	v, err := s.store.Voucher(ctx, code)
+	if err != nil {
+		return err
+	}
+	return s.flash.warm(ctx, []Voucher{v})
+}
+
+// WarmGates loads the gate of every flash voucher that has not ended, unless
+// it is loaded already. Errors: UNAVAILABLE.
+func (s *Service) WarmGates(ctx context.Context) error {
+	if s.flash == nil {
+		return nil
+	}
+	vouchers, err := s.store.FlashVouchers(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	live := vouchers[:0]
+	for _, v := range vouchers {
+		if !now.After(v.EndsAt) {
+			live = append(live, v)
+		}
+	}
+	return s.flash.warm(ctx, live)
+}
+
+// reserveKnown answers a reserve of an order that passed a sync-mode gate
+// before: the database has the answer and takes no second use for an
+// identical retry. A duplicate whose first request died before its write
+// writes it now, backed by the use the gate took then.
+func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservation, error) {
+	s.obs.DatabaseWrite("reserve")
+	res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+	if err != nil && !IsRefusal(err) {
+		return Reservation{}, unavailable(err)
+	}
+	return res, err
+}
+
+// refusedAtGate answers the gate's refusals that are the same on every path.
+func (s *Service) refusedAtGate(v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
+	switch verdict {
+	case GateAlreadyUsed:
+		return Reservation{}, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
+	case GateOutOfStock:
+		return Reservation{}, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
+	}
+	return Reservation{}, Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
+}
+
+// gateGiveBackTimeout bounds giving one released use back to the gate; the
+// gate's own calls fail within about a second when Redis is unwell.
+const gateGiveBackTimeout = 2 * time.Second
+
+// releaseGate gives a released flash use back to the gate. A failure leaves
+// the gate too low (undersell), which reconciliation repairs.
+func (s *Service) releaseGate(ctx context.Context, res Reservation) {
+	if s.gate == nil {
+		return
+	}
+	// The database's release has committed: the give-back is owed whatever
+	// happens to the caller. The expiry sweep in particular calls this at
+	// the end of a pass whose deadline may have passed, which left released
+	// uses out of the gate until reconciliation.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gateGiveBackTimeout)
+	defer cancel()
+	v, err := s.meta.get(ctx, res.VoucherCode, s.store.Voucher)
+	if err != nil {
+		s.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
+		return
+	}
+	if !v.Flash {
+		return
+	}
+	if _, err := s.gate.Release(ctx, res.VoucherCode, res.OrderID); err != nil {
+		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
+	}
+}
+
+// noteSoldOut remembers, for a few seconds, which orders and customers the
+// gate of a sold-out voucher knows, so the late crowd is answered from memory
+// with the same verdicts the gate would give (retries still find their
+// reservation, customers at their limit still get ALREADY_USED).
+func (s *Service) noteSoldOut(ctx context.Context, code string) {
+	if !s.soldOut.enabled() || s.soldOut.fresh(code) {
+		return
+	}
+	// One snapshot per voucher at a time, however many requests hear
+	// OUT_OF_STOCK while it is taken.
+	_, _, _ = s.soldOut.flight.Do(code, func() (any, error) {
+		if s.soldOut.fresh(code) {
+			return nil, nil
+		}
+		snap, ok, err := s.gate.Snapshot(ctx, code)
+		if err == nil && ok && snap.Remaining <= 0 {
+			s.soldOut.put(snap)
+		}
+		return nil, err
+	})
+}
+
+func unavailable(err error) error {
+	if IsRefusal(err) {
+		return err
+	}
+	return &Error{Code: Unavailable, Message: "a dependency is unavailable; retry with the same orderId (a retry never takes a second use)", Cause: err}
+}
+
+// soldOutCache holds recent snapshots of sold-out gates.
+type soldOutCache struct {
+	ttl    time.Duration
+	mu     sync.Mutex
+	m      map[string]soldOutEntry
+	flight singleflight.Group
+}
+
+type soldOutEntry struct {
+	until     time.Time
+	orders    map[string]GateOrder
+	customers map[int64]int
+	limit     int
+}
+
+func newSoldOutCache(ttl time.Duration) *soldOutCache {
+	return &soldOutCache{ttl: ttl, m: make(map[string]soldOutEntry)}
+}
+
+func (c *soldOutCache) enabled() bool { return c.ttl > 0 }
+
+func (c *soldOutCache) forget(code string) {
+	c.mu.Lock()
+	delete(c.m, code)
+	c.mu.Unlock()
+}
+
+func (c *soldOutCache) fresh(code string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[code]
+	return ok && time.Now().Before(e.until)
+}
+
+func (c *soldOutCache) put(snap GateSnapshot) {
+	orders := make(map[string]GateOrder, len(snap.Orders))
+	for _, o := range snap.Orders {
+		orders[o.OrderID] = o
+	}
+	c.mu.Lock()
+	c.m[snap.Code] = soldOutEntry{until: time.Now().Add(c.ttl), orders: orders, customers: snap.Customers, limit: snap.PerUserLimit}
+	c.mu.Unlock()
+}
+
+// verdict answers as the gate would from a fresh sold-out snapshot.
+func (c *soldOutCache) verdict(code string, r ReserveRequest) (GateVerdict, bool) {
+	if !c.enabled() {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[code]
+	if !ok || time.Now().After(e.until) {
+		return "", false
+	}
+	if o, ok := e.orders[r.OrderID]; ok {
+		switch {
+		case o.CustomerID != r.CustomerID || o.OrderAmount != r.OrderAmount:
+			return GateOrderConflict, true
+		case o.Released:
+			return GateReleased, true
+		}
+		return GateDuplicate, true
+	}
+	if e.customers[r.CustomerID] >= e.limit {
+		return GateAlreadyUsed, true
+	}
+	return GateOutOfStock, true
+}

@@ -1,0 +1,667 @@
+package voucher
+
+// The Kafka write path of flash vouchers (FLASH_WRITE_PATH=kafka): the gate
+// decides every reserve, confirm, release and expiry, and events carry the
+// decisions to the database. Why it keeps the rules: the README, "How kafka
+// mode keeps the rules".
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// kafkaFlash is the Kafka write path and its gate recoveries.
+type kafkaFlash struct {
+	*Service
+	publisher EventPublisher
+	events    EventStore
+	// pending waits for the events in flight: reconciliation must not
+	// take an order whose event is on its way for a leak.
+	pending PendingWrites
+	// publishTimeout bounds a request's wait for the broker's
+	// acknowledgement; lease is how long an admission's owner has to settle
+	// it (KafkaPath).
+	publishTimeout, lease time.Duration
+	faults                func(ctx context.Context, step FaultStep, orderID string) error
+
+	mu         sync.Mutex
+	recovering map[string]time.Time // when this process last asked for a voucher's recovery
+}
+
+func newKafkaFlash(s *Service, k *KafkaPath) *kafkaFlash {
+	return &kafkaFlash{
+		Service: s, publisher: k.Publisher, events: k.Store, pending: k.Pending,
+		publishTimeout: k.publishTimeout(), lease: k.lease(), faults: k.Faults,
+		recovering: map[string]time.Time{},
+	}
+}
+
+// reserve decides a reserve of a flash voucher in kafka mode. It reads and
+// writes only the gate and the broker: the gate decides (admit.lua, on its
+// own clock), the reserved event carries the decision, and the answer is a
+// success only once the broker acknowledged the event and the gate settled
+// the admission as live (or the consumer applied it first).
+func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
+	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
+		*path = PathGateMemory
+		return k.refusedAtGate(v, r, verdict)
+	}
+	*path = PathKafka
+	a, err := k.gate.Admit(ctx, v.Code, r)
+	// An identical request whose first copy is still being settled waits
+	// for its outcome (concurrent duplicates all succeed), polling the gate,
+	// within the publish timeout and its own deadline.
+	for wait, deadline := 2*time.Millisecond, time.Now().Add(k.publishTimeout+time.Second); err == nil && a.Verdict == GatePending && time.Now().Before(deadline); {
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return Reservation{}, unavailable(ctx.Err())
+		}
+		wait = min(2*wait, 50*time.Millisecond)
+		a, err = k.gate.Admit(ctx, v.Code, r)
+	}
+	if err != nil {
+		return Reservation{}, unavailable(err)
+	}
+	switch a.Verdict {
+	case GateAdmitted, GateAdopted:
+		return k.admit(ctx, v, r, a)
+	case GateDuplicate:
+		return k.duplicate(ctx, v, r, a)
+	case GateNotLoaded, GateStale:
+		k.requestRecovery(v.Code)
+		return Reservation{}, Errorf(Unavailable, "the sale of %s is being prepared; retry with the same orderId", v.Code)
+	case GatePaused:
+		return Reservation{}, Errorf(Unavailable, "voucher %s is being rebuilt; retry with the same orderId", v.Code)
+	case GatePending:
+		return Reservation{}, Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", r.OrderID)
+	case GateLost:
+		k.logger.ErrorContext(ctx, "a retry of an order whose event the database refused", "code", v.Code, "order", r.OrderID)
+		return Reservation{}, Errorf(Unavailable, "the reservation for order %s could not be recorded; operators are alerted", r.OrderID)
+	case GateNotEligible:
+		return Reservation{}, Errorf(NotEligible, "voucher %s is not valid now or not for an order of %d", v.Code, r.OrderAmount)
+	case GateReleased:
+		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
+	case GateOrderConflict:
+		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another customer or amount", r.OrderID)
+	case GateClaimedElsewhere:
+		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
+	case GateOutOfStock:
+		k.noteSoldOut(ctx, v.Code)
+	}
+	return k.refusedAtGate(v, r, a.Verdict) // ALREADY_USED, OUT_OF_STOCK
+}
+
+// admit carries an admission (or an adopted one) to the broker and
+// settles it. Only this request may give its use back, and only while it is
+// pending: Settle is a compare-and-set on the admission's token.
+func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a Admission) (Reservation, error) {
+	held := k.reservationOf(v, a.Order, StatusReserved)
+	if err := k.fault(ctx, StepAdmitted, r.OrderID); err != nil {
+		return Reservation{}, unavailable(err) // the owner "died": its admission stays pending
+	}
+	// The gate's keys are per voucher: the orderId may have been reserved on
+	// another voucher. The claim sees that (every reservation claims it); on
+	// a single Redis admit.lua made it already.
+	if !a.Claimed {
+		owner, err := k.gate.ClaimOrder(ctx, r.OrderID, v.Code)
+		if err != nil {
+			k.giveBack(ctx, v, a)
+			return Reservation{}, unavailable(err)
+		}
+		if owner != v.Code {
+			k.giveBack(ctx, v, a)
+			return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
+		}
+	}
+	if err := k.fault(ctx, StepClaimed, r.OrderID); err != nil {
+		return Reservation{}, unavailable(err)
+	}
+	ev := NewEvent(EventReserved, held, held.CreatedAt)
+	ev.Epoch = a.Epoch
+	if err := k.publish(ctx, ev); err != nil {
+		if errors.Is(err, ErrPublishUnknown) {
+			// It may still be written: the admission stays pending. A retry
+			// past its lease adopts it, or reconciliation voids it; a late
+			// event of a voided admission is skipped by the consumer.
+			k.logger.WarnContext(ctx, "reserved event outcome unknown; the admission stays pending", "code", v.Code, "order", r.OrderID, "err", err)
+			return Reservation{}, unavailable(err)
+		}
+		// Surely not written: the use goes back, unless the consumer
+		// applied the event anyway (then it stands, and so does the answer).
+		if k.giveBack(ctx, v, a) {
+			return held, nil
+		}
+		k.unclaim(ctx, r.OrderID, v.Code)
+		return Reservation{}, unavailable(err)
+	}
+	if err := k.fault(ctx, StepPublished, r.OrderID); err != nil {
+		return Reservation{}, unavailable(err)
+	}
+	answer, after, err := k.gate.Settle(ctx, v.Code, SettleFinalize, a.Order, a.Epoch)
+	if err != nil {
+		// The event is on the broker: the consumer settles it; a retry
+		// then finds it live (DUPLICATE).
+		return Reservation{}, unavailable(err)
+	}
+	switch answer {
+	case SettleOK:
+		if after.Confirmed {
+			held.Status = StatusConfirmed
+		}
+		return held, nil
+	case SettleStale:
+		k.requestRecovery(v.Code)
+	}
+	// FAIL: a retry adopted the admission, or the gate was reloaded without
+	// it and it is void now: not a success, and the consumer skips its event.
+	return Reservation{}, Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", r.OrderID)
+}
+
+// giveBack gives a pending admission's use back (compare-and-set on its
+// token); it reports true when the admission turned out to be live (the
+// consumer applied its event), so its success stands.
+func (k *kafkaFlash) giveBack(ctx context.Context, v Voucher, a Admission) (live bool) {
+	answer, after, err := k.gate.Settle(context.WithoutCancel(ctx), v.Code, SettleForget, a.Order, a.Epoch)
+	if err != nil {
+		// Still pending: its lease runs out and reconciliation voids it.
+		k.logger.WarnContext(ctx, "admission not given back; reconciliation voids it after its lease", "code", v.Code, "order", a.Order.OrderID, "err", err)
+		return false
+	}
+	return answer == SettleFail && sameAdmission(after, a.Order) && !after.Pending && !after.Void && !after.Lost
+}
+
+func sameAdmission(a, b GateOrder) bool {
+	return a.OrderID == b.OrderID && a.CreatedAt.Equal(b.CreatedAt)
+}
+
+// duplicate answers a retry of an order the gate holds live or
+// confirmed: its success stands (settled after the broker's acknowledgement,
+// or applied), so the gate's record is the answer. The claim is made again:
+// a first request whose reply was lost may have died before it.
+func (k *kafkaFlash) duplicate(ctx context.Context, v Voucher, r ReserveRequest, a Admission) (Reservation, error) {
+	if !a.Order.decidedAtGate() {
+		return k.reserveKnown(ctx, r) // a sync-mode order: the database answers
+	}
+	if owner, err := k.gate.ClaimOrder(ctx, r.OrderID, v.Code); err == nil && owner != v.Code {
+		k.logger.ErrorContext(ctx, "an order live on two vouchers' gates", "code", v.Code, "other", owner, "order", r.OrderID)
+	}
+	status := StatusReserved
+	if a.Order.Confirmed {
+		status = StatusConfirmed
+	}
+	return k.reservationOf(v, a.Order, status), nil
+}
+
+// reservationOf is the reservation the gate's record of an order stands for.
+func (k *kafkaFlash) reservationOf(v Voucher, o GateOrder, status Status) Reservation {
+	return Reservation{
+		OrderID: o.OrderID, VoucherCode: v.Code, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
+		DiscountAmount: v.DiscountAmount, Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
+	}
+}
+
+// confirm decides a confirm of a flash reservation at the gate; decided
+// is false when the database decides it as in sync mode (not flash, a
+// sync-mode order).
+func (k *kafkaFlash) confirm(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
+	v, ok, err := k.flashVoucher(ctx, code)
+	if !ok {
+		return Reservation{}, err != nil, err
+	}
+	now := time.Now()
+	decision, o, err := k.gate.Confirm(ctx, code, orderID, now)
+	if err != nil {
+		return Reservation{}, true, unavailable(err)
+	}
+	if done, err := k.undecided(v, orderID, decision, o); done {
+		return Reservation{}, err != nil, err
+	}
+	switch decision {
+	case DecisionReleased:
+		return Reservation{}, true, Errorf(ReservationReleased, "the reservation for order %s was released", orderID)
+	case DecisionExpired:
+		return Reservation{}, true, Errorf(ReservationReleased, "the reservation for order %s expired at %s", orderID, o.ExpiresAt.UTC().Format(time.RFC3339))
+	case DecisionConfirmed, DecisionConfirmedNow:
+		res, err := k.recordDecision(ctx, v, o, EventConfirmed, StatusConfirmed)
+		return res, true, err
+	}
+	return Reservation{}, true, Errorf(Unavailable, "the gate gave no answer; retry")
+}
+
+// release decides a release of a flash reservation at the gate; see
+// confirm.
+func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
+	v, ok, err := k.flashVoucher(ctx, code)
+	if !ok {
+		return Reservation{}, err != nil, err
+	}
+	decision, o, err := k.gate.MarkReleased(ctx, code, orderID, time.Now(), false)
+	if err != nil {
+		return Reservation{}, true, unavailable(err)
+	}
+	if done, err := k.undecided(v, orderID, decision, o); done {
+		return Reservation{}, err != nil, err
+	}
+	switch decision {
+	case DecisionConfirmed:
+		return Reservation{}, true, Errorf(AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
+	case DecisionReleased, DecisionReleasedNow:
+		res, err := k.recordDecision(ctx, v, o, EventReleased, StatusReleased)
+		return res, true, err
+	}
+	return Reservation{}, true, Errorf(Unavailable, "the gate gave no answer; retry")
+}
+
+// flashVoucher returns the voucher when its confirm or release is decided at
+// the gate; ok is false (err nil) when the database decides it.
+func (k *kafkaFlash) flashVoucher(ctx context.Context, code string) (Voucher, bool, error) {
+	v, err := k.meta.get(ctx, code, k.store.Voucher)
+	if err != nil {
+		if ErrorCodeOf(err) == NotFound {
+			return Voucher{}, false, nil // the database path answers NOT_FOUND
+		}
+		return Voucher{}, false, unavailable(err)
+	}
+	return v, v.Flash, nil
+}
+
+// undecided handles the decisions that leave the call to the database or
+// refuse it: done is true when the caller stops, with err (nil err: the
+// database decides).
+func (k *kafkaFlash) undecided(v Voucher, orderID string, decision GateDecision, o GateOrder) (done bool, err error) {
+	switch decision {
+	case DecisionLegacy:
+		return true, nil
+	case DecisionUnknown:
+		// A gate in kafka mode holds every order of its voucher, released
+		// ones too (load.lua, GateSnapshotAll): one it does not know has no
+		// reservation.
+		return true, Errorf(NotFound, "no reservation for order %s on voucher %s", orderID, v.Code)
+	case DecisionPending:
+		return true, Errorf(Unavailable, "the reservation for order %s is being decided; retry", orderID)
+	case DecisionPaused:
+		return true, Errorf(Unavailable, "voucher %s is being rebuilt; retry", v.Code)
+	case DecisionNotLoaded, DecisionStale:
+		// Its decisions in flight reach the database before it is loaded
+		// again (the consumer reloads it at the recovery marker).
+		k.requestRecovery(v.Code)
+		return true, Errorf(Unavailable, "voucher %s is being recovered; retry", v.Code)
+	}
+	if !o.decidedAtGate() {
+		return true, nil // a sync-mode order released before: the database answers
+	}
+	return false, nil
+}
+
+// recordDecision publishes a decision of the gate and answers it once the
+// broker acknowledged it (again, for a retry: applying it twice changes
+// nothing). The gate's record is the answer; no database read.
+func (k *kafkaFlash) recordDecision(ctx context.Context, v Voucher, o GateOrder, kind EventKind, status Status) (Reservation, error) {
+	res := k.reservationOf(v, o, status)
+	if err := k.publish(ctx, NewEvent(kind, res, time.Now())); err != nil {
+		// The gate has decided; the event did not (surely) get through. A
+		// retry publishes it again; the expiry sweep does for a confirm.
+		k.logger.WarnContext(ctx, "decision not published", "kind", kind, "code", v.Code, "order", o.OrderID, "err", err)
+		return Reservation{}, Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, o.OrderID)
+	}
+	return res, nil
+}
+
+// publish sends one event, waiting at most the publish timeout.
+func (k *kafkaFlash) publish(ctx context.Context, ev Event) error {
+	ctx, cancel := context.WithTimeout(ctx, k.publishTimeout)
+	defer cancel()
+	return k.publisher.Publish(ctx, ev)
+}
+
+// unclaim drops a claim on an orderId this request made for nothing. A
+// claim left behind only makes a reuse of the orderId on another voucher
+// ORDER_CONFLICT, which the contract allows for an orderId once reserved.
+func (k *kafkaFlash) unclaim(ctx context.Context, orderID, code string) {
+	if err := k.gate.UnclaimOrder(context.WithoutCancel(ctx), orderID, code); err != nil {
+		k.logger.WarnContext(ctx, "order claim not dropped", "code", code, "order", orderID, "err", err)
+	}
+}
+
+// claimedElsewhere, in kafka mode, refuses a reserve on an ordinary voucher
+// of an orderId a flash voucher claimed (its event may not have reached the
+// database yet). Best effort: without Redis the database decides alone.
+func (k *kafkaFlash) claimedElsewhere(ctx context.Context, r ReserveRequest) error {
+	owner, ok, err := k.gate.OrderOwner(ctx, r.OrderID)
+	if err == nil && ok && owner != r.Code {
+		return Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
+	}
+	return nil
+}
+
+// claimOrdinary records, in kafka mode, the claim of an order reserved on an
+// ordinary voucher, so a flash voucher's gate (which does not read the
+// database) refuses the orderId with ORDER_CONFLICT. Best effort: while
+// Redis is down no flash reserve is admitted either.
+func (k *kafkaFlash) claimOrdinary(ctx context.Context, r ReserveRequest) {
+	if _, err := k.gate.ClaimOrder(ctx, r.OrderID, r.Code); err != nil {
+		k.logger.WarnContext(ctx, "order claim of an ordinary voucher not recorded", "code", r.Code, "order", r.OrderID, "err", err)
+	}
+}
+
+// expireDue is ExpireDue for the Kafka write path: for a flash voucher
+// the gate decides first, so an order confirmed at the gate (its event still
+// on its way) is never expired, and a confirm racing the sweep either
+// confirms or is refused, never both. The gate outlives every reservation
+// of its voucher (ExpireAt is past endsAt + the TTL), so it decides after
+// the sale too.
+func (k *kafkaFlash) expireDue(ctx context.Context, limit int) (int, error) {
+	due, err := k.events.DueReservations(ctx, limit)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	defer func() { k.obs.ReservationsExpired(n) }()
+	for _, d := range due {
+		if d.Flash {
+			decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, time.Now(), true)
+			if err != nil {
+				k.logger.WarnContext(ctx, "expiry: gate did not answer; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
+				continue
+			}
+			switch decision {
+			case DecisionPaused, DecisionNotDue, DecisionPending:
+				continue
+			case DecisionNotLoaded, DecisionStale:
+				if k.gateOutlived(ctx, d.VoucherCode) {
+					break // the gate is gone for good: only the database knows
+				}
+				k.requestRecovery(d.VoucherCode)
+				continue // after the recovery, which applies the decisions in flight first
+			case DecisionConfirmed:
+				if o.decidedAtGate() {
+					// Confirmed at the gate; its event is late or was not
+					// published: send it (again) rather than expire.
+					if err := k.publish(ctx, NewEvent(EventConfirmed, d.Reservation, time.Now())); err != nil {
+						k.logger.WarnContext(ctx, "expiry: confirmed event not published; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
+					}
+					continue
+				}
+			}
+			// RELEASED_NOW, RELEASED (its event late or lost), UNKNOWN,
+			// LEGACY: the database releases the row.
+		}
+		if err := k.fault(ctx, StepSweep, d.OrderID); err != nil {
+			return n, err
+		}
+		res, expired, err := k.events.ExpireReservation(ctx, d.OrderID)
+		if err != nil {
+			return n, err
+		}
+		if expired {
+			n++
+		} else {
+			res = d.Reservation
+		}
+		// Whether this sweep or the consumer released the row, the database
+		// no longer counts the use: the gate may give it back (once).
+		k.releaseGate(ctx, res)
+	}
+	return n, nil
+}
+
+// gateOutlived reports whether a voucher's gate has expired for good (past
+// its ExpireAt): its reservations' decisions are all the database's then.
+func (k *kafkaFlash) gateOutlived(ctx context.Context, code string) bool {
+	v, err := k.meta.get(ctx, code, k.store.Voucher)
+	return err == nil && time.Now().After(gateExpireAt(v, k.ttl))
+}
+
+// gateExpireAt is when a voucher's gate may go: a week past the end of its
+// window and the last reservation's TTL, so it decides every confirm,
+// release and expiry of its reservations.
+func gateExpireAt(v Voucher, ttl time.Duration) time.Time {
+	return v.EndsAt.Add(ttl + 7*24*time.Hour)
+}
+
+// warm asks the consumer to load every voucher whose gate is not
+// healthy (not loaded, or on another Redis server than it was loaded on, or
+// marked as having lost data). The load happens at a recovery marker in the
+// voucher's partition, after every event published before it, so the
+// snapshot it loads holds every decision the old gate answered; admissions
+// still on their way are settled against the new gate (apply_check.lua).
+func (k *kafkaFlash) warm(ctx context.Context, vouchers []Voucher) error {
+	for _, v := range vouchers {
+		ok, err := k.gate.Healthy(ctx, v.Code)
+		if err != nil {
+			return unavailable(err)
+		}
+		if !ok {
+			if err := k.publishRecovery(ctx, v.Code, false, ""); err != nil {
+				return unavailable(err)
+			}
+		}
+	}
+	return nil
+}
+
+// requestRecovery publishes a recovery marker for a voucher in the
+// background, at most once a second per voucher in this process, so
+// requests answer UNAVAILABLE at once instead of waiting for it.
+func (k *kafkaFlash) requestRecovery(code string) {
+	k.mu.Lock()
+	if time.Since(k.recovering[code]) < time.Second {
+		k.mu.Unlock()
+		return
+	}
+	k.recovering[code] = time.Now()
+	k.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*k.publishTimeout)
+		defer cancel()
+		if err := k.publishRecovery(ctx, code, false, ""); err != nil {
+			k.logger.WarnContext(ctx, "recovery marker not published; the next request asks again", "code", code, "err", err)
+		}
+	}()
+}
+
+// publishRecovery publishes a recovery marker: the consumer reloads the
+// voucher's gate when it reaches it (rebuild: over whatever it holds, with
+// the given epoch; else only if the gate is not healthy).
+func (k *kafkaFlash) publishRecovery(ctx context.Context, code string, rebuild bool, epoch string) error {
+	id, err := newEpoch()
+	if err != nil {
+		return err
+	}
+	return k.publish(ctx, Event{ID: "recover:" + code + ":" + id, Kind: EventRecover, Code: code, Rebuild: rebuild, Epoch: epoch, DecidedAt: time.Now()})
+}
+
+// recoverAtMarker reloads a voucher's gate from the database at a recovery
+// marker. Every event before the marker in the voucher's partition has been
+// applied (unchecked, if the gate could not judge it), so the snapshot holds
+// every decision the old gate answered.
+func (k *kafkaFlash) recoverAtMarker(ctx context.Context, ev Event) error {
+	if !ev.Rebuild {
+		ok, err := k.gate.Healthy(ctx, ev.Code)
+		if err != nil || ok {
+			return err
+		}
+	}
+	v, err := k.store.Voucher(ctx, ev.Code)
+	if ErrorCodeOf(err) == NotFound || (err == nil && !v.Flash) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	mode, epoch := "recover", ev.Epoch
+	if ev.Rebuild {
+		mode = "replace"
+	}
+	installed, err := k.loadGate(ctx, v, mode, epoch)
+	if err != nil {
+		return err
+	}
+	if installed {
+		k.logger.InfoContext(ctx, "gate reloaded from the database at a recovery marker", "code", ev.Code, "rebuild", ev.Rebuild)
+	}
+	return nil
+}
+
+// loadGate reads a voucher's snapshot, every order with its state and
+// times, and installs it with the voucher's terms (mode as Gate.Recover).
+func (k *kafkaFlash) loadGate(ctx context.Context, v Voucher, mode, epoch string) (bool, error) {
+	snap, err := k.events.GateSnapshotAll(ctx, v.Code)
+	if err != nil {
+		return false, err
+	}
+	snap.ExpireAt = gateExpireAt(v, k.ttl)
+	if epoch == "" {
+		if epoch, err = newEpoch(); err != nil {
+			return false, err
+		}
+	}
+	terms := GateTerms{
+		Epoch: epoch, StartsAt: v.StartsAt, EndsAt: v.EndsAt, DatabaseNow: snap.TakenAt,
+		MinOrderAmount: v.MinOrderAmount, TTL: k.ttl, Lease: k.lease,
+	}
+	installed, err := k.gate.Recover(ctx, snap, terms, mode)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return installed, nil
+}
+
+// load installs a new voucher's gate at once: no event can exist for it
+// yet. Every other load goes through the consumer's marker.
+func (k *kafkaFlash) load(ctx context.Context, v Voucher) error {
+	_, err := k.loadGate(ctx, v, "load", "")
+	return err
+}
+
+// rebuild has the consumer rebuild a paused gate at a marker in the
+// voucher's partition, after every event before it, and waits for it: the
+// new gate's epoch shows it is done. A retried load with the same epoch
+// changes nothing, so a reply lost and sent again cannot overwrite the
+// admissions made since.
+func (k *kafkaFlash) rebuild(ctx context.Context, code string) error {
+	epoch, err := newEpoch()
+	if err != nil {
+		return err
+	}
+	if err := k.publishRecovery(ctx, code, true, epoch); err != nil {
+		return unavailable(err)
+	}
+	for {
+		snap, ok, err := k.gate.Snapshot(ctx, code)
+		if err == nil && ok && snap.Epoch == epoch {
+			k.logger.InfoContext(ctx, "gate rebuilt from the database", "code", code, "remaining", snap.Remaining)
+			return nil
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return Errorf(Unavailable, "the rebuild of %s is queued behind the events in flight; it completes without you", code)
+		}
+	}
+}
+
+// settle waits until the events already published have been applied.
+func (k *kafkaFlash) settle(ctx context.Context) error {
+	if k.pending == nil {
+		return nil // nothing to wait with (KafkaPath.Pending unset)
+	}
+	return k.pending.Settle(ctx)
+}
+
+// reconcileOrders repairs the orders the gate holds and the database does
+// not once the events in flight are applied: a pending admission past its
+// lease is voided (its owner died or never learnt its publish's outcome; a
+// late event of it is skipped), and a live one (its success was answered)
+// has its events published again from the gate's record, so an event the
+// broker lost is made good. One still missing a pass later is alerted and
+// logged at ERROR: never given back silently. A lost use (a dead letter)
+// raises the alert every pass.
+func (k *kafkaFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, d *DriftReport, previous DriftReport, settled bool) []string {
+	code := d.VoucherCode
+	out := k.republishOrders(ctx, code, gateSnap, d.OrdersOnlyInGate, previous, settled)
+	lost := 0
+	for _, o := range gateSnap.Orders {
+		if o.Lost && !o.Void {
+			lost++
+		}
+	}
+	if lost > 0 {
+		k.logger.ErrorContext(ctx, "uses lost: the database refused events of admissions the gate holds (dead letters)", "code", code, "lost", lost)
+		d.Alert = true
+	}
+	return out
+}
+
+func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap GateSnapshot, onlyInGate []string, previous DriftReport, settled bool) []string {
+	if !settled {
+		return nil
+	}
+	v, err := k.meta.get(ctx, code, k.store.Voucher)
+	if err != nil {
+		return nil
+	}
+	orders := make(map[string]GateOrder, len(gateSnap.Orders))
+	for _, o := range gateSnap.Orders {
+		orders[o.OrderID] = o
+	}
+	epoch := gateSnap.Epoch
+	voided, republished, missing := 0, 0, 0
+	for _, id := range onlyInGate {
+		o := orders[id]
+		if o.Pending {
+			if a, _, err := k.gate.Settle(ctx, code, SettleVoid, o, epoch); err == nil && a == SettleOK {
+				voided++
+			}
+			continue
+		}
+		if slices.Contains(previous.OrdersOnlyInGate, id) {
+			missing++
+		}
+		res := k.reservationOf(v, o, StatusReserved)
+		ev := NewEvent(EventReserved, res, res.CreatedAt)
+		ev.Epoch = epoch
+		if err := k.publish(ctx, ev); err != nil {
+			continue
+		}
+		if o.Confirmed {
+			_ = k.publish(ctx, NewEvent(EventConfirmed, k.reservationOf(v, o, StatusConfirmed), time.Now()))
+		}
+		republished++
+	}
+	var out []string
+	if voided > 0 {
+		out = append(out, fmt.Sprintf("voided %d admission(s) past their lease (never answered as a success)", voided))
+	}
+	if republished > 0 {
+		out = append(out, fmt.Sprintf("published the events of %d answered reservation(s) the database lacks again", republished))
+	}
+	if missing > 0 {
+		k.logger.ErrorContext(ctx, "answered reservations still missing from the database a pass after their events were published again", "code", code, "orders", missing)
+	}
+	return out
+}
+
+// newEpoch is a fresh random id for a gate load or a marker.
+func newEpoch() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// fault runs the test's hook at a step; nil in production (one comparison).
+func (k *kafkaFlash) fault(ctx context.Context, step FaultStep, orderID string) error {
+	if k.faults == nil {
+		return nil
+	}
+	return k.faults(ctx, step, orderID)
+}

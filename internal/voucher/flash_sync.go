@@ -1,0 +1,210 @@
+package voucher
+
+// The sync write path of flash vouchers (FLASH_WRITE_PATH=sync, the
+// default): the gate (reserve.lua) takes a use for a winner and the request
+// writes it to the database, which stays the decision point after the gate.
+// Confirm, release and expiry are the database's, the gate only hears of a
+// use given back.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// syncFlash is the sync write path.
+type syncFlash struct {
+	*Service
+	// rebuildGrace is how long a rebuild waits, paused, for requests that
+	// passed the gate to finish their write.
+	rebuildGrace time.Duration
+}
+
+// reserve passes the gate first so only winners reach the database.
+func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
+	if err := v.CheckEligible(time.Now(), r.OrderAmount); err != nil {
+		return Reservation{}, err
+	}
+	if verdict, ok := s.soldOut.verdict(v.Code, r); ok {
+		*path = PathGateMemory
+		return s.afterGate(ctx, v, r, verdict)
+	}
+	*path = PathGateSync
+	verdict, err := s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
+	if err == nil && verdict == GateNotLoaded {
+		if err = s.loadGate(ctx, v.Code); err == nil {
+			verdict, err = s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
+		}
+		if err == nil && verdict == GateNotLoaded {
+			return Reservation{}, Errorf(Unavailable, "the sale is starting; retry with the same orderId")
+		}
+	}
+	if err != nil {
+		if IsRefusal(err) {
+			return Reservation{}, err
+		}
+		return Reservation{}, unavailable(err)
+	}
+	switch verdict {
+	case GateOutOfStock:
+		s.noteSoldOut(ctx, v.Code)
+	case GatePaused:
+		return Reservation{}, Errorf(Unavailable, "voucher %s is being rebuilt; retry with the same orderId", v.Code)
+	}
+	return s.afterGate(ctx, v, r, verdict)
+}
+
+// afterGate turns the gate's verdict into the answer.
+func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
+	switch verdict {
+	case GateAdmitted:
+		s.obs.DatabaseWrite("reserve")
+		res, _, err := s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
+		switch {
+		case err == nil:
+			// A success for an order the database already held keeps the
+			// use too: a concurrent duplicate of this order wrote the row,
+			// or the gate was loaded from a snapshot taken before the row
+			// was written; either way this gate use backs it.
+			return res, nil
+		case IsRefusal(err) && ErrorCodeOf(err) != Unavailable:
+			// The database said no: the use goes back and the order is
+			// forgotten, so a retry is decided afresh.
+			if _, gerr := s.gate.Forget(ctx, v.Code, r.OrderID); gerr != nil {
+				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
+			}
+			return Reservation{}, err
+		}
+		// The outcome is unknown (the write may have committed): the use
+		// stays held. A retry finds the order (DUPLICATE) and the database
+		// answers it; if the write never happened, reconciliation returns
+		// the use an interval later.
+		return Reservation{}, unavailable(err)
+	case GateDuplicate, GateReleased, GateOrderConflict:
+		return s.reserveKnown(ctx, r)
+	}
+	return s.refusedAtGate(v, r, verdict)
+}
+
+// confirm and release are the database's in sync mode.
+func (s *syncFlash) confirm(context.Context, string, string) (Reservation, bool, error) {
+	return Reservation{}, false, nil
+}
+
+func (s *syncFlash) release(context.Context, string, string) (Reservation, bool, error) {
+	return Reservation{}, false, nil
+}
+
+// expireDue has the database release what is due, then gives the uses back
+// to the gate.
+func (s *syncFlash) expireDue(ctx context.Context, limit int) (int, error) {
+	expired, err := s.store.ExpireDue(ctx, limit)
+	for _, res := range expired {
+		s.releaseGate(ctx, res)
+	}
+	s.obs.ReservationsExpired(len(expired))
+	return len(expired), err
+}
+
+// warm loads each gate that is not loaded from the database.
+func (s *syncFlash) warm(ctx context.Context, live []Voucher) error {
+	for _, v := range live {
+		if err := s.loadGate(ctx, v.Code); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// load is warm for a new voucher.
+func (s *syncFlash) load(ctx context.Context, v Voucher) error {
+	return s.loadGate(ctx, v.Code)
+}
+
+// loadGate loads a flash voucher's gate from the database unless it is
+// loaded already.
+func (s *syncFlash) loadGate(ctx context.Context, code string) error {
+	snap, err := s.gateSnapshot(ctx, code)
+	if err != nil {
+		return err
+	}
+	loaded, err := s.gate.Load(ctx, snap)
+	if err != nil {
+		return unavailable(err)
+	}
+	if loaded {
+		s.logger.InfoContext(ctx, "gate loaded from the database", "code", code, "remaining", snap.Remaining, "orders", len(snap.Orders))
+	}
+	return nil
+}
+
+// gateSnapshot reads what a voucher's gate must hold from the database:
+// orders go to the gate without state or times, as reserve.lua writes them
+// there.
+func (s *syncFlash) gateSnapshot(ctx context.Context, code string) (GateSnapshot, error) {
+	snap, err := s.store.GateSnapshot(ctx, code)
+	if err != nil {
+		return snap, err
+	}
+	for i := range snap.Orders {
+		o := &snap.Orders[i]
+		o.Confirmed, o.CreatedAt, o.ExpiresAt = false, time.Time{}, time.Time{}
+	}
+	return snap, nil
+}
+
+// rebuild waits out the requests that passed the gate before the pause,
+// then replaces the gate with the database's snapshot.
+func (s *syncFlash) rebuild(ctx context.Context, code string) error {
+	// Requests that passed the gate before the pause finish their write
+	// within the request timeout.
+	select {
+	case <-time.After(s.rebuildGrace):
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
+	snap, err := s.gateSnapshot(ctx, code)
+	if err != nil {
+		return err
+	}
+	if err := s.gate.Replace(ctx, snap); err != nil {
+		return unavailable(err)
+	}
+	s.logger.InfoContext(ctx, "gate rebuilt from the database", "code", code, "remaining", snap.Remaining)
+	return nil
+}
+
+// settle has nothing to wait for: every write happens in its request.
+func (s *syncFlash) settle(context.Context) error { return nil }
+
+// reconcileOrders gives back leaked uses: an order the gate admitted that
+// the database still lacks a whole interval later (the process died between
+// the gate and the write).
+func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, d *DriftReport, previous DriftReport, settled bool) []string {
+	if !settled {
+		return nil
+	}
+	returned := 0
+	for _, id := range d.OrdersOnlyInGate {
+		if !slices.Contains(previous.OrdersOnlyInGate, id) {
+			continue
+		}
+		// Forgotten, not released: the order holds no reservation, so a
+		// retry of it must be decided afresh.
+		if _, err := s.gate.Forget(ctx, d.VoucherCode, id); err != nil {
+			s.logger.ErrorContext(ctx, "could not return a leaked use", "code", d.VoucherCode, "order", id, "err", err)
+			continue
+		}
+		returned++
+	}
+	if returned == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("returned %d leaked use(s)", returned)}
+}
+
+// The database alone decides an ordinary voucher's orderId in sync mode: it
+// reads every reservation, flash ones included.
+func (s *syncFlash) claimedElsewhere(context.Context, ReserveRequest) error { return nil }
+func (s *syncFlash) claimOrdinary(context.Context, ReserveRequest)          {}

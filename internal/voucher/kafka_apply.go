@@ -1,0 +1,155 @@
+package voucher
+
+// The consumer's side of the Kafka write path: it exists only in kafka mode.
+
+import "context"
+
+// EventApplier writes the events of the Kafka write path to the database,
+// asking the gate first (events.StartConsumer runs it).
+type EventApplier struct {
+	k *kafkaFlash
+}
+
+// EventApplier is the consumer's applier; nil in sync mode (or without a
+// gate), where no event is ever published.
+func (s *Service) EventApplier() *EventApplier {
+	k, ok := s.flash.(*kafkaFlash)
+	if !ok {
+		return nil
+	}
+	return &EventApplier{k: k}
+}
+
+// ApplyEvent writes one event of the Kafka write path to the database (the
+// consumer calls it), then lets the gate give back a use the database has
+// released. A reserved event is written only if the gate says it stands
+// (apply_check.lua); a recovery marker reloads the voucher's gate.
+// Errors: *EventRefusedError when the database refuses the event; anything
+// else is transient (apply it again).
+func (a *EventApplier) ApplyEvent(ctx context.Context, ev Event) error {
+	k := a.k
+	switch ev.Kind {
+	case EventRecover:
+		return k.recoverAtMarker(ctx, ev)
+	case EventReserved:
+		verdicts, err := k.gate.ApplyCheck(ctx, ev.Code, []Event{ev})
+		if err != nil {
+			return err
+		}
+		switch verdicts[0] {
+		case ApplySkip:
+			// Its admission was voided or adopted: never answered as a
+			// success, nothing to write.
+			k.logger.InfoContext(ctx, "reserved event skipped: the gate voided or re-issued its admission", "code", ev.Code, "order", ev.OrderID)
+			return nil
+		case ApplyUnchecked:
+			k.requestRecovery(ev.Code)
+		}
+		if err := k.fault(ctx, StepApply, ev.OrderID); err != nil {
+			return err
+		}
+	}
+	k.obs.DatabaseWrite(writeOp(ev.Kind))
+	status, err := k.events.ApplyEvent(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if ev.Kind == EventReleased && status == StatusReleased {
+		if _, err := k.gate.Release(ctx, ev.Code, ev.OrderID); err != nil {
+			// Undersell for a while: reconciliation returns the use.
+			k.logger.WarnContext(ctx, "released use not given back to the gate; reconciliation will", "code", ev.Code, "order", ev.OrderID, "err", err)
+		}
+	}
+	return nil
+}
+
+// ApplyReservedBatch applies reserved events of one voucher in one
+// transaction (the consumer's batch); see EventStore.ApplyReservedBatch.
+// The gate is asked first which of them stand; a skipped one counts as
+// applied (there is nothing to write).
+func (a *EventApplier) ApplyReservedBatch(ctx context.Context, evs []Event) ([]bool, error) {
+	k := a.k
+	applied := make([]bool, len(evs))
+	if len(evs) == 0 {
+		return applied, nil
+	}
+	verdicts, err := k.gate.ApplyCheck(ctx, evs[0].Code, evs)
+	if err != nil {
+		return nil, err
+	}
+	var standing []Event
+	var at []int
+	for i, v := range verdicts {
+		switch v {
+		case ApplySkip:
+			applied[i] = true
+			k.logger.InfoContext(ctx, "reserved event skipped: the gate voided or re-issued its admission", "code", evs[i].Code, "order", evs[i].OrderID)
+			continue
+		case ApplyUnchecked:
+			if i == 0 {
+				k.requestRecovery(evs[0].Code)
+			}
+		}
+		standing = append(standing, evs[i])
+		at = append(at, i)
+	}
+	if len(standing) == 0 {
+		return applied, nil
+	}
+	if err := k.fault(ctx, StepApply, standing[0].OrderID); err != nil {
+		return nil, err
+	}
+	written, err := k.events.ApplyReservedBatch(ctx, standing)
+	if err != nil {
+		return nil, err
+	}
+	for j, ok := range written {
+		applied[at[j]] = ok
+		if ok {
+			k.obs.DatabaseWrite("reserve")
+		}
+	}
+	return applied, nil
+}
+
+// writeOp names an event's database write as the other paths do.
+func writeOp(k EventKind) string {
+	switch k {
+	case EventReserved:
+		return "reserve"
+	case EventConfirmed:
+		return "confirm"
+	}
+	return "release"
+}
+
+// SaveDeadLetter keeps an event the consumer could not apply. A refused
+// reserved event marks its admission lost at the gate: its use stays taken
+// (the gate was too high if the database refused it), so neither a retry nor
+// reconciliation hands that use out again, and reconciliation keeps alerting.
+func (a *EventApplier) SaveDeadLetter(ctx context.Context, dl DeadLetter) error {
+	k := a.k
+	if err := k.events.SaveDeadLetter(ctx, dl); err != nil {
+		return err
+	}
+	if ev := dl.Event; ev != nil && ev.Kind == EventReserved {
+		o := GateOrder{OrderID: ev.OrderID, CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, CreatedAt: ev.CreatedAt, ExpiresAt: ev.ExpiresAt}
+		if _, _, err := k.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch); err != nil {
+			k.logger.ErrorContext(ctx, "dead-lettered admission not marked lost at the gate", "code", ev.Code, "order", ev.OrderID, "err", err)
+		}
+	}
+	return nil
+}
+
+// DeadLetters lists the latest events the database refused, newest first;
+// none in sync mode. Errors: FORBIDDEN.
+func (s *Service) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
+	if err := authorize(ctx, OpOperate); err != nil {
+		return nil, err
+	}
+	k, ok := s.flash.(*kafkaFlash)
+	if !ok {
+		return nil, nil
+	}
+	return k.events.DeadLetters(ctx, limit)
+}
