@@ -192,6 +192,9 @@ type Gate interface {
 	// Healthy reports whether the gate holds the voucher, loaded on the
 	// Redis server that now serves it and not marked as having lost data.
 	Healthy(ctx context.Context, code string) (bool, error)
+	// AnnounceReleased tells every instance that a use of the voucher was
+	// given back, so each drops its sold-out snapshot of it.
+	AnnounceReleased(ctx context.Context, code string) error
 }
 
 // PendingWrites is the Kafka write path's view of admitted reserves whose
@@ -357,10 +360,33 @@ func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 	if !v.Flash {
 		return
 	}
-	if _, err := s.gate.Release(ctx, res.VoucherCode, res.OrderID); err != nil {
-		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
+	s.useBack(ctx, res.VoucherCode, res.OrderID)
+}
+
+// useBack gives a released order's use back to the gate, once, and makes it
+// sellable at once: this instance drops its sold-out snapshot of the voucher
+// and the others are told to (Gate.AnnounceReleased), so a released use sells
+// again now rather than when the snapshots lapse.
+func (s *Service) useBack(ctx context.Context, code, orderID string) {
+	back, err := s.gate.Release(ctx, code, orderID)
+	if err != nil {
+		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", code, "order", orderID, "err", err)
+		return
+	}
+	if !back {
+		return
+	}
+	s.soldOut.forget(code)
+	if err := s.gate.AnnounceReleased(ctx, code); err != nil {
+		// The other instances' snapshots lapse within SoldOutTTL anyway.
+		s.logger.WarnContext(ctx, "release not announced to the other instances", "code", code, "err", err)
 	}
 }
+
+// SoldOutLapsed drops this instance's sold-out snapshot of a voucher: another
+// instance gave a use back (Gate.AnnounceReleased), so the next reserve asks
+// the gate again.
+func (s *Service) SoldOutLapsed(code string) { s.soldOut.forget(code) }
 
 // noteSoldOut remembers, for a few seconds, which orders and customers the
 // gate of a sold-out voucher knows, so the late crowd is answered from memory

@@ -435,6 +435,14 @@ func (s *Service) releaseKafka(ctx context.Context, code, orderID string) (res R
 		return Reservation{}, true, Errorf(AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
 	case DecisionReleased, DecisionReleasedNow:
 		res, err := s.recordDecision(ctx, v, o, EventReleased, StatusReleased)
+		if err == nil {
+			// The released event is acknowledged: any admission from now on
+			// publishes after it, in the voucher's partition, so the
+			// database releases this row before it applies that one. The
+			// use may go back now (the consumer's give-back then finds it
+			// back already).
+			s.useBack(ctx, code, orderID)
+		}
 		return res, true, err
 	}
 	return Reservation{}, true, Errorf(Unavailable, "the gate gave no answer; retry")
