@@ -157,7 +157,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		defer stop()
 	}
 	m := metrics.New()
-	deps := voucher.Deps{Store: store, Gate: gate.New(rdb, gate.WithAutoPipeline(cfg.RedisAutoPipeline)), Observer: m}
+	g := gate.New(rdb, gate.WithAutoPipeline(cfg.RedisAutoPipeline))
+	deps := voucher.Deps{Store: store, Gate: g, Observer: m}
 	var kafka *kafkaWritePath
 	if cfg.FlashWritePath == "kafka" {
 		if kafka, err = openKafka(ctx, cfg, logger, m); err != nil {
@@ -168,8 +169,17 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 	svc := voucher.NewService(deps, voucher.Config{
 		ReservationTTL: cfg.ReservationTTL,
+		SoldOutTTL:     cfg.SoldOutTTL,
 		Logger:         logger,
 	})
+	// Another instance's release makes a sold-out voucher sellable here too.
+	listenCtx, stopListening := context.WithCancel(context.WithoutCancel(ctx))
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		g.ListenReleased(listenCtx, svc.SoldOutLapsed)
+	}()
+	defer func() { stopListening(); <-listening }()
 	if kafka != nil {
 		if err := kafka.startConsumer(ctx, svc); err != nil {
 			return err

@@ -36,6 +36,7 @@ type config struct {
 	WarmUpInterval    time.Duration
 	ShutdownTimeout   time.Duration
 	AdmissionLease    time.Duration // kafka mode: how long an admission's owner has to settle it
+	SoldOutTTL        time.Duration // how long a sold-out snapshot answers from memory
 	FaultsID          string        // tests only: names hooks registered with RegisterFaults
 	DebugAddr         string        // where net/http/pprof listens; empty: nowhere
 	Production        bool
@@ -78,6 +79,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.WarmUpInterval = duration("WARMUP_INTERVAL", "1m")
 	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
 	c.AdmissionLease = duration("ADMISSION_LEASE", "11s")
+	c.SoldOutTTL = duration("SOLD_OUT_TTL", "2s")
 	c.FaultsID = getenv("TEST_FAULTS")
 	c.DebugAddr = getenv("DEBUG_ADDR")
 	if c.DebugAddr != "" {

@@ -386,11 +386,14 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 			if r := api.release(t, code, uniqueOrder()); r.Error != "NOT_FOUND" {
 				t.Errorf("release of an unknown order = %q, want NOT_FOUND", r.Error)
 			}
+			// The use is back at the gate once the release is answered; the
+			// database follows when the consumer has applied both events.
+			waitGate(t, s, code, 1)
+			waitStatus(t, order, "RELEASED")
 			st := waitCounters(t, s, code, 0, 0, 0)
 			if st.Remaining != 1 {
 				t.Errorf("remaining = %d, want 1", st.Remaining)
 			}
-			waitGate(t, s, code, 1)
 			if r := api.release(t, code, order); r.Error != "" || r.status() != "RELEASED" {
 				t.Errorf("release once applied = %q %q", r.Error, r.status())
 			}

@@ -260,3 +260,36 @@ func (g *Gate) OrderOwner(ctx context.Context, orderID string) (string, bool, er
 	}
 	return owner, true, nil
 }
+
+// releasedChannel carries the codes of vouchers a use was given back to, so
+// every instance drops its sold-out snapshot of them at once.
+const releasedChannel = "voucher:released"
+
+// AnnounceReleased publishes that a use of the voucher was given back.
+func (g *Gate) AnnounceReleased(ctx context.Context, code string) error {
+	if err := g.rdb.Publish(ctx, releasedChannel, code).Err(); err != nil {
+		return fmt.Errorf("gate: announce a release on %s: %w", code, err)
+	}
+	return nil
+}
+
+// ListenReleased calls fn with the code of every voucher a use was given
+// back to, announced by any instance, until ctx ends. go-redis subscribes
+// again after a lost connection; announcements made meanwhile are missed,
+// and the sold-out snapshots they were for lapse by themselves.
+func (g *Gate) ListenReleased(ctx context.Context, fn func(code string)) {
+	sub := g.rdb.Subscribe(ctx, releasedChannel)
+	defer func() { _ = sub.Close() }()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			fn(m.Payload)
+		}
+	}
+}

@@ -118,9 +118,10 @@ func (s *Service) refusedAtGate(v Voucher, r ReserveRequest, verdict GateVerdict
 	return Reservation{}, Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
 }
 
-// gateGiveBackTimeout bounds giving one released use back to the gate; the
-// gate's own calls fail within about a second when Redis is unwell.
-const gateGiveBackTimeout = 2 * time.Second
+// gateGiveBackTimeout bounds giving one released use back to the gate,
+// retries included; the gate's own calls fail within about a second when
+// Redis is unwell.
+const gateGiveBackTimeout = 5 * time.Second
 
 // releaseGate gives a released flash use back to the gate. A failure leaves
 // the gate too low (undersell), which reconciliation repairs.
@@ -134,7 +135,11 @@ func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 	// uses out of the gate until reconciliation.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), gateGiveBackTimeout)
 	defer cancel()
-	v, err := s.meta.get(ctx, res.VoucherCode, s.store.Voucher)
+	var v Voucher
+	err := retryBriefly(ctx, func() (err error) {
+		v, err = s.meta.get(ctx, res.VoucherCode, s.store.Voucher)
+		return err
+	})
 	if err != nil {
 		s.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
 		return
@@ -142,10 +147,57 @@ func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 	if !v.Flash {
 		return
 	}
-	if _, err := s.gate.Release(ctx, res.VoucherCode, res.OrderID); err != nil {
-		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
+	s.useBack(ctx, res.VoucherCode, res.OrderID)
+}
+
+// retryBriefly runs fn again after a transient failure, with short pauses,
+// until it succeeds, a refusal ends it, or ctx ends: for the give-back of a
+// released use, idempotent and owed, which a loaded Redis or database would
+// otherwise leave to reconciliation (an undersell for two intervals).
+func retryBriefly(ctx context.Context, fn func() error) error {
+	pause := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || (IsRefusal(err) && ErrorCodeOf(err) != Unavailable) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 400*time.Millisecond)
 	}
 }
+
+// useBack gives a released order's use back to the gate, once, and makes it
+// sellable at once: this instance drops its sold-out snapshot of the voucher
+// and the others are told to (Gate.AnnounceReleased), so a released use sells
+// again now rather than when the snapshots lapse.
+func (s *Service) useBack(ctx context.Context, code, orderID string) {
+	var back bool
+	err := retryBriefly(ctx, func() (err error) {
+		back, err = s.gate.Release(ctx, code, orderID) // idempotent: once only
+		return err
+	})
+	if err != nil {
+		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", code, "order", orderID, "err", err)
+		return
+	}
+	if !back {
+		return
+	}
+	s.soldOut.forget(code)
+	if err := s.gate.AnnounceReleased(ctx, code); err != nil {
+		// The other instances' snapshots lapse within SoldOutTTL anyway.
+		s.logger.WarnContext(ctx, "release not announced to the other instances", "code", code, "err", err)
+	}
+}
+
+// SoldOutLapsed drops this instance's sold-out snapshot of a voucher: another
+// instance gave a use back (Gate.AnnounceReleased), so the next reserve asks
+// the gate again.
+func (s *Service) SoldOutLapsed(code string) { s.soldOut.forget(code) }
 
 // noteSoldOut remembers, for a few seconds, which orders and customers the
 // gate of a sold-out voucher knows, so the late crowd is answered from memory

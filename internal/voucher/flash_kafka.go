@@ -254,6 +254,14 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 		return Reservation{}, true, Errorf(AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
 	case DecisionReleased, DecisionReleasedNow:
 		res, err := k.recordDecision(ctx, v, o, EventReleased, StatusReleased)
+		if err == nil {
+			// The released event is acknowledged: any admission from now on
+			// publishes after it, in the voucher's partition, so the
+			// database releases this row before it applies that one. The
+			// use may go back now (the consumer's give-back then finds it
+			// back already).
+			k.useBack(ctx, code, orderID)
+		}
 		return res, true, err
 	}
 	return Reservation{}, true, Errorf(Unavailable, "the gate gave no answer; retry")

@@ -194,6 +194,9 @@ type Gate interface {
 	// Healthy reports whether the gate holds the voucher, loaded on the
 	// Redis server that now serves it and not marked as having lost data.
 	Healthy(ctx context.Context, code string) (bool, error)
+	// AnnounceReleased tells every instance that a use of the voucher was
+	// given back, so each drops its sold-out snapshot of it.
+	AnnounceReleased(ctx context.Context, code string) error
 }
 
 // PendingWrites is the Kafka write path's view of admitted reserves whose
