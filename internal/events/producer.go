@@ -46,8 +46,11 @@ func NewProducer(cfg Config) (*Producer, error) {
 
 // unknownAfter is how long Publish waits, after its context ends, for
 // franz-go to fail the record as surely not written; past it the outcome is
-// unknown (the record was sent and no answer came).
-const unknownAfter = 250 * time.Millisecond
+// unknown (the record was sent and no answer came). A second, not less: the
+// delivery timeout fires with the context's deadline, and on a loaded
+// machine its timer runs late; an unknown outcome holds the use until the
+// admission's lease runs out.
+const unknownAfter = time.Second
 
 // Publish sends one event keyed by its voucher code and waits for the
 // broker's acknowledgement, at most until ctx ends. An error wraps
