@@ -71,3 +71,9 @@ var Admission string
 //
 //go:embed apply_check.lua
 var ApplyCheck string
+
+// End closes a flash voucher's window at the gate now (an operator's "end
+// now" in kafka mode).
+//
+//go:embed end.lua
+var End string

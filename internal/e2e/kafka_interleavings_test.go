@@ -344,3 +344,29 @@ func TestKafkaInterleaving_ARetriedReplaceWithTheSameEpochChangesNothing(t *test
 	}
 	waitGate(t, s, code, 2)
 }
+
+// In kafka mode the gate decides the window: ending a live flash voucher
+// closes it at the gate at once, for every instance.
+func TestKafka_EndingAFlashVoucherClosesTheGateAtOnce(t *testing.T) {
+	t.Parallel()
+	_, brokers := testBroker(t)
+	a := kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers})
+	b := kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers})
+	code := createVoucher(t, a, flash(voucherSpec{TotalLimit: 10}))
+	held := uniqueOrder()
+	if r := (restAPI{b}).reserve(t, code, 1, held, 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	r := gql(t, a, adminToken, `mutation($c: String!) { endVoucher(code: $c) { voucher { code } error { code } } }`, map[string]any{"c": code})
+	if str(path(r.Body, "data", "endVoucher", "voucher", "code")) != code {
+		t.Fatalf("endVoucher: %s", r.Raw)
+	}
+	for _, s := range []*server{a, b} {
+		if r := (restAPI{s}).reserve(t, code, 2, uniqueOrder(), 100); r.Error != "NOT_ELIGIBLE" {
+			t.Errorf("a reserve right after the end: %q, want NOT_ELIGIBLE", r.Error)
+		}
+	}
+	if r := (restAPI{a}).confirm(t, code, held); r.Error != "" {
+		t.Errorf("confirming a reservation held before the end: %q", r.Error)
+	}
+}

@@ -293,3 +293,14 @@ func (g *Gate) ListenReleased(ctx context.Context, fn func(code string)) {
 		}
 	}
 }
+
+var endScript = redis.NewScript(lua.End)
+
+// End closes the voucher's window at the gate now, so no instance admits
+// another reserve of it; nothing happens to a gate that holds no window.
+func (g *Gate) End(ctx context.Context, code string) error {
+	if err := endScript.Run(ctx, g.rdb, []string{keysOf(code).meta}).Err(); err != nil {
+		return fmt.Errorf("gate: end %s: %w", code, err)
+	}
+	return nil
+}

@@ -380,6 +380,14 @@ func (b *Backoffice) EndVoucher(ctx context.Context, code string) (Voucher, erro
 	if err := ValidateCode(code); err != nil {
 		return Voucher{}, err
 	}
+	if v, err := b.svc.Voucher(ctx, code); err == nil && v.Flash && b.svc.gate != nil &&
+		(v.State(b.now()) == StateLive || v.State(b.now()) == StateSoldOut) {
+		// The gate first: in kafka mode it decides the window itself, and a
+		// gate that stopped early only undersells if the database then fails.
+		if err := b.svc.gate.End(ctx, code); err != nil {
+			return Voucher{}, unavailable(err)
+		}
+	}
 	return b.store.EndVoucher(ctx, code, auditOf(ctx, code, AuditEnded, "ended early, before its window closed"))
 }
 

@@ -197,6 +197,9 @@ type Gate interface {
 	// AnnounceReleased tells every instance that a use of the voucher was
 	// given back, so each drops its sold-out snapshot of it.
 	AnnounceReleased(ctx context.Context, code string) error
+	// End closes the voucher's window at the gate now (kafka mode decides
+	// the window there).
+	End(ctx context.Context, code string) error
 }
 
 // PendingWrites is the Kafka write path's view of admitted reserves whose
