@@ -32,6 +32,7 @@ type Accounts interface {
 // Vouchers is what the voucher pages call (voucher.Backoffice).
 type Vouchers interface {
 	ListVouchers(ctx context.Context, f voucher.VoucherFilter) ([]voucher.VoucherOverview, error)
+	PageVouchers(ctx context.Context, f voucher.VoucherFilter) (voucher.VoucherPage, error)
 	Voucher(ctx context.Context, code string) (voucher.VoucherOverview, error)
 	Activity(ctx context.Context, code string) (voucher.VoucherActivity, error)
 	CreateVoucher(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error)
@@ -44,11 +45,13 @@ type Reservations interface {
 	Reservation(ctx context.Context, orderID string) (voucher.Reservation, error)
 }
 
-// Drift is what the drift page calls (voucher.Service).
+// Drift is what the drift page calls (voucher.Backoffice: its repairs are
+// audited).
 type Drift interface {
 	DriftReports(ctx context.Context) ([]voucher.DriftReport, error)
 	Reconcile(ctx context.Context) ([]voucher.DriftReport, error)
 	RebuildGate(ctx context.Context, code string) error
+	OperationAudit(ctx context.Context) ([]voucher.AuditEvent, error)
 }
 
 // DeadLetterCounter counts dead-lettered events (the Kafka write path's).
@@ -129,6 +132,7 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("GET /admin/reservations", voucher.OpRead, d.reservationLookup)
 
 	signedIn("GET /admin/drift", voucher.OpOperate, d.driftPage)
+	signedIn("GET /admin/drift/live", voucher.OpOperate, d.driftLive)
 	signedIn("GET /admin/drift/reconcile", voucher.OpOperate, d.confirmReconcile)
 	signedIn("POST /admin/drift/reconcile", voucher.OpOperate, d.reconcile)
 	signedIn("GET /admin/drift/{code}/rebuild", voucher.OpOperate, d.confirmRebuild)
@@ -175,7 +179,7 @@ var notices = map[string]string{
 	"updated":    "Voucher changed.",
 	"ended":      "Voucher ended: no new reserve is taken; held reservations keep their rules.",
 	"reconciled": "Reconciliation ran: the reports below are fresh.",
-	"rebuilt":    "Gate rebuilt from the database.",
+	"rebuilt":    "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 
 // problem renders an error page. For htmx requests it answers the status

@@ -73,9 +73,10 @@ func newFixture(t *testing.T, cfg web.Config) fixture {
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{})
 	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
+	bo := voucher.NewBackoffice(svc, store)
 	f := fixture{
 		h: web.New(web.Deps{
-			Accounts: accounts, Vouchers: voucher.NewBackoffice(svc, store), Reservations: svc, Drift: svc,
+			Accounts: accounts, Vouchers: bo, Reservations: svc, Drift: bo,
 		}, cfg),
 		accounts: accounts, svc: svc, users: map[voucher.Role]string{},
 	}
@@ -388,11 +389,16 @@ func TestCreateVoucher_ShowsTheContractsValidationNextToEachField(t *testing.T) 
 		t.Fatalf("invalid form: %d, want 422", rec.Code)
 	}
 	d := doc(t, rec)
+	for _, apiName := range []string{"discountAmount", "totalLimit", "startsAt", "endsAt"} {
+		if html := d.Find(`.voucher-form .error`).Text(); strings.Contains(html, apiName) {
+			t.Errorf("a field's message names the API field %s instead of its label: %q", apiName, html)
+		}
+	}
 	for field, want := range map[string]string{
 		"code":           "1-32 characters",
-		"discountAmount": "greater than 0",
+		"discountAmount": "Discount must be greater than 0",
 		"totalLimit":     "at least 1",
-		"endsAt":         "after startsAt",
+		"endsAt":         "End must be after start",
 	} {
 		if got := d.Find(`[data-testid=error-` + field + `]`).Text(); !strings.Contains(got, want) {
 			t.Errorf("message next to %s = %q, want it to say %q", field, got, want)
@@ -475,12 +481,17 @@ func TestVoucherList_SearchesByCodeAndFiltersByState(t *testing.T) {
 	codes := func(target string) []string {
 		var out []string
 		body := f.do(t, http.MethodGet, target, &m, nil, nil).Body.String()
-		if strings.Contains(target, "/rows") {
-			body = "<table>" + body + "</table>" // a table-body fragment, parsed where it belongs
-		}
 		d, err := goquery.NewDocumentFromReader(strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.Contains(target, "/rows") {
+			// The polled fragment: each row's figures, swapped out of band.
+			d.Find(`[hx-swap-oob][id^="state-"]`).Each(func(_ int, s *goquery.Selection) {
+				id, _ := s.Attr("id")
+				out = append(out, strings.TrimPrefix(id, "state-"))
+			})
+			return out
 		}
 		d.Find(`[data-testid=voucher-row]`).Each(func(_ int, s *goquery.Selection) {
 			c, _ := s.Attr("data-code")
