@@ -18,9 +18,9 @@ var _ voucher.BackofficeStore = (*Store)(nil)
 // SearchVouchers lists vouchers newest first by a filter.
 func (s *Store) SearchVouchers(ctx context.Context, f voucher.VoucherFilter) ([]voucher.Voucher, error) {
 	rows, err := s.q.VoucherSearch(ctx, db.VoucherSearchParams{
-		Search:    likeEscape(strings.ToLower(f.Search)),
-		State:     string(f.State),
-		FlashOnly: f.FlashOnly,
+		Search:     likeEscape(strings.ToLower(f.Search)),
+		State:      string(f.State),
+		FlashOnly:  f.FlashOnly,
 		Sort:       string(f.Sort),
 		Descending: f.Descending,
 		SkipRows:   limit32(f.Offset),
