@@ -3,10 +3,13 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
@@ -129,10 +132,16 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		d.renderSignIn(w, r, http.StatusUnauthorized, email, "The email or the password is wrong.")
 		return
 	case e.Code == voucher.TooManyAttempts:
-		w.Header().Set("Retry-After", "900")
-		message := "Too many failed sign-ins from your address. Wait 15 minutes, or ask an admin to unlock your address."
+		wait, werr := d.deps.Accounts.LockWait(r.Context(), e.Field, clientAddress(r), email)
+		if werr != nil {
+			d.logger.WarnContext(r.Context(), "reading a sign-in lock's wait failed", "err", werr)
+			wait = 15 * time.Minute // the longest it can be
+		}
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		message := "Too many failed sign-ins from your address. Try again in " + components.Wait(wait) + ", or ask an admin to unlock your address."
 		if e.Field == "email" {
-			message = "Too many failed sign-ins for this email. Wait 15 minutes, or ask an admin to unlock it."
+			message = "Too many failed sign-ins for this email. Try again in " + components.Wait(wait) + ", or ask an admin to unlock it."
 		}
 		d.renderSignIn(w, r, http.StatusTooManyRequests, email, message)
 		return

@@ -27,6 +27,8 @@ type Accounts interface {
 	SessionUser(ctx context.Context, token string) (voucher.Session, voucher.User, error)
 	SignOut(ctx context.Context, token string) error
 	SessionTTL() time.Duration
+	// LockWait is how long a sign-in refused with TOO_MANY_ATTEMPTS waits.
+	LockWait(ctx context.Context, field, address, email string) (time.Duration, error)
 }
 
 // Vouchers is what the voucher pages call (voucher.Backoffice).

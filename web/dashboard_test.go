@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -253,8 +254,12 @@ func TestSignIn_FailuresLockTheEmailNotOthersBehindTheAddress(t *testing.T) {
 	if rec.Code != http.StatusTooManyRequests {
 		t.Errorf("the right password after 3 failures of the email: %d, want 429", rec.Code)
 	}
-	if !strings.Contains(doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(), "Too many failed sign-ins for this email") {
-		t.Error("the refusal does not say why")
+	if msg := doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(); !strings.Contains(msg, "Too many failed sign-ins for this email") || !strings.Contains(msg, "Try again in 15 minutes") {
+		t.Errorf("the refusal says %q, want why and how long the wait is (the oldest failure leaves the 15-minute window)", msg)
+	}
+	// The wait is until the oldest failure leaves the window: just under it.
+	if secs, err := strconv.Atoi(rec.Header().Get("Retry-After")); err != nil || secs <= 14*60 || secs > 15*60 {
+		t.Errorf("Retry-After = %q, want the seconds until the oldest failure leaves the window (under 900)", rec.Header().Get("Retry-After"))
 	}
 	if rec := signInThroughTheForm(t, f, strings.ToUpper(email), password, uniqueAddress()); rec.Code != http.StatusTooManyRequests {
 		t.Errorf("the locked email (in capitals) from another address: %d, want 429 (the lock is the email's)", rec.Code)
@@ -513,5 +518,123 @@ func TestVoucherList_SearchesByCodeAndFiltersByState(t *testing.T) {
 	}
 	if got := codes("/admin/vouchers?q=%25" + tag); len(got) != 0 {
 		t.Errorf("a %% in the search is a character, not a wildcard: %v", got)
+	}
+}
+
+// The list pages through every match with a total, live vouchers first by
+// default, and sorts by start, state and usage.
+func TestVoucherList_PagesWithATotalLiveFirstAndSorts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	ctx := voucher.WithCaller(context.Background(), voucher.Caller{Name: "test", Role: voucher.RoleAdmin})
+	tag := strings.ToUpper(unique())
+	now := time.Now().UTC()
+	// 203 scheduled vouchers, created before the one live voucher: newest
+	// first would put the live one first anyway, so it is created first.
+	live := "LIVE_" + tag
+	create := func(code string, start time.Duration, total int) {
+		t.Helper()
+		if _, err := f.svc.CreateVoucher(ctx, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: total, PerUserLimit: 1,
+			StartsAt: now.Add(start), EndsAt: now.Add(start + 48*time.Hour)}); err != nil {
+			t.Fatalf("creating %s: %v", code, err)
+		}
+	}
+	create(live, -time.Hour, 10)
+	for i := range 203 {
+		create(fmt.Sprintf("S%03d_%s", i, tag), time.Duration(i+1)*time.Hour, 10)
+	}
+	page := func(target string) (codes []string, total string, next bool) {
+		t.Helper()
+		rec := f.do(t, http.MethodGet, target, &m, nil, nil)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", target, rec.Code)
+		}
+		d := doc(t, rec)
+		d.Find(`[data-testid=voucher-row]`).Each(func(_ int, s *goquery.Selection) {
+			c, _ := s.Attr("data-code")
+			codes = append(codes, c)
+		})
+		return codes, d.Find(`[data-testid=list-total]`).Text(), d.Find(`[data-testid=page-next]`).Length() == 1
+	}
+	q := "/admin/vouchers?q=" + strings.ToLower(tag)
+	first, total, next := page(q)
+	if len(first) != 100 || first[0] != live || !next {
+		t.Errorf("page 1: %d rows, first %q, next link %t; want 100, the live voucher first, a next page", len(first), first[0], next)
+	}
+	if total != "1–100 of 204 vouchers, live first." {
+		t.Errorf("total = %q", total)
+	}
+	seen := map[string]bool{}
+	for p := 1; p <= 3; p++ {
+		codes, _, _ := page(fmt.Sprintf("%s&page=%d", q, p))
+		for _, c := range codes {
+			if seen[c] {
+				t.Errorf("%s on two pages", c)
+			}
+			seen[c] = true
+		}
+	}
+	if len(seen) != 204 {
+		t.Errorf("3 pages show %d vouchers, want all 204", len(seen))
+	}
+	last, total, next := page(q + "&page=3")
+	if len(last) != 4 || next || total != "201–204 of 204 vouchers, live first." {
+		t.Errorf("page 3: %d rows, next %t, total %q", len(last), next, total)
+	}
+	if byStart, _, _ := page(q + "&sort=start&desc=1"); byStart[0] != "S202_"+tag {
+		t.Errorf("latest start first begins with %s", byStart[0])
+	}
+	if byStart, _, _ := page(q + "&sort=start"); byStart[0] != live || byStart[1] != "S000_"+tag {
+		t.Errorf("earliest start first begins with %v", byStart[:2])
+	}
+	if byState, _, _ := page(q + "&sort=state&desc=1"); byState[0] != live {
+		t.Errorf("state descending (ended, sold out, live, scheduled) begins with %s, want the live one", byState[0])
+	}
+	// Usage: the live voucher with a use is the most used.
+	if _, err := f.svc.Reserve(ctx, voucher.ReserveRequest{Code: live, CustomerID: 1, OrderID: "o-" + tag, OrderAmount: 1000}); err != nil {
+		t.Fatalf("reserving: %v", err)
+	}
+	if byUsage, _, _ := page(q + "&sort=usage&desc=1"); byUsage[0] != live {
+		t.Errorf("most used first begins with %s", byUsage[0])
+	}
+	if byUsage, _, _ := page(q + "&sort=usage"); byUsage[0] == live {
+		t.Error("least used first begins with the only voucher in use")
+	}
+	// A page or a sort typed by hand never errors.
+	if codes, _, _ := page(q + "&page=-3&sort=drop+table"); len(codes) != 100 || codes[0] != live {
+		t.Errorf("a bad page and sort: %d rows, want the first page in the default order", len(codes))
+	}
+}
+
+// Reconcile now and Rebuild gate are audited with who ran them, and a
+// voucher created with the admin token is audited as the token's.
+func TestRepairs_AreAuditedWithWhoRanThem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	op := f.signIn(t, voucher.RoleOperator)
+	code := "AUD_" + strings.ToUpper(unique())
+	admin := voucher.WithCaller(context.Background(), voucher.Caller{Name: "token", Role: voucher.RoleAdmin})
+	if _, err := f.svc.CreateVoucher(admin, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: 5, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), Flash: true}); err != nil {
+		t.Fatal(err)
+	}
+	confirm := url.Values{"csrf": {op.csrf}, "confirm": {"yes"}}
+	if rec := f.do(t, http.MethodPost, "/admin/drift/reconcile", &op, confirm, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("reconcile: %d", rec.Code)
+	}
+	// Without a gate, a rebuild is refused: nothing is recorded for it.
+	f.do(t, http.MethodPost, "/admin/drift/"+code+"/rebuild", &op, confirm, nil)
+	d := doc(t, f.do(t, http.MethodGet, "/admin/drift/live", &op, nil, nil))
+	var rows []string
+	d.Find(`[data-testid=operation]`).Each(func(_ int, s *goquery.Selection) { rows = append(rows, s.Text()) })
+	found := false
+	for _, r := range rows {
+		if strings.Contains(r, f.users[voucher.RoleOperator]) && strings.Contains(r, "reconciled every flash voucher") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the drift page's repairs %q lack the operator's reconciliation", rows)
 	}
 }

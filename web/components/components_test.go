@@ -409,3 +409,83 @@ func TestMoney(t *testing.T) {
 		}
 	}
 }
+
+// A sale late in a long window is zoomed to, the axis says dates, and a
+// voucher created after its window opened starts at its creation.
+func TestChartOf_ZoomsToTheSaleWithDatesFromCreationOrFirstSample(t *testing.T) {
+	t.Parallel()
+	o := overview("LONG", voucher.StateLive, true, nil)
+	o.StartsAt = now.Add(-72 * time.Hour)
+	a := voucher.VoucherActivity{VoucherOverview: o, Samples: []voucher.RemainingSample{
+		{At: now.Add(-10 * time.Minute), Remaining: 15}, {At: now.Add(-5 * time.Minute), Remaining: 10},
+	}}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ChartOf(a, now, berlin)
+	// now is 1 Dec 10:30 UTC = 11:30 in Berlin; the lead-in is a minute.
+	var got []string
+	for _, l := range c.XLabels {
+		got = append(got, l.Text)
+	}
+	if diff := cmp.Diff([]string{"1 Dec 11:19", "1 Dec 11:24", "1 Dec 11:30"}, got); diff != "" {
+		t.Errorf("axis labels (-want +got):\n%s", diff)
+	}
+	// Without samples: from the creation when it is after the window's start.
+	o.CreatedAt = now.Add(-2 * time.Hour)
+	c = ChartOf(voucher.VoucherActivity{VoucherOverview: o}, now, time.UTC)
+	if c.XLabels[0].Text != "1 Dec 08:30" {
+		t.Errorf("the chart without samples starts at %q, want the creation (1 Dec 08:30)", c.XLabels[0].Text)
+	}
+}
+
+func TestWords_PlainForMarketersTechnicalForOperators(t *testing.T) {
+	t.Parallel()
+	gate := 15
+	o := overview("GAP", voucher.StateLive, true, &gate)
+	o.TotalLimit, o.UsedCount = 30, 10 // 20 remaining in the database, 15 at the gate
+	marketer := render(t, Figures(o, time.UTC, false))
+	if got := marketer.Find(testid("gate-gap")).Text(); !strings.Contains(got, "Operators are told") || strings.Contains(got, "gate") || strings.Contains(got, "Redis") {
+		t.Errorf("the marketer's line on 20 vs 15 = %q, want plain words saying operators are told", got)
+	}
+	if got := marketer.Find("dt span").FilterFunction(func(_ int, s *goquery.Selection) bool { return s.Text() == "Fast counter" }).Length(); got != 1 {
+		t.Error("the marketer's figures do not call the gate 'Fast counter'")
+	}
+	operator := render(t, Figures(o, time.UTC, true))
+	if got := operator.Find(testid("gate-gap")).Text(); !strings.Contains(got, "gate") || !strings.Contains(got, "drift page") {
+		t.Errorf("the operator's line = %q, want the gate's terms", got)
+	}
+	in := o
+	g := 20
+	in.Gate = &g
+	if render(t, Figures(in, time.UTC, false)).Find(testid("gate-gap")).Length() != 0 {
+		t.Error("a line about a difference where there is none")
+	}
+	if PathLabel(voucher.PathGateSync, false) == "gate-sync" || PathLabel(voucher.PathGateSync, true) != "gate-sync" {
+		t.Error("the path gate-sync is not in plain words for a marketer and by its name for an operator")
+	}
+	if got := Echo("5000"); got != "You typed 5000 = 50.00." {
+		t.Errorf("Echo(5000) = %q", got)
+	}
+	if got := Echo("50"); got != "You typed 50 = 0.50." {
+		t.Errorf("Echo(50) = %q", got)
+	}
+	if Echo("fifty") != "" {
+		t.Error("an echo of what is not a number")
+	}
+}
+
+func TestLayout_SkipLinkAndCurrentPage(t *testing.T) {
+	t.Parallel()
+	doc := render(t, Problem(Page{Active: "vouchers", User: Viewer{Role: voucher.RoleAdmin}}, "h", "m"))
+	if href, _ := doc.Find(testid("skip-link")).Attr("href"); href != "#main" || doc.Find("main#main").Length() != 1 {
+		t.Errorf("skip link goes to %q, want #main (the main element)", href)
+	}
+	if got, _ := doc.Find(testid("nav-vouchers")).Attr("aria-current"); got != "page" {
+		t.Errorf("the current page's entry has aria-current=%q, want page", got)
+	}
+	if got, _ := doc.Find(testid("nav-drift")).Attr("aria-current"); got == "page" {
+		t.Error("another entry is marked current")
+	}
+}

@@ -208,8 +208,13 @@ const (
 	chartBottom = 28.0
 )
 
-// ChartOf lays out remaining uses over time: from the window's start at the
-// total, through the samples, to now at the current count.
+// ChartOf lays out remaining uses over time. It starts where there is
+// something to see: a little before the first sample when there are samples
+// (samples are taken only when the counters change, so the first is the
+// sale's start: a sale late in a long window is zoomed to, not squeezed into
+// the right edge), else at the window's start or the voucher's creation,
+// whichever is later; it ends now (or at the window's end). The axis is
+// labelled with dates and times in the reader's zone.
 func ChartOf(a voucher.VoucherActivity, now time.Time, zone *time.Location) Chart {
 	c := Chart{Width: chartWidth, Height: chartHeight, Last: a.Remaining()}
 	total := a.TotalLimit
@@ -221,17 +226,35 @@ func ChartOf(a voucher.VoucherActivity, now time.Time, zone *time.Location) Char
 		t time.Time
 		n int
 	}
-	pts := []point{{a.StartsAt, total}}
-	if len(a.Samples) > 0 && a.Samples[0].At.After(a.StartsAt) && len(a.Samples) == voucher.ActivitySamples {
-		// The oldest samples were cut off: start at the oldest one kept.
-		pts = pts[:0]
-	}
-	for _, s := range a.Samples {
-		pts = append(pts, point{s.At, s.Remaining})
-	}
 	end := now
 	if end.After(a.EndsAt) {
 		end = a.EndsAt
+	}
+	from := a.StartsAt
+	if a.CreatedAt.After(from) {
+		from = a.CreatedAt
+	}
+	var pts []point
+	switch {
+	case len(a.Samples) == 0:
+		pts = []point{{from, total}}
+	case len(a.Samples) == voucher.ActivitySamples:
+		// The oldest samples were cut off: start at the oldest one kept.
+	default:
+		// A lead-in at the total before the first change, a tenth of the
+		// sale's length long, never before the voucher could be used.
+		first := a.Samples[0].At
+		lead := max(end.Sub(first)/10, time.Minute)
+		start := first.Add(-lead)
+		if start.Before(from) {
+			start = from
+		}
+		if start.Before(first) {
+			pts = []point{{start, total}}
+		}
+	}
+	for _, s := range a.Samples {
+		pts = append(pts, point{s.At, s.Remaining})
 	}
 	if end.After(pts[len(pts)-1].t) {
 		pts = append(pts, point{end, a.Remaining()})
@@ -261,12 +284,15 @@ func ChartOf(a voucher.VoucherActivity, now time.Time, zone *time.Location) Char
 		n := int(float64(total) * frac)
 		c.YLabels = append(c.YLabels, ChartLabel{X: chartLeft - 6, Y: y(n) + 4, Text: Count(n)})
 	}
-	layout := "15:04"
-	if span > 36*3600 {
-		layout = "2 Jan 15:04"
+	// Dates on every label: a chart read the next day still says when.
+	layout := "2 Jan 15:04"
+	if span < 10*60 {
+		layout = "2 Jan 15:04:05"
 	}
+	mid := t0.Add(time.Duration(span/2) * time.Second)
 	c.XLabels = []ChartLabel{
 		{X: chartLeft, Y: chartHeight - 8, Text: t0.In(zone).Format(layout)},
+		{X: chartLeft + w/2, Y: chartHeight - 8, Text: mid.In(zone).Format(layout)},
 		{X: chartWidth - chartRight, Y: chartHeight - 8, Text: t1.In(zone).Format(layout)},
 	}
 	return c
@@ -579,4 +605,13 @@ func PathLabel(p voucher.Path, technical bool) string {
 		return "expired"
 	}
 	return string(p)
+}
+
+// Wait says a sign-in lock's wait for people, rounded up to the minute
+// ("1 minute", "12 minutes"), in seconds under a minute.
+func Wait(d time.Duration) string {
+	if d < time.Minute {
+		return plural(max(1, int((d+time.Second-1)/time.Second)), "second")
+	}
+	return plural(int((d+time.Minute-1)/time.Minute), "minute")
 }
