@@ -58,17 +58,14 @@
     if (!el.hasAttribute || !el.hasAttribute("data-minor")) {
       return;
     }
-    var hint = document.getElementById(el.id + "-hint");
-    if (!hint) {
-      return;
-    }
-    var echo = hint.querySelector(".echo");
+    var echo = document.getElementById(el.id + "-echo");
     if (!echo) {
-      echo = document.createElement("span");
-      echo.className = "echo";
+      echo = document.createElement("p");
+      echo.id = el.id + "-echo";
+      echo.className = "hint echo";
+      echo.setAttribute("aria-live", "polite");
       echo.setAttribute("data-testid", "echo-" + el.id);
-      hint.appendChild(document.createTextNode(" "));
-      hint.appendChild(echo);
+      el.insertAdjacentElement("afterend", echo);
     }
     var raw = el.value.replace(/_/g, "").trim();
     echo.textContent = /^\d{1,15}$/.test(raw) ? raw + " = " + money(parseInt(raw, 10)) : "";
