@@ -37,6 +37,8 @@ type Vouchers interface {
 	PageVouchers(ctx context.Context, f voucher.VoucherFilter) (voucher.VoucherPage, error)
 	Voucher(ctx context.Context, code string) (voucher.VoucherOverview, error)
 	Activity(ctx context.Context, code string) (voucher.VoucherActivity, error)
+	Reservations(ctx context.Context, code string, f voucher.ReservationFilter) ([]voucher.Reservation, *voucher.ReservationCursor, error)
+	ExportReservations(ctx context.Context, code string, f voucher.ReservationFilter, each func(voucher.Reservation) error) error
 	CreateVoucher(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error)
 	UpdateVoucher(ctx context.Context, code string, c voucher.VoucherChange) (voucher.Voucher, error)
 	EndVoucher(ctx context.Context, code string) (voucher.Voucher, error)
@@ -127,6 +129,8 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("POST /admin/vouchers", voucher.OpManageVoucher, d.createVoucher)
 	signedIn("GET /admin/vouchers/{code}", voucher.OpRead, d.voucherPage)
 	signedIn("GET /admin/vouchers/{code}/figures", voucher.OpRead, d.voucherFigures)
+	signedIn("GET /admin/vouchers/{code}/reservations", voucher.OpRead, d.reservationList)
+	signedIn("GET /admin/vouchers/{code}/reservations.csv", voucher.OpRead, d.reservationsCSV)
 	signedIn("GET /admin/vouchers/{code}/edit", voucher.OpManageVoucher, d.editVoucher)
 	signedIn("POST /admin/vouchers/{code}", voucher.OpManageVoucher, d.updateVoucher)
 	signedIn("GET /admin/vouchers/{code}/end", voucher.OpManageVoucher, d.confirmEndVoucher)

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/csv"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -636,5 +637,109 @@ func TestRepairs_AreAuditedWithWhoRanThem(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the drift page's repairs %q lack the operator's reconciliation", rows)
+	}
+}
+
+// A voucher's reservations: paged, filtered by status and customer, and
+// exported as CSV streamed in batches (more rows than one batch).
+func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	ctx := voucher.WithCaller(context.Background(), voucher.Caller{Name: "test", Role: voucher.RoleAdmin})
+	code := "RES_" + strings.ToUpper(unique())
+	if _, err := f.svc.CreateVoucher(ctx, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: 2000, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1050 // past one export batch of 1000
+	for i := range n {
+		order := fmt.Sprintf("%s-%04d", code, i)
+		if i == 7 {
+			order = "=HYPERLINK(" + code + ")" // a storefront's orderId a spreadsheet would run
+		}
+		if _, err := f.svc.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: int64(1000 + i), OrderID: order, OrderAmount: 500}); err != nil {
+			t.Fatalf("reserve %d: %v", i, err)
+		}
+		if i%10 == 0 {
+			if _, err := f.svc.Confirm(ctx, code, order); err != nil {
+				t.Fatalf("confirm %d: %v", i, err)
+			}
+		}
+	}
+	list := func(target string) (orders []string, next string, status int) {
+		t.Helper()
+		rec := f.do(t, http.MethodGet, target, &m, nil, nil)
+		d := doc(t, rec)
+		d.Find(`[data-testid=reservation] td:first-child`).Each(func(_ int, s *goquery.Selection) { orders = append(orders, s.Text()) })
+		next, _ = d.Find(`[data-testid=reservations-next]`).Attr("href")
+		return orders, next, rec.Code
+	}
+	base := "/admin/vouchers/" + code + "/reservations"
+	seen := map[string]bool{}
+	target, pages := base, 0
+	for target != "" {
+		orders, next, status := list(target)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: %d", target, status)
+		}
+		for _, o := range orders {
+			if seen[o] {
+				t.Fatalf("%s on two pages", o)
+			}
+			seen[o] = true
+		}
+		target, pages = next, pages+1
+	}
+	if len(seen) != n || pages != 11 {
+		t.Errorf("paging showed %d reservations over %d pages, want %d over 11", len(seen), pages, n)
+	}
+	if confirmed, next, _ := list(base + "?status=confirmed"); len(confirmed) != 100 || next == "" {
+		t.Errorf("confirmed only: %d on the first page (next %q), want 100 of 105 and a next page", len(confirmed), next)
+	}
+	if one, _, _ := list(base + "?customer=1003"); len(one) != 1 || one[0] != code+"-0003" {
+		t.Errorf("customer 1003: %v", one)
+	}
+	if _, _, status := list(base + "?customer=abc"); status != http.StatusUnprocessableEntity {
+		t.Errorf("a customer that is not a number: %d, want 422", status)
+	}
+	if _, _, status := list(base + "?status=LOST"); status != http.StatusUnprocessableEntity {
+		t.Errorf("an unknown status: %d, want 422", status)
+	}
+
+	rec := f.do(t, http.MethodGet, base+".csv", &m, nil, nil)
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/csv") {
+		t.Fatalf("export: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	records, err := csv.NewReader(rec.Body).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt" {
+		t.Fatalf("export has %d lines (header %v), want a header and %d rows", len(records), records[0], n)
+	}
+	ids := map[string]bool{}
+	confirmedRows := 0
+	for _, r := range records[1:] {
+		ids[r[0]] = true
+		if r[2] == "CONFIRMED" {
+			confirmedRows++
+			if r[7] == "" {
+				t.Errorf("a confirmed row without confirmedAt: %v", r)
+			}
+		}
+	}
+	if len(ids) != n || confirmedRows != 105 {
+		t.Errorf("export: %d distinct orders, %d confirmed; want %d and 105", len(ids), confirmedRows, n)
+	}
+	if !ids["'=HYPERLINK("+code+")"] {
+		t.Error("an orderId starting with = is not kept from being a formula")
+	}
+	rec = f.do(t, http.MethodGet, base+".csv?status=CONFIRMED&customer=1010", &m, nil, nil)
+	if records, err := csv.NewReader(rec.Body).ReadAll(); err != nil || len(records) != 2 || records[1][1] != "1010" {
+		t.Errorf("a filtered export: %v %v, want the header and customer 1010's row", records, err)
+	}
+	if rec := f.do(t, http.MethodGet, "/admin/vouchers/NOPE_"+unique()+"/reservations.csv", &m, nil, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("the export of an unknown voucher: %d, want 404", rec.Code)
 	}
 }

@@ -225,3 +225,22 @@ func isUniqueViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
 }
+
+// ReservationPage returns a page of a voucher's reservations, newest first.
+func (s *Store) ReservationPage(ctx context.Context, code string, f voucher.ReservationFilter) ([]voucher.Reservation, error) {
+	p := db.VoucherRedemptionPageParams{
+		VoucherCode: code, Status: string(f.Status), CustomerID: f.CustomerID, MaxRows: limit32(f.Limit),
+	}
+	if f.After != nil {
+		p.After, p.AfterCreatedAt, p.AfterOrderID = true, f.After.CreatedAt, f.After.OrderID
+	}
+	rows, err := s.q.VoucherRedemptionPage(ctx, p)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.Reservation, len(rows))
+	for i, r := range rows {
+		out[i] = toReservation(r)
+	}
+	return out, nil
+}

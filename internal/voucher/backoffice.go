@@ -187,6 +187,9 @@ type BackofficeStore interface {
 	CountVouchers(ctx context.Context, f VoucherFilter) (int, error)
 	// OperationAudit returns the latest repairs recorded, newest first.
 	OperationAudit(ctx context.Context, limit int) ([]AuditEvent, error)
+	// ReservationPage returns a page of a voucher's reservations, newest
+	// first, by a filter.
+	ReservationPage(ctx context.Context, code string, f ReservationFilter) ([]Reservation, error)
 	// UpdateVoucher replaces every term of a voucher that has not started
 	// and records the audit event with it: NOT_FOUND, VOUCHER_STARTED,
 	// VOUCHER_EXISTS (the new code is taken).
@@ -548,3 +551,99 @@ func describeChange(v Voucher, n NewVoucher) string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// ReservationFilter narrows a voucher's reservations.
+type ReservationFilter struct {
+	Status     Status // empty: any
+	CustomerID int64             // 0: any
+	// After is the cursor of the last reservation of the previous page.
+	After *ReservationCursor
+	// Limit bounds a page; default 100, at most 1000.
+	Limit int
+}
+
+// ReservationCursor is where a page of reservations (newest first) ends.
+type ReservationCursor struct {
+	CreatedAt time.Time
+	OrderID   string
+}
+
+// Cursor is the reservation's place in the newest-first order.
+func (r Reservation) Cursor() ReservationCursor {
+	return ReservationCursor{CreatedAt: r.CreatedAt, OrderID: r.OrderID}
+}
+
+// exportBatch is how many reservations an export reads at a time: the
+// export holds one batch in memory, whatever the voucher's size.
+const exportBatch = 1000
+
+func checkReservationFilter(f ReservationFilter) (ReservationFilter, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	f.Limit = min(f.Limit, exportBatch)
+	switch f.Status {
+	case "", StatusReserved, StatusConfirmed, StatusReleased:
+	default:
+		return f, Invalid("status", "status must be RESERVED, CONFIRMED or RELEASED")
+	}
+	if f.CustomerID < 0 {
+		return f, Invalid("customerId", "customerId must be greater than 0")
+	}
+	return f, nil
+}
+
+// Reservations returns a page of a voucher's reservations, newest first,
+// and the cursor of the next page (nil on the last).
+// Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND.
+func (b *Backoffice) Reservations(ctx context.Context, code string, f ReservationFilter) ([]Reservation, *ReservationCursor, error) {
+	if _, err := b.svc.Voucher(ctx, code); err != nil {
+		return nil, nil, err
+	}
+	f, err := checkReservationFilter(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	want := f.Limit
+	f.Limit++ // one more says whether a next page exists
+	rows, err := b.store.ReservationPage(ctx, code, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(rows) <= want {
+		return rows, nil, nil
+	}
+	rows = rows[:want]
+	next := rows[want-1].Cursor()
+	return rows, &next, nil
+}
+
+// ExportReservations hands every reservation of a voucher that the filter
+// keeps to each, newest first, reading the database a batch at a time;
+// an error from each stops it. Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND.
+func (b *Backoffice) ExportReservations(ctx context.Context, code string, f ReservationFilter, each func(Reservation) error) error {
+	if _, err := b.svc.Voucher(ctx, code); err != nil {
+		return err
+	}
+	f.Limit = exportBatch
+	f, err := checkReservationFilter(f)
+	if err != nil {
+		return err
+	}
+	for {
+		rows, err := b.store.ReservationPage(ctx, code, f)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := each(r); err != nil {
+				return err
+			}
+		}
+		if len(rows) < f.Limit {
+			return nil
+		}
+		next := rows[len(rows)-1].Cursor()
+		f.After = &next
+	}
+}

@@ -39,6 +39,70 @@ func (q *Queries) VoucherEndNow(ctx context.Context, code string) (Voucher, erro
 	return i, err
 }
 
+const voucherRedemptionPage = `-- name: VoucherRedemptionPage :many
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption
+WHERE voucher_code = $1
+  AND ($2::text = '' OR status = $2::text)
+  AND ($3::bigint = 0 OR customer_id = $3::bigint)
+  AND (NOT $4::boolean
+       OR (created_at, order_id) < ($5::timestamptz, $6::text))
+ORDER BY created_at DESC, order_id DESC
+LIMIT $7
+`
+
+type VoucherRedemptionPageParams struct {
+	VoucherCode    string
+	Status         string
+	CustomerID     int64
+	After          bool
+	AfterCreatedAt time.Time
+	AfterOrderID   string
+	MaxRows        int32
+}
+
+// VoucherRedemptionPage is a page of a voucher's reservations, newest first,
+// filtered by status (” any) and customer (0 any), after a keyset cursor
+// (created_at, order_id) when after is set: the dashboard's list and, batch
+// by batch, its CSV export (voucher_redemption_voucher_idx serves it).
+func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedemptionPageParams) ([]VoucherRedemption, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionPage,
+		arg.VoucherCode,
+		arg.Status,
+		arg.CustomerID,
+		arg.After,
+		arg.AfterCreatedAt,
+		arg.AfterOrderID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemption
+	for rows.Next() {
+		var i VoucherRedemption
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.VoucherCode,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.DiscountAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.ConfirmedAt,
+			&i.ReleasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherSearch = `-- name: VoucherSearch :many
 SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher
 WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')

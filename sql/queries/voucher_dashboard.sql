@@ -53,3 +53,17 @@ UPDATE voucher
 SET ends_at = now()
 WHERE code = $1 AND starts_at < now() AND ends_at > now()
 RETURNING *;
+
+-- VoucherRedemptionPage is a page of a voucher's reservations, newest first,
+-- filtered by status ('' any) and customer (0 any), after a keyset cursor
+-- (created_at, order_id) when after is set: the dashboard's list and, batch
+-- by batch, its CSV export (voucher_redemption_voucher_idx serves it).
+-- name: VoucherRedemptionPage :many
+SELECT * FROM voucher_redemption
+WHERE voucher_code = sqlc.arg(voucher_code)
+  AND (sqlc.arg(status)::text = '' OR status = sqlc.arg(status)::text)
+  AND (sqlc.arg(customer_id)::bigint = 0 OR customer_id = sqlc.arg(customer_id)::bigint)
+  AND (NOT sqlc.arg(after)::boolean
+       OR (created_at, order_id) < (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_order_id)::text))
+ORDER BY created_at DESC, order_id DESC
+LIMIT sqlc.arg(max_rows);

@@ -615,3 +615,33 @@ func Wait(d time.Duration) string {
 	}
 	return plural(int((d+time.Minute-1)/time.Minute), "minute")
 }
+
+// ReservationQuery is the reservations list's filter as typed.
+type ReservationQuery struct {
+	Code          string
+	Status        string // RESERVED, CONFIRMED, RELEASED or empty
+	Customer      string
+	CustomerError string
+	Paged         bool // past the first page
+}
+
+// Values is the filter as URL values, for the next page and the export.
+func (q ReservationQuery) Values() url.Values {
+	v := url.Values{}
+	if q.Status != "" {
+		v.Set("status", q.Status)
+	}
+	if q.Customer != "" {
+		v.Set("customer", q.Customer)
+	}
+	return v
+}
+
+// CSVURL is the export of what the filter keeps.
+func (q ReservationQuery) CSVURL() string {
+	u := "/admin/vouchers/" + url.PathEscape(q.Code) + "/reservations.csv"
+	if e := q.Values().Encode(); e != "" {
+		u += "?" + e
+	}
+	return u
+}
