@@ -555,7 +555,7 @@ func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 // ReservationFilter narrows a voucher's reservations.
 type ReservationFilter struct {
 	Status     Status // empty: any
-	CustomerID int64             // 0: any
+	CustomerID int64  // 0: any
 	// After is the cursor of the last reservation of the previous page.
 	After *ReservationCursor
 	// Limit bounds a page; default 100, at most 1000.
