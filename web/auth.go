@@ -192,3 +192,32 @@ func clientAddress(r *http.Request) string {
 	}
 	return host
 }
+
+// signInLocks is the admin's page to lift a sign-in lock.
+func (d *dashboard) signInLocks(w http.ResponseWriter, r *http.Request) {
+	d.render(w, r, http.StatusOK, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), "", "", ""))
+}
+
+// liftSignInLock lifts the lock of an email or an address (as `voucherd
+// user unlock` does).
+func (d *dashboard) liftSignInLock(w http.ResponseWriter, r *http.Request) {
+	email, address := strings.TrimSpace(r.PostFormValue("email")), strings.TrimSpace(r.PostFormValue("address"))
+	if address != "" && net.ParseIP(address) == nil {
+		d.render(w, r, http.StatusUnprocessableEntity, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), email, address, "An address is an IP address, like 203.0.113.7."))
+		return
+	}
+	n, err := d.deps.Accounts.LiftLocks(r.Context(), email, address)
+	if voucher.ErrorCodeOf(err) == voucher.InvalidInput {
+		d.render(w, r, http.StatusUnprocessableEntity, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), email, address, "Name an email or an address to unlock."))
+		return
+	}
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	notice := "unlocked"
+	if n == 0 {
+		notice = "not-locked"
+	}
+	http.Redirect(w, r, "/admin/sign-in-locks?notice="+notice, http.StatusSeeOther)
+}

@@ -29,6 +29,7 @@ type Accounts interface {
 	SessionTTL() time.Duration
 	// LockWait is how long a sign-in refused with TOO_MANY_ATTEMPTS waits.
 	LockWait(ctx context.Context, field, address, email string) (time.Duration, error)
+	LiftLocks(ctx context.Context, email, address string) (int, error)
 }
 
 // Vouchers is what the voucher pages call (voucher.Backoffice).
@@ -144,6 +145,9 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("GET /admin/drift/{code}/rebuild", voucher.OpOperate, d.confirmRebuild)
 	signedIn("POST /admin/drift/{code}/rebuild", voucher.OpOperate, d.rebuild)
 
+	signedIn("GET /admin/sign-in-locks", voucher.OpManageUsers, d.signInLocks)
+	signedIn("POST /admin/sign-in-locks", voucher.OpManageUsers, d.liftSignInLock)
+
 	mux.Handle("/admin/", d.requireSession(voucher.OpRead, func(w http.ResponseWriter, r *http.Request) {
 		d.problem(w, r, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
 	}))
@@ -185,6 +189,8 @@ var notices = map[string]string{
 	"updated":    "Voucher changed.",
 	"ended":      "Voucher ended: no new reserve is taken; held reservations keep their rules.",
 	"reconciled": "Reconciliation ran: the reports below are fresh.",
+	"unlocked":   "Sign-in lock lifted: the failures so far stop counting, and they can sign in now.",
+	"not-locked": "Nothing was locked for that email or address.",
 	"rebuilt":    "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 

@@ -743,3 +743,35 @@ func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
 		t.Errorf("the export of an unknown voucher: %d, want 404", rec.Code)
 	}
 }
+
+// An admin lifts an email's sign-in lock from the dashboard; other roles
+// may not.
+func TestSignInLocks_AnAdminLiftsALockFromTheDashboard(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	email, address := f.users[voucher.RoleMarketer], uniqueAddress()
+	for range 3 {
+		signInThroughTheForm(t, f, email, "wrong password", address)
+	}
+	if rec := signInThroughTheForm(t, f, email, password, address); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the locked email: %d, want 429", rec.Code)
+	}
+	op := f.signIn(t, voucher.RoleOperator)
+	if rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &op, url.Values{"csrf": {op.csrf}, "email": {email}}, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("an operator lifting a lock: %d, want 403", rec.Code)
+	}
+	admin := f.signIn(t, voucher.RoleAdmin)
+	if rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &admin, url.Values{"csrf": {admin.csrf}, "address": {"not an address"}}, nil); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("a malformed address: %d, want 422", rec.Code)
+	}
+	rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &admin, url.Values{"csrf": {admin.csrf}, "email": {email}}, nil)
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/admin/sign-in-locks?notice=unlocked" {
+		t.Fatalf("an admin lifting the lock: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	if rec := signInThroughTheForm(t, f, email, password, address); rec.Code != http.StatusSeeOther {
+		t.Errorf("the right password once an admin lifted the lock: %d, want 303", rec.Code)
+	}
+	if rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &admin, url.Values{"csrf": {admin.csrf}, "email": {email}}, nil); rec.Header().Get("Location") != "/admin/sign-in-locks?notice=not-locked" {
+		t.Errorf("lifting what is not locked: %s, want it said", rec.Header().Get("Location"))
+	}
+}

@@ -271,8 +271,11 @@ func signInEmail(email string) string {
 // LiftLocks is an admin lifting the sign-in lock of an email, of a client
 // address, or both (either may be empty): their failures so far stop
 // counting. It says how many failed attempts were lifted.
-// Errors: INVALID_INPUT.
+// Errors: FORBIDDEN (a caller other than an admin), INVALID_INPUT.
 func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, error) {
+	if err := authorize(ctx, OpManageUsers); err != nil {
+		return 0, err
+	}
 	if strings.TrimSpace(email) == "" && strings.TrimSpace(address) == "" {
 		return 0, Invalid("email", "name an email or an address to unlock")
 	}

@@ -42,6 +42,11 @@ func (v Viewer) CanOperate() bool {
 	return voucher.Caller{Role: v.Role}.Can(voucher.OpOperate)
 }
 
+// CanManageUsers reports whether the viewer may lift sign-in locks.
+func (v Viewer) CanManageUsers() bool {
+	return voucher.Caller{Role: v.Role}.Can(voucher.OpManageUsers)
+}
+
 func (p Page) zone() *time.Location {
 	if p.Zone == nil {
 		return time.UTC
