@@ -3,10 +3,13 @@ package web
 import (
 	"context"
 	"crypto/subtle"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
@@ -129,10 +132,16 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		d.renderSignIn(w, r, http.StatusUnauthorized, email, "The email or the password is wrong.")
 		return
 	case e.Code == voucher.TooManyAttempts:
-		w.Header().Set("Retry-After", "900")
-		message := "Too many failed sign-ins from your address. Wait 15 minutes, or ask an admin to unlock your address."
+		wait, werr := d.deps.Accounts.LockWait(r.Context(), e.Field, clientAddress(r), email)
+		if werr != nil {
+			d.logger.WarnContext(r.Context(), "reading a sign-in lock's wait failed", "err", werr)
+			wait = 15 * time.Minute // the longest it can be
+		}
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		message := "Too many failed sign-ins from your address. Try again in " + components.Wait(wait) + ", or ask an admin to unlock your address."
 		if e.Field == "email" {
-			message = "Too many failed sign-ins for this email. Wait 15 minutes, or ask an admin to unlock it."
+			message = "Too many failed sign-ins for this email. Try again in " + components.Wait(wait) + ", or ask an admin to unlock it."
 		}
 		d.renderSignIn(w, r, http.StatusTooManyRequests, email, message)
 		return
@@ -182,4 +191,33 @@ func clientAddress(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
+}
+
+// signInLocks is the admin's page to lift a sign-in lock.
+func (d *dashboard) signInLocks(w http.ResponseWriter, r *http.Request) {
+	d.render(w, r, http.StatusOK, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), "", "", ""))
+}
+
+// liftSignInLock lifts the lock of an email or an address (as `voucherd
+// user unlock` does).
+func (d *dashboard) liftSignInLock(w http.ResponseWriter, r *http.Request) {
+	email, address := strings.TrimSpace(r.PostFormValue("email")), strings.TrimSpace(r.PostFormValue("address"))
+	if address != "" && net.ParseIP(address) == nil {
+		d.render(w, r, http.StatusUnprocessableEntity, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), email, address, "An address is an IP address, like 203.0.113.7."))
+		return
+	}
+	n, err := d.deps.Accounts.LiftLocks(r.Context(), email, address)
+	if voucher.ErrorCodeOf(err) == voucher.InvalidInput {
+		d.render(w, r, http.StatusUnprocessableEntity, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), email, address, "Name an email or an address to unlock."))
+		return
+	}
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	notice := "unlocked"
+	if n == 0 {
+		notice = "not-locked"
+	}
+	http.Redirect(w, r, "/admin/sign-in-locks?notice="+notice, http.StatusSeeOther)
 }

@@ -27,13 +27,19 @@ type Accounts interface {
 	SessionUser(ctx context.Context, token string) (voucher.Session, voucher.User, error)
 	SignOut(ctx context.Context, token string) error
 	SessionTTL() time.Duration
+	// LockWait is how long a sign-in refused with TOO_MANY_ATTEMPTS waits.
+	LockWait(ctx context.Context, field, address, email string) (time.Duration, error)
+	LiftLocks(ctx context.Context, email, address string) (int, error)
 }
 
 // Vouchers is what the voucher pages call (voucher.Backoffice).
 type Vouchers interface {
 	ListVouchers(ctx context.Context, f voucher.VoucherFilter) ([]voucher.VoucherOverview, error)
+	PageVouchers(ctx context.Context, f voucher.VoucherFilter) (voucher.VoucherPage, error)
 	Voucher(ctx context.Context, code string) (voucher.VoucherOverview, error)
 	Activity(ctx context.Context, code string) (voucher.VoucherActivity, error)
+	Reservations(ctx context.Context, code string, f voucher.ReservationFilter) ([]voucher.Reservation, *voucher.ReservationCursor, error)
+	ExportReservations(ctx context.Context, code string, f voucher.ReservationFilter, each func(voucher.Reservation) error) error
 	CreateVoucher(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error)
 	UpdateVoucher(ctx context.Context, code string, c voucher.VoucherChange) (voucher.Voucher, error)
 	EndVoucher(ctx context.Context, code string) (voucher.Voucher, error)
@@ -44,11 +50,13 @@ type Reservations interface {
 	Reservation(ctx context.Context, orderID string) (voucher.Reservation, error)
 }
 
-// Drift is what the drift page calls (voucher.Service).
+// Drift is what the drift page calls (voucher.Backoffice: its repairs are
+// audited).
 type Drift interface {
 	DriftReports(ctx context.Context) ([]voucher.DriftReport, error)
 	Reconcile(ctx context.Context) ([]voucher.DriftReport, error)
 	RebuildGate(ctx context.Context, code string) error
+	OperationAudit(ctx context.Context) ([]voucher.AuditEvent, error)
 }
 
 // DeadLetterCounter counts dead-lettered events (the Kafka write path's).
@@ -122,6 +130,8 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("POST /admin/vouchers", voucher.OpManageVoucher, d.createVoucher)
 	signedIn("GET /admin/vouchers/{code}", voucher.OpRead, d.voucherPage)
 	signedIn("GET /admin/vouchers/{code}/figures", voucher.OpRead, d.voucherFigures)
+	signedIn("GET /admin/vouchers/{code}/reservations", voucher.OpRead, d.reservationList)
+	signedIn("GET /admin/vouchers/{code}/reservations.csv", voucher.OpRead, d.reservationsCSV)
 	signedIn("GET /admin/vouchers/{code}/edit", voucher.OpManageVoucher, d.editVoucher)
 	signedIn("POST /admin/vouchers/{code}", voucher.OpManageVoucher, d.updateVoucher)
 	signedIn("GET /admin/vouchers/{code}/end", voucher.OpManageVoucher, d.confirmEndVoucher)
@@ -129,10 +139,14 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("GET /admin/reservations", voucher.OpRead, d.reservationLookup)
 
 	signedIn("GET /admin/drift", voucher.OpOperate, d.driftPage)
+	signedIn("GET /admin/drift/live", voucher.OpOperate, d.driftLive)
 	signedIn("GET /admin/drift/reconcile", voucher.OpOperate, d.confirmReconcile)
 	signedIn("POST /admin/drift/reconcile", voucher.OpOperate, d.reconcile)
 	signedIn("GET /admin/drift/{code}/rebuild", voucher.OpOperate, d.confirmRebuild)
 	signedIn("POST /admin/drift/{code}/rebuild", voucher.OpOperate, d.rebuild)
+
+	signedIn("GET /admin/sign-in-locks", voucher.OpManageUsers, d.signInLocks)
+	signedIn("POST /admin/sign-in-locks", voucher.OpManageUsers, d.liftSignInLock)
 
 	mux.Handle("/admin/", d.requireSession(voucher.OpRead, func(w http.ResponseWriter, r *http.Request) {
 		d.problem(w, r, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
@@ -175,7 +189,9 @@ var notices = map[string]string{
 	"updated":    "Voucher changed.",
 	"ended":      "Voucher ended: no new reserve is taken; held reservations keep their rules.",
 	"reconciled": "Reconciliation ran: the reports below are fresh.",
-	"rebuilt":    "Gate rebuilt from the database.",
+	"unlocked":   "Sign-in lock lifted: the failures so far stop counting, and they can sign in now.",
+	"not-locked": "Nothing was locked for that email or address.",
+	"rebuilt":    "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 
 // problem renders an error page. For htmx requests it answers the status

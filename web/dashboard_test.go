@@ -3,12 +3,14 @@ package web_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/csv"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,9 +75,10 @@ func newFixture(t *testing.T, cfg web.Config) fixture {
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{})
 	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
+	bo := voucher.NewBackoffice(svc, store)
 	f := fixture{
 		h: web.New(web.Deps{
-			Accounts: accounts, Vouchers: voucher.NewBackoffice(svc, store), Reservations: svc, Drift: svc,
+			Accounts: accounts, Vouchers: bo, Reservations: svc, Drift: bo,
 		}, cfg),
 		accounts: accounts, svc: svc, users: map[voucher.Role]string{},
 	}
@@ -252,8 +255,12 @@ func TestSignIn_FailuresLockTheEmailNotOthersBehindTheAddress(t *testing.T) {
 	if rec.Code != http.StatusTooManyRequests {
 		t.Errorf("the right password after 3 failures of the email: %d, want 429", rec.Code)
 	}
-	if !strings.Contains(doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(), "Too many failed sign-ins for this email") {
-		t.Error("the refusal does not say why")
+	if msg := doc(t, rec).Find(`[data-testid=sign-in-error]`).Text(); !strings.Contains(msg, "Too many failed sign-ins for this email") || !strings.Contains(msg, "Try again in 15 minutes") {
+		t.Errorf("the refusal says %q, want why and how long the wait is (the oldest failure leaves the 15-minute window)", msg)
+	}
+	// The wait is until the oldest failure leaves the window: just under it.
+	if secs, err := strconv.Atoi(rec.Header().Get("Retry-After")); err != nil || secs <= 14*60 || secs > 15*60 {
+		t.Errorf("Retry-After = %q, want the seconds until the oldest failure leaves the window (under 900)", rec.Header().Get("Retry-After"))
 	}
 	if rec := signInThroughTheForm(t, f, strings.ToUpper(email), password, uniqueAddress()); rec.Code != http.StatusTooManyRequests {
 		t.Errorf("the locked email (in capitals) from another address: %d, want 429 (the lock is the email's)", rec.Code)
@@ -388,11 +395,16 @@ func TestCreateVoucher_ShowsTheContractsValidationNextToEachField(t *testing.T) 
 		t.Fatalf("invalid form: %d, want 422", rec.Code)
 	}
 	d := doc(t, rec)
+	for _, apiName := range []string{"discountAmount", "totalLimit", "startsAt", "endsAt"} {
+		if html := d.Find(`.voucher-form .error`).Text(); strings.Contains(html, apiName) {
+			t.Errorf("a field's message names the API field %s instead of its label: %q", apiName, html)
+		}
+	}
 	for field, want := range map[string]string{
 		"code":           "1-32 characters",
-		"discountAmount": "greater than 0",
+		"discountAmount": "Discount must be greater than 0",
 		"totalLimit":     "at least 1",
-		"endsAt":         "after startsAt",
+		"endsAt":         "End must be after start",
 	} {
 		if got := d.Find(`[data-testid=error-` + field + `]`).Text(); !strings.Contains(got, want) {
 			t.Errorf("message next to %s = %q, want it to say %q", field, got, want)
@@ -475,12 +487,17 @@ func TestVoucherList_SearchesByCodeAndFiltersByState(t *testing.T) {
 	codes := func(target string) []string {
 		var out []string
 		body := f.do(t, http.MethodGet, target, &m, nil, nil).Body.String()
-		if strings.Contains(target, "/rows") {
-			body = "<table>" + body + "</table>" // a table-body fragment, parsed where it belongs
-		}
 		d, err := goquery.NewDocumentFromReader(strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.Contains(target, "/rows") {
+			// The polled fragment: each row's figures, swapped out of band.
+			d.Find(`[hx-swap-oob][id^="state-"]`).Each(func(_ int, s *goquery.Selection) {
+				id, _ := s.Attr("id")
+				out = append(out, strings.TrimPrefix(id, "state-"))
+			})
+			return out
 		}
 		d.Find(`[data-testid=voucher-row]`).Each(func(_ int, s *goquery.Selection) {
 			c, _ := s.Attr("data-code")
@@ -502,5 +519,259 @@ func TestVoucherList_SearchesByCodeAndFiltersByState(t *testing.T) {
 	}
 	if got := codes("/admin/vouchers?q=%25" + tag); len(got) != 0 {
 		t.Errorf("a %% in the search is a character, not a wildcard: %v", got)
+	}
+}
+
+// The list pages through every match with a total, live vouchers first by
+// default, and sorts by start, state and usage.
+func TestVoucherList_PagesWithATotalLiveFirstAndSorts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	ctx := voucher.WithCaller(context.Background(), voucher.Caller{Name: "test", Role: voucher.RoleAdmin})
+	tag := strings.ToUpper(unique())
+	now := time.Now().UTC()
+	// 203 scheduled vouchers, created before the one live voucher: newest
+	// first would put the live one first anyway, so it is created first.
+	live := "LIVE_" + tag
+	create := func(code string, start time.Duration, total int) {
+		t.Helper()
+		if _, err := f.svc.CreateVoucher(ctx, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: total, PerUserLimit: 1,
+			StartsAt: now.Add(start), EndsAt: now.Add(start + 48*time.Hour)}); err != nil {
+			t.Fatalf("creating %s: %v", code, err)
+		}
+	}
+	create(live, -time.Hour, 10)
+	for i := range 203 {
+		create(fmt.Sprintf("S%03d_%s", i, tag), time.Duration(i+1)*time.Hour, 10)
+	}
+	page := func(target string) (codes []string, total string, next bool) {
+		t.Helper()
+		rec := f.do(t, http.MethodGet, target, &m, nil, nil)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", target, rec.Code)
+		}
+		d := doc(t, rec)
+		d.Find(`[data-testid=voucher-row]`).Each(func(_ int, s *goquery.Selection) {
+			c, _ := s.Attr("data-code")
+			codes = append(codes, c)
+		})
+		return codes, d.Find(`[data-testid=list-total]`).Text(), d.Find(`[data-testid=page-next]`).Length() == 1
+	}
+	q := "/admin/vouchers?q=" + strings.ToLower(tag)
+	first, total, next := page(q)
+	if len(first) != 100 || first[0] != live || !next {
+		t.Errorf("page 1: %d rows, first %q, next link %t; want 100, the live voucher first, a next page", len(first), first[0], next)
+	}
+	if total != "1–100 of 204 vouchers, live first." {
+		t.Errorf("total = %q", total)
+	}
+	seen := map[string]bool{}
+	for p := 1; p <= 3; p++ {
+		codes, _, _ := page(fmt.Sprintf("%s&page=%d", q, p))
+		for _, c := range codes {
+			if seen[c] {
+				t.Errorf("%s on two pages", c)
+			}
+			seen[c] = true
+		}
+	}
+	if len(seen) != 204 {
+		t.Errorf("3 pages show %d vouchers, want all 204", len(seen))
+	}
+	last, total, next := page(q + "&page=3")
+	if len(last) != 4 || next || total != "201–204 of 204 vouchers, live first." {
+		t.Errorf("page 3: %d rows, next %t, total %q", len(last), next, total)
+	}
+	if byStart, _, _ := page(q + "&sort=start&desc=1"); byStart[0] != "S202_"+tag {
+		t.Errorf("latest start first begins with %s", byStart[0])
+	}
+	if byStart, _, _ := page(q + "&sort=start"); byStart[0] != live || byStart[1] != "S000_"+tag {
+		t.Errorf("earliest start first begins with %v", byStart[:2])
+	}
+	if byState, _, _ := page(q + "&sort=state&desc=1"); byState[0] != live {
+		t.Errorf("state descending (ended, sold out, live, scheduled) begins with %s, want the live one", byState[0])
+	}
+	// Usage: the live voucher with a use is the most used.
+	if _, err := f.svc.Reserve(ctx, voucher.ReserveRequest{Code: live, CustomerID: 1, OrderID: "o-" + tag, OrderAmount: 1000}); err != nil {
+		t.Fatalf("reserving: %v", err)
+	}
+	if byUsage, _, _ := page(q + "&sort=usage&desc=1"); byUsage[0] != live {
+		t.Errorf("most used first begins with %s", byUsage[0])
+	}
+	if byUsage, _, _ := page(q + "&sort=usage"); byUsage[0] == live {
+		t.Error("least used first begins with the only voucher in use")
+	}
+	// A page or a sort typed by hand never errors.
+	if codes, _, _ := page(q + "&page=-3&sort=drop+table"); len(codes) != 100 || codes[0] != live {
+		t.Errorf("a bad page and sort: %d rows, want the first page in the default order", len(codes))
+	}
+}
+
+// Reconcile now and Rebuild gate are audited with who ran them, and a
+// voucher created with the admin token is audited as the token's.
+func TestRepairs_AreAuditedWithWhoRanThem(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	op := f.signIn(t, voucher.RoleOperator)
+	code := "AUD_" + strings.ToUpper(unique())
+	admin := voucher.WithCaller(context.Background(), voucher.Caller{Name: "token", Role: voucher.RoleAdmin})
+	if _, err := f.svc.CreateVoucher(admin, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: 5, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), Flash: true}); err != nil {
+		t.Fatal(err)
+	}
+	confirm := url.Values{"csrf": {op.csrf}, "confirm": {"yes"}}
+	if rec := f.do(t, http.MethodPost, "/admin/drift/reconcile", &op, confirm, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("reconcile: %d", rec.Code)
+	}
+	// Without a gate, a rebuild is refused: nothing is recorded for it.
+	f.do(t, http.MethodPost, "/admin/drift/"+code+"/rebuild", &op, confirm, nil)
+	d := doc(t, f.do(t, http.MethodGet, "/admin/drift/live", &op, nil, nil))
+	var rows []string
+	d.Find(`[data-testid=operation]`).Each(func(_ int, s *goquery.Selection) { rows = append(rows, s.Text()) })
+	found := false
+	for _, r := range rows {
+		if strings.Contains(r, f.users[voucher.RoleOperator]) && strings.Contains(r, "reconciled every flash voucher") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the drift page's repairs %q lack the operator's reconciliation", rows)
+	}
+}
+
+// A voucher's reservations: paged, filtered by status and customer, and
+// exported as CSV streamed in batches (more rows than one batch).
+func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	ctx := voucher.WithCaller(context.Background(), voucher.Caller{Name: "test", Role: voucher.RoleAdmin})
+	code := "RES_" + strings.ToUpper(unique())
+	if _, err := f.svc.CreateVoucher(ctx, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: 2000, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1050 // past one export batch of 1000
+	for i := range n {
+		order := fmt.Sprintf("%s-%04d", code, i)
+		if i == 7 {
+			order = "=HYPERLINK(" + code + ")" // a storefront's orderId a spreadsheet would run
+		}
+		if _, err := f.svc.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: int64(1000 + i), OrderID: order, OrderAmount: 500}); err != nil {
+			t.Fatalf("reserve %d: %v", i, err)
+		}
+		if i%10 == 0 {
+			if _, err := f.svc.Confirm(ctx, code, order); err != nil {
+				t.Fatalf("confirm %d: %v", i, err)
+			}
+		}
+	}
+	list := func(target string) (orders []string, next string, status int) {
+		t.Helper()
+		rec := f.do(t, http.MethodGet, target, &m, nil, nil)
+		d := doc(t, rec)
+		d.Find(`[data-testid=reservation] td:first-child`).Each(func(_ int, s *goquery.Selection) { orders = append(orders, s.Text()) })
+		next, _ = d.Find(`[data-testid=reservations-next]`).Attr("href")
+		return orders, next, rec.Code
+	}
+	base := "/admin/vouchers/" + code + "/reservations"
+	seen := map[string]bool{}
+	target, pages := base, 0
+	for target != "" {
+		orders, next, status := list(target)
+		if status != http.StatusOK {
+			t.Fatalf("GET %s: %d", target, status)
+		}
+		for _, o := range orders {
+			if seen[o] {
+				t.Fatalf("%s on two pages", o)
+			}
+			seen[o] = true
+		}
+		target, pages = next, pages+1
+	}
+	if len(seen) != n || pages != 11 {
+		t.Errorf("paging showed %d reservations over %d pages, want %d over 11", len(seen), pages, n)
+	}
+	if confirmed, next, _ := list(base + "?status=confirmed"); len(confirmed) != 100 || next == "" {
+		t.Errorf("confirmed only: %d on the first page (next %q), want 100 of 105 and a next page", len(confirmed), next)
+	}
+	if one, _, _ := list(base + "?customer=1003"); len(one) != 1 || one[0] != code+"-0003" {
+		t.Errorf("customer 1003: %v", one)
+	}
+	if _, _, status := list(base + "?customer=abc"); status != http.StatusUnprocessableEntity {
+		t.Errorf("a customer that is not a number: %d, want 422", status)
+	}
+	if _, _, status := list(base + "?status=LOST"); status != http.StatusUnprocessableEntity {
+		t.Errorf("an unknown status: %d, want 422", status)
+	}
+
+	rec := f.do(t, http.MethodGet, base+".csv", &m, nil, nil)
+	if rec.Code != http.StatusOK || !strings.HasPrefix(rec.Header().Get("Content-Type"), "text/csv") {
+		t.Fatalf("export: %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	records, err := csv.NewReader(rec.Body).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt" {
+		t.Fatalf("export has %d lines (header %v), want a header and %d rows", len(records), records[0], n)
+	}
+	ids := map[string]bool{}
+	confirmedRows := 0
+	for _, r := range records[1:] {
+		ids[r[0]] = true
+		if r[2] == "CONFIRMED" {
+			confirmedRows++
+			if r[7] == "" {
+				t.Errorf("a confirmed row without confirmedAt: %v", r)
+			}
+		}
+	}
+	if len(ids) != n || confirmedRows != 105 {
+		t.Errorf("export: %d distinct orders, %d confirmed; want %d and 105", len(ids), confirmedRows, n)
+	}
+	if !ids["'=HYPERLINK("+code+")"] {
+		t.Error("an orderId starting with = is not kept from being a formula")
+	}
+	rec = f.do(t, http.MethodGet, base+".csv?status=CONFIRMED&customer=1010", &m, nil, nil)
+	if records, err := csv.NewReader(rec.Body).ReadAll(); err != nil || len(records) != 2 || records[1][1] != "1010" {
+		t.Errorf("a filtered export: %v %v, want the header and customer 1010's row", records, err)
+	}
+	if rec := f.do(t, http.MethodGet, "/admin/vouchers/NOPE_"+unique()+"/reservations.csv", &m, nil, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("the export of an unknown voucher: %d, want 404", rec.Code)
+	}
+}
+
+// An admin lifts an email's sign-in lock from the dashboard; other roles
+// may not.
+func TestSignInLocks_AnAdminLiftsALockFromTheDashboard(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	email, address := f.users[voucher.RoleMarketer], uniqueAddress()
+	for range 3 {
+		signInThroughTheForm(t, f, email, "wrong password", address)
+	}
+	if rec := signInThroughTheForm(t, f, email, password, address); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("the locked email: %d, want 429", rec.Code)
+	}
+	op := f.signIn(t, voucher.RoleOperator)
+	if rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &op, url.Values{"csrf": {op.csrf}, "email": {email}}, nil); rec.Code != http.StatusForbidden {
+		t.Errorf("an operator lifting a lock: %d, want 403", rec.Code)
+	}
+	admin := f.signIn(t, voucher.RoleAdmin)
+	if rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &admin, url.Values{"csrf": {admin.csrf}, "address": {"not an address"}}, nil); rec.Code != http.StatusUnprocessableEntity {
+		t.Errorf("a malformed address: %d, want 422", rec.Code)
+	}
+	rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &admin, url.Values{"csrf": {admin.csrf}, "email": {email}}, nil)
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/admin/sign-in-locks?notice=unlocked" {
+		t.Fatalf("an admin lifting the lock: %d %s", rec.Code, rec.Header().Get("Location"))
+	}
+	if rec := signInThroughTheForm(t, f, email, password, address); rec.Code != http.StatusSeeOther {
+		t.Errorf("the right password once an admin lifted the lock: %d, want 303", rec.Code)
+	}
+	if rec := f.do(t, http.MethodPost, "/admin/sign-in-locks", &admin, url.Values{"csrf": {admin.csrf}, "email": {email}}, nil); rec.Header().Get("Location") != "/admin/sign-in-locks?notice=not-locked" {
+		t.Errorf("lifting what is not locked: %s, want it said", rec.Header().Get("Location"))
 	}
 }

@@ -10,17 +10,39 @@ import (
 )
 
 func (d *dashboard) driftPage(w http.ResponseWriter, r *http.Request) {
+	view, ok := d.driftView(w, r)
+	if !ok {
+		return
+	}
+	d.render(w, r, http.StatusOK, components.DriftPage(d.page(r, "Drift", "drift"), view))
+}
+
+// driftLive is the fragment the drift page polls.
+func (d *dashboard) driftLive(w http.ResponseWriter, r *http.Request) {
+	view, ok := d.driftView(w, r)
+	if !ok {
+		return
+	}
+	d.render(w, r, http.StatusOK, components.DriftLive(zoneOf(r), view))
+}
+
+// driftView reads the drift page's data; on a failure it has answered.
+func (d *dashboard) driftView(w http.ResponseWriter, r *http.Request) (components.DriftView, bool) {
 	reports, err := d.deps.Drift.DriftReports(r.Context())
 	if err != nil {
 		d.fail(w, r, err)
-		return
+		return components.DriftView{}, false
 	}
-	view := components.DriftView{Reports: reports}
+	view := components.DriftView{Reports: reports, At: d.cfg.Now()}
+	if view.Operations, err = d.deps.Drift.OperationAudit(r.Context()); err != nil {
+		d.fail(w, r, err)
+		return components.DriftView{}, false
+	}
 	// Flash vouchers never reconciled yet still get a row (and a rebuild).
 	flash, err := d.deps.Vouchers.ListVouchers(r.Context(), voucher.VoucherFilter{FlashOnly: true, Limit: 500})
 	if err != nil {
 		d.fail(w, r, err)
-		return
+		return components.DriftView{}, false
 	}
 	for _, v := range flash {
 		if !slices.ContainsFunc(reports, func(rep voucher.DriftReport) bool { return rep.VoucherCode == v.Code }) {
@@ -36,7 +58,7 @@ func (d *dashboard) driftPage(w http.ResponseWriter, r *http.Request) {
 			view.DeadLetters = &n
 		}
 	}
-	d.render(w, r, http.StatusOK, components.DriftPage(d.page(r, "Drift", "drift"), view))
+	return view, true
 }
 
 func (d *dashboard) confirmReconcile(w http.ResponseWriter, r *http.Request) {
@@ -79,6 +101,11 @@ func (d *dashboard) rebuild(w http.ResponseWriter, r *http.Request) {
 	if err := d.deps.Drift.RebuildGate(r.Context(), r.PathValue("code")); err != nil {
 		d.fail(w, r, err)
 		return
+	}
+	// A pass right after, so the page shows whether the gate now agrees (an
+	// alert clears when a pass agrees) instead of the report from before.
+	if _, err := d.deps.Drift.Reconcile(r.Context()); err != nil {
+		d.logger.WarnContext(r.Context(), "the reconciliation pass after a rebuild failed", "err", err)
 	}
 	http.Redirect(w, r, "/admin/drift?notice=rebuilt", http.StatusSeeOther)
 }

@@ -14,28 +14,47 @@ import (
 // listQuery reads the list's filter from the URL.
 func listQuery(r *http.Request) components.ListQuery {
 	q := r.URL.Query()
-	return components.ListQuery{
+	lq := components.ListQuery{
 		Search: strings.TrimSpace(q.Get("q")),
 		State:  q.Get("state"),
 		Flash:  q.Get("flash") == "1",
+		Desc:   q.Get("desc") == "1",
 	}
+	switch sort := q.Get("sort"); sort {
+	case "start", "state", "usage":
+		lq.Sort = sort
+	}
+	// A page that is not a small whole number is the first: a URL typed by
+	// hand never errors, and the offset stays far from overflowing.
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n <= 1_000_000 {
+		lq.Page = n
+	}
+	return lq
 }
 
 func filterOf(q components.ListQuery) voucher.VoucherFilter {
-	return voucher.VoucherFilter{Search: q.Search, State: voucher.VoucherState(q.State), FlashOnly: q.Flash}
+	sort := voucher.VoucherSort(q.Sort)
+	if sort == voucher.SortNewest {
+		sort = voucher.SortLive // the list's default: a sale running is never buried
+	}
+	return voucher.VoucherFilter{
+		Search: q.Search, State: voucher.VoucherState(q.State), FlashOnly: q.Flash,
+		Sort: sort, Descending: q.Desc, Limit: components.PageSize, Offset: q.Offset(),
+	}
 }
 
 func (d *dashboard) voucherList(w http.ResponseWriter, r *http.Request) {
 	q := listQuery(r)
-	rows, err := d.deps.Vouchers.ListVouchers(r.Context(), filterOf(q))
+	page, err := d.deps.Vouchers.PageVouchers(r.Context(), filterOf(q))
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, components.VoucherList(d.page(r, "Vouchers", "vouchers"), q, rows, d.cfg.Now()))
+	d.render(w, r, http.StatusOK, components.VoucherList(d.page(r, "Vouchers", "vouchers"), q, page, d.cfg.Now()))
 }
 
-// voucherRows is the fragment the list polls: the table body alone.
+// voucherRows is the fragment the list polls: the figures of the page's
+// rows, each swapped out of band into its cell.
 func (d *dashboard) voucherRows(w http.ResponseWriter, r *http.Request) {
 	q := listQuery(r)
 	rows, err := d.deps.Vouchers.ListVouchers(r.Context(), filterOf(q))
@@ -43,7 +62,7 @@ func (d *dashboard) voucherRows(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, components.VoucherRows(q, rows, zoneOf(r), d.cfg.Now()))
+	d.render(w, r, http.StatusOK, components.VoucherFigures(q, rows))
 }
 
 func (d *dashboard) voucherPage(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +81,7 @@ func (d *dashboard) voucherFigures(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, components.Figures(o, zoneOf(r)))
+	d.render(w, r, http.StatusOK, components.Figures(o, zoneOf(r), sessionFrom(r.Context()).user.Caller().Can(voucher.OpOperate)))
 }
 
 func (d *dashboard) newVoucher(w http.ResponseWriter, r *http.Request) {
@@ -128,8 +147,8 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 		}
 		return v
 	}
-	n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", 64, "discountAmount must be a whole number of minor units, greater than 0")
-	n.MinOrderAmount = integer("minOrderAmount", f.MinOrderAmount, "0", 64, "minOrderAmount must be a whole number of minor units, 0 or more")
+	n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", 64, "discountAmount must be a whole number of cents (minor units: 5000 is 50.00), greater than 0")
+	n.MinOrderAmount = integer("minOrderAmount", f.MinOrderAmount, "0", 64, "minOrderAmount must be a whole number of cents (minor units), 0 or more")
 	// int of a value parsed as 32 bits: it fits on every platform.
 	n.TotalLimit = int(integer("totalLimit", f.TotalLimit, "", 32, "totalLimit must be a whole number, at least 1 and at most 2147483647"))
 	n.PerUserLimit = int(integer("perUserLimit", f.PerUserLimit, "1", 32, "perUserLimit must be a whole number, at least 1 and at most 2147483647"))
@@ -156,7 +175,30 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 	for k, v := range parseErrs { // a parse error says more than the rule it broke
 		f.Errors[k] = v
 	}
+	for k, v := range f.Errors {
+		f.Errors[k] = inLabels(v)
+	}
 	return f, n
+}
+
+// fieldLabels are the form's labels of the contract's field names.
+var fieldLabels = strings.NewReplacer(
+	"discountAmount", "discount",
+	"minOrderAmount", "minimum order",
+	"totalLimit", "total uses",
+	"perUserLimit", "uses per customer",
+	"startsAt", "start",
+	"endsAt", "end",
+)
+
+// inLabels says a rule's message in the form's words: "discountAmount must
+// be greater than 0" becomes "Discount must be greater than 0".
+func inLabels(message string) string {
+	m := fieldLabels.Replace(message)
+	if m == "" {
+		return m
+	}
+	return strings.ToUpper(m[:1]) + m[1:]
 }
 
 func (d *dashboard) createVoucher(w http.ResponseWriter, r *http.Request) {
@@ -179,7 +221,7 @@ func (d *dashboard) formRefused(w http.ResponseWriter, r *http.Request, f compon
 	e := voucher.AsError(err)
 	switch e.Code {
 	case voucher.InvalidInput:
-		f.Errors[e.Field] = e.Message
+		f.Errors[e.Field] = inLabels(e.Message)
 	case voucher.VoucherExists:
 		f.Errors["code"] = "a voucher with this code exists; choose another code"
 	case voucher.VoucherStarted:

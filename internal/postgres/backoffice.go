@@ -18,10 +18,13 @@ var _ voucher.BackofficeStore = (*Store)(nil)
 // SearchVouchers lists vouchers newest first by a filter.
 func (s *Store) SearchVouchers(ctx context.Context, f voucher.VoucherFilter) ([]voucher.Voucher, error) {
 	rows, err := s.q.VoucherSearch(ctx, db.VoucherSearchParams{
-		Search:    likeEscape(strings.ToLower(f.Search)),
-		State:     string(f.State),
-		FlashOnly: f.FlashOnly,
-		MaxRows:   limit32(f.Limit),
+		Search:     likeEscape(strings.ToLower(f.Search)),
+		State:      string(f.State),
+		FlashOnly:  f.FlashOnly,
+		Sort:       string(f.Sort),
+		Descending: f.Descending,
+		SkipRows:   limit32(f.Offset),
+		MaxRows:    limit32(f.Limit),
 	})
 	if err != nil {
 		return nil, mapError(err)
@@ -31,6 +34,19 @@ func (s *Store) SearchVouchers(ctx context.Context, f voucher.VoucherFilter) ([]
 		out[i] = toVoucher(r)
 	}
 	return out, nil
+}
+
+// CountVouchers counts the vouchers a filter matches, whatever its page.
+func (s *Store) CountVouchers(ctx context.Context, f voucher.VoucherFilter) (int, error) {
+	n, err := s.q.VoucherSearchCount(ctx, db.VoucherSearchCountParams{
+		Search:    likeEscape(strings.ToLower(f.Search)),
+		State:     string(f.State),
+		FlashOnly: f.FlashOnly,
+	})
+	if err != nil {
+		return 0, mapError(err)
+	}
+	return int(n), nil // a row count (bigint): int is 64 bits on every platform this builds for
 }
 
 // likeEscape makes s match itself in a LIKE pattern (backslash is the
@@ -112,18 +128,35 @@ func (s *Store) AddAuditEvent(ctx context.Context, e voucher.AuditEvent) error {
 
 // AuditEvents returns a voucher's latest audit events, newest first.
 func (s *Store) AuditEvents(ctx context.Context, code string, limit int) ([]voucher.AuditEvent, error) {
-	rows, err := s.q.VoucherAuditListByVoucher(ctx, db.VoucherAuditListByVoucherParams{VoucherCode: code, Limit: limit32(limit)})
+	rows, err := s.q.VoucherAuditListByVoucher(ctx, db.VoucherAuditListByVoucherParams{VoucherCode: &code, Limit: limit32(limit)})
 	if err != nil {
 		return nil, mapError(err)
 	}
+	return auditEvents(rows), nil
+}
+
+// OperationAudit returns the latest repairs recorded (gate rebuilds and
+// reconciliations by hand), newest first.
+func (s *Store) OperationAudit(ctx context.Context, limit int) ([]voucher.AuditEvent, error) {
+	rows, err := s.q.VoucherAuditListOperations(ctx, limit32(limit))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return auditEvents(rows), nil
+}
+
+func auditEvents(rows []db.VoucherAudit) []voucher.AuditEvent {
 	out := make([]voucher.AuditEvent, len(rows))
 	for i, r := range rows {
 		out[i] = voucher.AuditEvent{
-			VoucherCode: r.VoucherCode, Actor: r.Actor, ActorRole: voucher.Role(r.ActorRole),
+			Actor: r.Actor, ActorRole: voucher.Role(r.ActorRole),
 			Action: r.Action, Detail: r.Detail, At: r.OccurredAt,
 		}
+		if r.VoucherCode != nil {
+			out[i].VoucherCode = *r.VoucherCode
+		}
 	}
-	return out, nil
+	return out
 }
 
 // ReservationEvents returns a voucher's latest reservation events, newest first.
@@ -179,12 +212,35 @@ func (s *Store) SampleOpenVouchers(ctx context.Context, grace time.Duration) (in
 }
 
 func auditParams(e voucher.AuditEvent) db.VoucherAuditInsertParams {
+	var code *string // a reconciliation is of no one voucher
+	if e.VoucherCode != "" {
+		code = &e.VoucherCode
+	}
 	return db.VoucherAuditInsertParams{
-		VoucherCode: e.VoucherCode, Actor: e.Actor, ActorRole: string(e.ActorRole), Action: e.Action, Detail: e.Detail,
+		VoucherCode: code, Actor: e.Actor, ActorRole: string(e.ActorRole), Action: e.Action, Detail: e.Detail,
 	}
 }
 
 func isUniqueViolation(err error, constraint string) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+// ReservationPage returns a page of a voucher's reservations, newest first.
+func (s *Store) ReservationPage(ctx context.Context, code string, f voucher.ReservationFilter) ([]voucher.Reservation, error) {
+	p := db.VoucherRedemptionPageParams{
+		VoucherCode: code, Status: string(f.Status), CustomerID: f.CustomerID, MaxRows: limit32(f.Limit),
+	}
+	if f.After != nil {
+		p.After, p.AfterCreatedAt, p.AfterOrderID = true, f.After.CreatedAt, f.After.OrderID
+	}
+	rows, err := s.q.VoucherRedemptionPage(ctx, p)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.Reservation, len(rows))
+	for i, r := range rows {
+		out[i] = toReservation(r)
+	}
+	return out, nil
 }

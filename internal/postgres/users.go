@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -119,6 +120,16 @@ func (s *Store) FinishSignInAttempt(ctx context.Context, id int64, failed bool) 
 func (s *Store) LiftSignInLocks(ctx context.Context, email, address string) (int, error) {
 	n, err := s.q.DashboardSignInAttemptLift(ctx, db.DashboardSignInAttemptLiftParams{Email: email, Address: address})
 	return int(n), mapError(err) // a row count (bigint): int is 64 bits on every platform this builds for
+}
+
+// SignInLockWait is how long until the oldest counted attempt of an email or
+// an address leaves the window.
+func (s *Store) SignInLockWait(ctx context.Context, email, address string, window time.Duration) (time.Duration, error) {
+	secs, err := s.q.DashboardSignInAttemptWait(ctx, db.DashboardSignInAttemptWaitParams{Email: email, Address: address, WindowSeconds: window.Seconds()})
+	if err != nil {
+		return 0, mapError(err)
+	}
+	return max(0, time.Duration(secs*float64(time.Second))), nil
 }
 
 func toUser(r db.DashboardUser) voucher.User {

@@ -83,8 +83,35 @@ type VoucherFilter struct {
 	// State keeps one state; empty keeps all.
 	State     VoucherState
 	FlashOnly bool
+	// Sort orders the list; empty: newest first.
+	Sort VoucherSort
+	// Descending reverses Sort (start, state, usage).
+	Descending bool
 	// Limit bounds the list; default 100, at most 500.
 	Limit int
+	// Offset skips that many matches (a page's start).
+	Offset int
+}
+
+// VoucherSort is an order of the dashboard's list.
+type VoucherSort string
+
+// The list's orders; newest first among equals.
+const (
+	SortNewest VoucherSort = ""      // newest first
+	SortLive   VoucherSort = "live"  // live, sold out, scheduled, ended
+	SortStart  VoucherSort = "start" // by the window's start
+	SortState  VoucherSort = "state" // scheduled, live, sold out, ended
+	SortUsage  VoucherSort = "usage" // by the share of the total used
+)
+
+// VoucherSorts lists the orders a person may choose.
+var VoucherSorts = []VoucherSort{SortLive, SortStart, SortState, SortUsage}
+
+// VoucherPage is one page of the list with the count of every match.
+type VoucherPage struct {
+	Rows  []VoucherOverview
+	Total int
 }
 
 // VoucherOverview is a voucher as the dashboard lists it.
@@ -154,8 +181,15 @@ const (
 // BackofficeStore is what the dashboard and the admin mutations read and
 // change beyond Store. Each method is one transaction with bounded reads.
 type BackofficeStore interface {
-	// SearchVouchers lists vouchers newest first by a filter.
+	// SearchVouchers lists a page of vouchers by a filter, in its order.
 	SearchVouchers(ctx context.Context, f VoucherFilter) ([]Voucher, error)
+	// CountVouchers counts every voucher the filter matches.
+	CountVouchers(ctx context.Context, f VoucherFilter) (int, error)
+	// OperationAudit returns the latest repairs recorded, newest first.
+	OperationAudit(ctx context.Context, limit int) ([]AuditEvent, error)
+	// ReservationPage returns a page of a voucher's reservations, newest
+	// first, by a filter.
+	ReservationPage(ctx context.Context, code string, f ReservationFilter) ([]Reservation, error)
 	// UpdateVoucher replaces every term of a voucher that has not started
 	// and records the audit event with it: NOT_FOUND, VOUCHER_STARTED,
 	// VOUCHER_EXISTS (the new code is taken).
@@ -198,13 +232,9 @@ func (b *Backoffice) ListVouchers(ctx context.Context, f VoucherFilter) ([]Vouch
 	if err := authorize(ctx, OpRead); err != nil {
 		return nil, err
 	}
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	f.Limit = min(f.Limit, 500)
-	f.Search = strings.TrimSpace(f.Search)
-	if f.State != "" && !slices.Contains(VoucherStates, f.State) {
-		return nil, Invalid("state", "state must be scheduled, live, sold-out or ended")
+	f, err := checkFilter(f)
+	if err != nil {
+		return nil, err
 	}
 	vs, err := b.store.SearchVouchers(ctx, f)
 	if err != nil {
@@ -215,6 +245,41 @@ func (b *Backoffice) ListVouchers(ctx context.Context, f VoucherFilter) ([]Vouch
 		out[i] = b.overview(ctx, v)
 	}
 	return out, nil
+}
+
+// checkFilter bounds a filter's page and refuses what names nothing.
+func checkFilter(f VoucherFilter) (VoucherFilter, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	f.Limit = min(f.Limit, 500)
+	f.Offset = max(f.Offset, 0)
+	f.Search = strings.TrimSpace(f.Search)
+	if f.State != "" && !slices.Contains(VoucherStates, f.State) {
+		return f, Invalid("state", "state must be scheduled, live, sold-out or ended")
+	}
+	if f.Sort != SortNewest && !slices.Contains(VoucherSorts, f.Sort) {
+		return f, Invalid("sort", "sort must be live, start, state or usage")
+	}
+	return f, nil
+}
+
+// PageVouchers is ListVouchers with the count of every match, for a list
+// that pages. Errors: FORBIDDEN, INVALID_INPUT.
+func (b *Backoffice) PageVouchers(ctx context.Context, f VoucherFilter) (VoucherPage, error) {
+	rows, err := b.ListVouchers(ctx, f)
+	if err != nil {
+		return VoucherPage{}, err
+	}
+	f, _ = checkFilter(f) // ListVouchers has checked it
+	total := len(rows) + f.Offset
+	if len(rows) == f.Limit || (len(rows) == 0 && f.Offset > 0) {
+		// More may follow (or the page is past the end): count them.
+		if total, err = b.store.CountVouchers(ctx, f); err != nil {
+			return VoucherPage{}, err
+		}
+	}
+	return VoucherPage{Rows: rows, Total: total}, nil
 }
 
 func (b *Backoffice) overview(ctx context.Context, v Voucher) VoucherOverview {
@@ -391,6 +456,64 @@ func (b *Backoffice) EndVoucher(ctx context.Context, code string) (Voucher, erro
 	return b.store.EndVoucher(ctx, code, auditOf(ctx, code, AuditEnded, "ended early, before its window closed"))
 }
 
+// The audit actions of an operator's repairs.
+const (
+	AuditGateRebuilt = "gate-rebuilt"
+	AuditReconciled  = "reconciled"
+)
+
+// OperationAuditLimit is how many repairs the drift page lists.
+const OperationAuditLimit = 20
+
+// RebuildGate rebuilds a flash voucher's gate from the database (as the
+// service does) and records who did it. Errors: FORBIDDEN, INVALID_INPUT,
+// NOT_FOUND, UNAVAILABLE.
+func (b *Backoffice) RebuildGate(ctx context.Context, code string) error {
+	if err := b.svc.RebuildGate(ctx, code); err != nil {
+		return err
+	}
+	// After the repair, in its own transaction: the gate is not the
+	// database's to roll back, so a failure to record is logged, not undone.
+	if err := b.store.AddAuditEvent(ctx, auditOf(ctx, code, AuditGateRebuilt, "the gate was rebuilt from the database")); err != nil {
+		b.svc.logger.ErrorContext(ctx, "could not record a gate rebuild", "code", code, "err", err)
+	}
+	return nil
+}
+
+// Reconcile runs a reconciliation pass by hand (as the service does) and
+// records who did it with what it found. Errors: FORBIDDEN, UNAVAILABLE.
+func (b *Backoffice) Reconcile(ctx context.Context) ([]DriftReport, error) {
+	reports, err := b.svc.Reconcile(ctx)
+	if err != nil {
+		return reports, err
+	}
+	drifting := 0
+	for _, r := range reports {
+		if r.Drift != 0 {
+			drifting++
+		}
+	}
+	detail := fmt.Sprintf("%d flash voucher(s) checked, %d with drift", len(reports), drifting)
+	if err := b.store.AddAuditEvent(ctx, auditOf(ctx, "", AuditReconciled, detail)); err != nil {
+		b.svc.logger.ErrorContext(ctx, "could not record a reconciliation", "err", err)
+	}
+	return reports, nil
+}
+
+// DriftReports returns the latest reconciliation of every flash voucher (as
+// the service does). Errors: FORBIDDEN.
+func (b *Backoffice) DriftReports(ctx context.Context) ([]DriftReport, error) {
+	return b.svc.DriftReports(ctx)
+}
+
+// OperationAudit returns the latest repairs, newest first. Errors: FORBIDDEN.
+func (b *Backoffice) OperationAudit(ctx context.Context) ([]AuditEvent, error) {
+	if err := authorize(ctx, OpOperate); err != nil {
+		return nil, err
+	}
+	return b.store.OperationAudit(ctx, OperationAuditLimit)
+}
+
 // SampleOpenVouchers samples the counters of vouchers in their window, for
 // the chart of remaining uses; the service's own job calls it.
 func (b *Backoffice) SampleOpenVouchers(ctx context.Context) (int, error) {
@@ -436,3 +559,99 @@ func describeChange(v Voucher, n NewVoucher) string {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// ReservationFilter narrows a voucher's reservations.
+type ReservationFilter struct {
+	Status     Status // empty: any
+	CustomerID int64  // 0: any
+	// After is the cursor of the last reservation of the previous page.
+	After *ReservationCursor
+	// Limit bounds a page; default 100, at most 1000.
+	Limit int
+}
+
+// ReservationCursor is where a page of reservations (newest first) ends.
+type ReservationCursor struct {
+	CreatedAt time.Time
+	OrderID   string
+}
+
+// Cursor is the reservation's place in the newest-first order.
+func (r Reservation) Cursor() ReservationCursor {
+	return ReservationCursor{CreatedAt: r.CreatedAt, OrderID: r.OrderID}
+}
+
+// exportBatch is how many reservations an export reads at a time: the
+// export holds one batch in memory, whatever the voucher's size.
+const exportBatch = 1000
+
+func checkReservationFilter(f ReservationFilter) (ReservationFilter, error) {
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	f.Limit = min(f.Limit, exportBatch)
+	switch f.Status {
+	case "", StatusReserved, StatusConfirmed, StatusReleased:
+	default:
+		return f, Invalid("status", "status must be RESERVED, CONFIRMED or RELEASED")
+	}
+	if f.CustomerID < 0 {
+		return f, Invalid("customerId", "customerId must be greater than 0")
+	}
+	return f, nil
+}
+
+// Reservations returns a page of a voucher's reservations, newest first,
+// and the cursor of the next page (nil on the last).
+// Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND.
+func (b *Backoffice) Reservations(ctx context.Context, code string, f ReservationFilter) ([]Reservation, *ReservationCursor, error) {
+	if _, err := b.svc.Voucher(ctx, code); err != nil {
+		return nil, nil, err
+	}
+	f, err := checkReservationFilter(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	want := f.Limit
+	f.Limit++ // one more says whether a next page exists
+	rows, err := b.store.ReservationPage(ctx, code, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(rows) <= want {
+		return rows, nil, nil
+	}
+	rows = rows[:want]
+	next := rows[want-1].Cursor()
+	return rows, &next, nil
+}
+
+// ExportReservations hands every reservation of a voucher that the filter
+// keeps to each, newest first, reading the database a batch at a time;
+// an error from each stops it. Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND.
+func (b *Backoffice) ExportReservations(ctx context.Context, code string, f ReservationFilter, each func(Reservation) error) error {
+	if _, err := b.svc.Voucher(ctx, code); err != nil {
+		return err
+	}
+	f.Limit = exportBatch
+	f, err := checkReservationFilter(f)
+	if err != nil {
+		return err
+	}
+	for {
+		rows, err := b.store.ReservationPage(ctx, code, f)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if err := each(r); err != nil {
+				return err
+			}
+		}
+		if len(rows) < f.Limit {
+			return nil
+		}
+		next := rows[len(rows)-1].Cursor()
+		f.After = &next
+	}
+}

@@ -32,6 +32,7 @@ const (
 	OpRead          Operation = "read"           // voucher, vouchers, reservation
 	OpManageVoucher Operation = "manage-voucher" // create and change vouchers
 	OpOperate       Operation = "operate"        // drift, reconciliation, gate rebuild
+	OpManageUsers   Operation = "manage-users"   // dashboard users and their sign-in locks
 )
 
 var permissions = map[Operation][]Role{
@@ -39,6 +40,7 @@ var permissions = map[Operation][]Role{
 	OpRead:          {RoleStorefront, RoleAdmin, RoleMarketer, RoleOperator},
 	OpManageVoucher: {RoleAdmin, RoleMarketer},
 	OpOperate:       {RoleAdmin, RoleOperator},
+	OpManageUsers:   {RoleAdmin},
 }
 
 // Caller is who makes a request; transports put it in the context after

@@ -123,6 +123,9 @@ type UserStore interface {
 	// LiftSignInLocks lifts the counted attempts of an email or an address
 	// (either may be empty) and says how many were lifted.
 	LiftSignInLocks(ctx context.Context, email, address string) (int, error)
+	// SignInLockWait is how long until the oldest counted attempt of an
+	// email or an address (either may be empty) leaves the window.
+	SignInLockWait(ctx context.Context, email, address string, window time.Duration) (time.Duration, error)
 }
 
 // SignInLimit is one sign-in attempt with the limits it must fit.
@@ -268,8 +271,11 @@ func signInEmail(email string) string {
 // LiftLocks is an admin lifting the sign-in lock of an email, of a client
 // address, or both (either may be empty): their failures so far stop
 // counting. It says how many failed attempts were lifted.
-// Errors: INVALID_INPUT.
+// Errors: FORBIDDEN (a caller other than an admin), INVALID_INPUT.
 func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, error) {
+	if err := authorize(ctx, OpManageUsers); err != nil {
+		return 0, err
+	}
 	if strings.TrimSpace(email) == "" && strings.TrimSpace(address) == "" {
 		return 0, Invalid("email", "name an email or an address to unlock")
 	}
@@ -277,6 +283,16 @@ func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, e
 		email = signInEmail(email)
 	}
 	return a.store.LiftSignInLocks(ctx, email, strings.TrimSpace(address))
+}
+
+// LockWait says how long a refused sign-in (TOO_MANY_ATTEMPTS) waits: until
+// the oldest failure counted against its email (field "email") or its
+// address (field "address") leaves the window.
+func (a *Accounts) LockWait(ctx context.Context, field, address, email string) (time.Duration, error) {
+	if field == "email" {
+		return a.store.SignInLockWait(ctx, signInEmail(email), "", a.cfg.FailureWindow)
+	}
+	return a.store.SignInLockWait(ctx, "", address, a.cfg.FailureWindow)
 }
 
 // SessionUser returns the live session of a cookie's token and its user.

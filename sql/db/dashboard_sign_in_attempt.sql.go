@@ -127,3 +127,28 @@ func (q *Queries) DashboardSignInAttemptLock(ctx context.Context, key string) er
 	_, err := q.db.Exec(ctx, dashboardSignInAttemptLock, key)
 	return err
 }
+
+const dashboardSignInAttemptWait = `-- name: DashboardSignInAttemptWait :one
+SELECT coalesce(extract(epoch FROM min(started_at) + make_interval(secs => $1::float8) - now()), 0)::float8 AS wait_seconds
+FROM dashboard_sign_in_attempt
+WHERE lifted_at IS NULL
+  AND started_at > now() - make_interval(secs => $1::float8)
+  AND (($2::text <> '' AND email = $2)
+    OR ($3::text <> '' AND address = $3))
+`
+
+type DashboardSignInAttemptWaitParams struct {
+	WindowSeconds float64
+	Email         string
+	Address       string
+}
+
+// DashboardSignInAttemptWait is how long until the oldest counted attempt of
+// an email, or of an address (an empty argument matches nothing), leaves
+// the window, in seconds: a locked key is let through again then.
+func (q *Queries) DashboardSignInAttemptWait(ctx context.Context, arg DashboardSignInAttemptWaitParams) (float64, error) {
+	row := q.db.QueryRow(ctx, dashboardSignInAttemptWait, arg.WindowSeconds, arg.Email, arg.Address)
+	var wait_seconds float64
+	err := row.Scan(&wait_seconds)
+	return wait_seconds, err
+}

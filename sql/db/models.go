@@ -95,7 +95,7 @@ type Voucher struct {
 
 type VoucherAudit struct {
 	ID          int64
-	VoucherCode string
+	VoucherCode *string
 	Actor       string
 	ActorRole   string
 	Action      string

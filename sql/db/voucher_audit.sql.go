@@ -15,7 +15,7 @@ VALUES ($1, $2, $3, $4, $5)
 `
 
 type VoucherAuditInsertParams struct {
-	VoucherCode string
+	VoucherCode *string
 	Actor       string
 	ActorRole   string
 	Action      string
@@ -41,12 +41,49 @@ LIMIT $2
 `
 
 type VoucherAuditListByVoucherParams struct {
-	VoucherCode string
+	VoucherCode *string
 	Limit       int32
 }
 
 func (q *Queries) VoucherAuditListByVoucher(ctx context.Context, arg VoucherAuditListByVoucherParams) ([]VoucherAudit, error) {
 	rows, err := q.db.Query(ctx, voucherAuditListByVoucher, arg.VoucherCode, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherAudit
+	for rows.Next() {
+		var i VoucherAudit
+		if err := rows.Scan(
+			&i.ID,
+			&i.VoucherCode,
+			&i.Actor,
+			&i.ActorRole,
+			&i.Action,
+			&i.Detail,
+			&i.OccurredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const voucherAuditListOperations = `-- name: VoucherAuditListOperations :many
+SELECT id, voucher_code, actor, actor_role, action, detail, occurred_at FROM voucher_audit
+WHERE action IN ('gate-rebuilt', 'reconciled')
+ORDER BY id DESC
+LIMIT $1
+`
+
+// VoucherAuditListOperations lists the latest repairs (gate rebuilds and
+// reconciliations by hand) of any voucher, newest first.
+func (q *Queries) VoucherAuditListOperations(ctx context.Context, limit int32) ([]VoucherAudit, error) {
+	rows, err := q.db.Query(ctx, voucherAuditListOperations, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -39,34 +39,114 @@ func (q *Queries) VoucherEndNow(ctx context.Context, code string) (Voucher, erro
 	return i, err
 }
 
+const voucherRedemptionPage = `-- name: VoucherRedemptionPage :many
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption
+WHERE voucher_code = $1
+  AND ($2::text = '' OR status = $2::text)
+  AND ($3::bigint = 0 OR customer_id = $3::bigint)
+  AND (NOT $4::boolean
+       OR (created_at, order_id) < ($5::timestamptz, $6::text))
+ORDER BY created_at DESC, order_id DESC
+LIMIT $7
+`
+
+type VoucherRedemptionPageParams struct {
+	VoucherCode    string
+	Status         string
+	CustomerID     int64
+	After          bool
+	AfterCreatedAt time.Time
+	AfterOrderID   string
+	MaxRows        int32
+}
+
+// VoucherRedemptionPage is a page of a voucher's reservations, newest first,
+// filtered by status (” any) and customer (0 any), after a keyset cursor
+// (created_at, order_id) when after is set: the dashboard's list and, batch
+// by batch, its CSV export (voucher_redemption_voucher_idx serves it).
+func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedemptionPageParams) ([]VoucherRedemption, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionPage,
+		arg.VoucherCode,
+		arg.Status,
+		arg.CustomerID,
+		arg.After,
+		arg.AfterCreatedAt,
+		arg.AfterOrderID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemption
+	for rows.Next() {
+		var i VoucherRedemption
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.VoucherCode,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.DiscountAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.ConfirmedAt,
+			&i.ReleasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherSearch = `-- name: VoucherSearch :many
 SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher
 WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
-  AND ($2::text = '' OR
-       CASE WHEN now() > ends_at THEN 'ended'
-            WHEN used_count >= total_limit THEN 'sold-out'
-            WHEN now() < starts_at THEN 'scheduled'
-            ELSE 'live' END = $2::text)
+  AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
   AND (NOT $3::boolean OR flash)
-ORDER BY created_at DESC, code DESC
-LIMIT $4
+ORDER BY
+  CASE WHEN $4::text = 'live' THEN
+    array_position(ARRAY['live', 'sold-out', 'scheduled', 'ended'], voucher_state(starts_at, ends_at, used_count, total_limit)) END,
+  CASE WHEN $4::text = 'start' AND NOT $5::boolean THEN starts_at END ASC,
+  CASE WHEN $4::text = 'start' AND $5::boolean THEN starts_at END DESC,
+  CASE WHEN $4::text = 'state' AND NOT $5::boolean THEN
+    array_position(ARRAY['scheduled', 'live', 'sold-out', 'ended'], voucher_state(starts_at, ends_at, used_count, total_limit)) END ASC,
+  CASE WHEN $4::text = 'state' AND $5::boolean THEN
+    array_position(ARRAY['scheduled', 'live', 'sold-out', 'ended'], voucher_state(starts_at, ends_at, used_count, total_limit)) END DESC,
+  CASE WHEN $4::text = 'usage' AND NOT $5::boolean THEN used_count::float8 / total_limit END ASC,
+  CASE WHEN $4::text = 'usage' AND $5::boolean THEN used_count::float8 / total_limit END DESC,
+  created_at DESC, code DESC
+LIMIT $7 OFFSET $6
 `
 
 type VoucherSearchParams struct {
-	Search    string
-	State     string
-	FlashOnly bool
-	MaxRows   int32
+	Search     string
+	State      string
+	FlashOnly  bool
+	Sort       string
+	Descending bool
+	SkipRows   int32
+	MaxRows    int32
 }
 
-// VoucherSearch (the dashboard's list) lists vouchers newest first, filtered by a piece of the code
-// (lower case, LIKE-escaped by the caller), a state and flash. The state
-// expression is voucher.Voucher.State in SQL: keep the two in step.
+// VoucherSearch (the dashboard's list) lists a page of vouchers filtered by
+// a piece of the code (lower case, LIKE-escaped by the caller), a state and
+// flash, in one of the list's orders: "live" (live first, then sold out,
+// scheduled, ended; the default), "start", "state" (in the order a sale goes
+// through them) or "usage" (the share of the total used), each ascending or
+// descending; newest first among equals.
 func (q *Queries) VoucherSearch(ctx context.Context, arg VoucherSearchParams) ([]Voucher, error) {
 	rows, err := q.db.Query(ctx, voucherSearch,
 		arg.Search,
 		arg.State,
 		arg.FlashOnly,
+		arg.Sort,
+		arg.Descending,
+		arg.SkipRows,
 		arg.MaxRows,
 	)
 	if err != nil {
@@ -98,6 +178,27 @@ func (q *Queries) VoucherSearch(ctx context.Context, arg VoucherSearchParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const voucherSearchCount = `-- name: VoucherSearchCount :one
+SELECT count(*) FROM voucher
+WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
+  AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
+  AND (NOT $3::boolean OR flash)
+`
+
+type VoucherSearchCountParams struct {
+	Search    string
+	State     string
+	FlashOnly bool
+}
+
+// VoucherSearchCount counts what VoucherSearch pages through.
+func (q *Queries) VoucherSearchCount(ctx context.Context, arg VoucherSearchCountParams) (int64, error) {
+	row := q.db.QueryRow(ctx, voucherSearchCount, arg.Search, arg.State, arg.FlashOnly)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const voucherUpdateBeforeStart = `-- name: VoucherUpdateBeforeStart :one

@@ -40,3 +40,14 @@ UPDATE dashboard_sign_in_attempt SET lifted_at = now()
 WHERE lifted_at IS NULL
   AND ((sqlc.arg(email)::text <> '' AND email = sqlc.arg(email))
     OR (sqlc.arg(address)::text <> '' AND address = sqlc.arg(address)));
+
+-- DashboardSignInAttemptWait is how long until the oldest counted attempt of
+-- an email, or of an address (an empty argument matches nothing), leaves
+-- the window, in seconds: a locked key is let through again then.
+-- name: DashboardSignInAttemptWait :one
+SELECT coalesce(extract(epoch FROM min(started_at) + make_interval(secs => sqlc.arg(window_seconds)::float8) - now()), 0)::float8 AS wait_seconds
+FROM dashboard_sign_in_attempt
+WHERE lifted_at IS NULL
+  AND started_at > now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+  AND ((sqlc.arg(email)::text <> '' AND email = sqlc.arg(email))
+    OR (sqlc.arg(address)::text <> '' AND address = sqlc.arg(address)));

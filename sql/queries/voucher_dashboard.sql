@@ -1,17 +1,34 @@
--- VoucherSearch (the dashboard's list) lists vouchers newest first, filtered by a piece of the code
--- (lower case, LIKE-escaped by the caller), a state and flash. The state
--- expression is voucher.Voucher.State in SQL: keep the two in step.
+-- VoucherSearch (the dashboard's list) lists a page of vouchers filtered by
+-- a piece of the code (lower case, LIKE-escaped by the caller), a state and
+-- flash, in one of the list's orders: "live" (live first, then sold out,
+-- scheduled, ended; the default), "start", "state" (in the order a sale goes
+-- through them) or "usage" (the share of the total used), each ascending or
+-- descending; newest first among equals.
 -- name: VoucherSearch :many
 SELECT * FROM voucher
 WHERE (sqlc.arg(search)::text = '' OR lower(code) LIKE '%' || sqlc.arg(search)::text || '%')
-  AND (sqlc.arg(state)::text = '' OR
-       CASE WHEN now() > ends_at THEN 'ended'
-            WHEN used_count >= total_limit THEN 'sold-out'
-            WHEN now() < starts_at THEN 'scheduled'
-            ELSE 'live' END = sqlc.arg(state)::text)
+  AND (sqlc.arg(state)::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = sqlc.arg(state)::text)
   AND (NOT sqlc.arg(flash_only)::boolean OR flash)
-ORDER BY created_at DESC, code DESC
-LIMIT sqlc.arg(max_rows);
+ORDER BY
+  CASE WHEN sqlc.arg(sort)::text = 'live' THEN
+    array_position(ARRAY['live', 'sold-out', 'scheduled', 'ended'], voucher_state(starts_at, ends_at, used_count, total_limit)) END,
+  CASE WHEN sqlc.arg(sort)::text = 'start' AND NOT sqlc.arg(descending)::boolean THEN starts_at END ASC,
+  CASE WHEN sqlc.arg(sort)::text = 'start' AND sqlc.arg(descending)::boolean THEN starts_at END DESC,
+  CASE WHEN sqlc.arg(sort)::text = 'state' AND NOT sqlc.arg(descending)::boolean THEN
+    array_position(ARRAY['scheduled', 'live', 'sold-out', 'ended'], voucher_state(starts_at, ends_at, used_count, total_limit)) END ASC,
+  CASE WHEN sqlc.arg(sort)::text = 'state' AND sqlc.arg(descending)::boolean THEN
+    array_position(ARRAY['scheduled', 'live', 'sold-out', 'ended'], voucher_state(starts_at, ends_at, used_count, total_limit)) END DESC,
+  CASE WHEN sqlc.arg(sort)::text = 'usage' AND NOT sqlc.arg(descending)::boolean THEN used_count::float8 / total_limit END ASC,
+  CASE WHEN sqlc.arg(sort)::text = 'usage' AND sqlc.arg(descending)::boolean THEN used_count::float8 / total_limit END DESC,
+  created_at DESC, code DESC
+LIMIT sqlc.arg(max_rows) OFFSET sqlc.arg(skip_rows);
+
+-- VoucherSearchCount counts what VoucherSearch pages through.
+-- name: VoucherSearchCount :one
+SELECT count(*) FROM voucher
+WHERE (sqlc.arg(search)::text = '' OR lower(code) LIKE '%' || sqlc.arg(search)::text || '%')
+  AND (sqlc.arg(state)::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = sqlc.arg(state)::text)
+  AND (NOT sqlc.arg(flash_only)::boolean OR flash);
 
 -- VoucherUpdateBeforeStart changes every term of a voucher whose window has
 -- not opened by the database's clock and that holds no use; no row back
@@ -36,3 +53,17 @@ UPDATE voucher
 SET ends_at = now()
 WHERE code = $1 AND starts_at < now() AND ends_at > now()
 RETURNING *;
+
+-- VoucherRedemptionPage is a page of a voucher's reservations, newest first,
+-- filtered by status ('' any) and customer (0 any), after a keyset cursor
+-- (created_at, order_id) when after is set: the dashboard's list and, batch
+-- by batch, its CSV export (voucher_redemption_voucher_idx serves it).
+-- name: VoucherRedemptionPage :many
+SELECT * FROM voucher_redemption
+WHERE voucher_code = sqlc.arg(voucher_code)
+  AND (sqlc.arg(status)::text = '' OR status = sqlc.arg(status)::text)
+  AND (sqlc.arg(customer_id)::bigint = 0 OR customer_id = sqlc.arg(customer_id)::bigint)
+  AND (NOT sqlc.arg(after)::boolean
+       OR (created_at, order_id) < (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_order_id)::text))
+ORDER BY created_at DESC, order_id DESC
+LIMIT sqlc.arg(max_rows);

@@ -95,7 +95,7 @@ func TestVoucherRows_ShowStateFlashBadgeBarAndGate(t *testing.T) {
 	}
 }
 
-func TestVoucherRows_PollTheirOwnFragmentFasterWhileASaleRuns(t *testing.T) {
+func TestVoucherList_PollsFiguresOnlyFasterWhileASaleRuns(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		desc    string
@@ -105,18 +105,53 @@ func TestVoucherRows_PollTheirOwnFragmentFasterWhileASaleRuns(t *testing.T) {
 		get     string
 	}{
 		{"a live voucher", []voucher.VoucherOverview{overview("A", voucher.StateLive, false, nil)}, ListQuery{}, "every 2s", "/admin/vouchers/rows?"},
-		{"nothing live", []voucher.VoucherOverview{overview("A", voucher.StateEnded, false, nil)}, ListQuery{Search: "summer sale", State: "ended", Flash: true}, "every 15s", "/admin/vouchers/rows?q=summer+sale&state=ended&flash=1"},
+		{"nothing live", []voucher.VoucherOverview{overview("A", voucher.StateEnded, false, nil)}, ListQuery{Search: "summer sale", State: "ended", Flash: true, Sort: "usage", Desc: true, Page: 2}, "every 15s", "/admin/vouchers/rows?q=summer+sale&state=ended&flash=1&sort=usage&desc=1&page=2"},
 	} {
-		body := renderRows(t, VoucherRows(tc.q, tc.rows, time.UTC, now)).Find(testid("voucher-rows"))
-		if got, _ := body.Attr("hx-trigger"); got != tc.trigger {
+		page := voucher.VoucherPage{Rows: tc.rows, Total: len(tc.rows)}
+		poll := render(t, VoucherList(Page{}, tc.q, page, now)).Find(testid("list-poll"))
+		if got, _ := poll.Attr("hx-trigger"); got != tc.trigger {
 			t.Errorf("%s: hx-trigger = %q, want %q", tc.desc, got, tc.trigger)
 		}
-		if got, _ := body.Attr("hx-get"); got != tc.get {
+		if got, _ := poll.Attr("hx-get"); got != tc.get {
 			t.Errorf("%s: hx-get = %q, want %q", tc.desc, got, tc.get)
 		}
-		if got, _ := body.Attr("hx-swap"); got != "outerHTML" {
-			t.Errorf("%s: hx-swap = %q, want outerHTML (the fragment replaces itself)", tc.desc, got)
+		if got, _ := poll.Attr("hx-swap"); got != "none" {
+			t.Errorf("%s: hx-swap = %q, want none (only the out-of-band figures are swapped)", tc.desc, got)
 		}
+	}
+}
+
+// The poll's answer replaces figures only: no row, no link (so the focus
+// and the scroll stay), each figure with the id of the cell it replaces.
+func TestVoucherFigures_SwapEachRowsFiguresOutOfBand(t *testing.T) {
+	t.Parallel()
+	rows := []voucher.VoucherOverview{overview("FLASH-LIVE", voucher.StateLive, true, &gate7), overview("OLD", voucher.StateEnded, false, nil)}
+	list := render(t, VoucherList(Page{}, ListQuery{}, voucher.VoucherPage{Rows: rows, Total: 2}, now))
+	frag := render(t, VoucherFigures(ListQuery{}, rows))
+	if n := frag.Find("a, tr, tbody").Length(); n != 0 {
+		t.Errorf("the polled fragment holds %d rows or links; want figures only", n)
+	}
+	var ids []string
+	frag.Find("[hx-swap-oob]").Each(func(_ int, s *goquery.Selection) {
+		id, _ := s.Attr("id")
+		ids = append(ids, id)
+		if list.Find("#"+id).Length() != 1 {
+			t.Errorf("the fragment's %s has no element to replace in the list", id)
+		}
+	})
+	want := []string{"state-FLASH-LIVE", "usage-FLASH-LIVE", "gate-FLASH-LIVE", "state-OLD", "usage-OLD", "gate-OLD", "list-poll", "list-status"}
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("out-of-band ids (-want +got):\n%s", diff)
+	}
+	if got := frag.Find("#gate-FLASH-LIVE").Text(); got != "7" {
+		t.Errorf("gate figure = %q, want 7", got)
+	}
+	status := list.Find("#list-status")
+	if got, _ := status.Attr("aria-live"); got != "polite" {
+		t.Errorf("the list's status region aria-live = %q, want polite", got)
+	}
+	if got, _ := frag.Find("#list-status").Attr("hx-swap-oob"); got != "innerHTML" {
+		t.Errorf("the status is swapped with %q, want innerHTML (the live region itself stays)", got)
 	}
 }
 
@@ -159,8 +194,26 @@ func TestVoucherForm_ShowsEachFieldsMessageNextToIt(t *testing.T) {
 	if got, _ := doc.Find(`#code`).Attr("value"); got != "bad code!" {
 		t.Errorf("the code as typed is lost: %q", got)
 	}
-	if !strings.Contains(doc.Find(testid("flash-explained")).Text(), "Redis") {
-		t.Error("the flash checkbox has no line on what it means")
+	// Plain words for marketers; the technical ones only in the tooltip.
+	flash := doc.Find(testid("flash-explained"))
+	if text := flash.Text(); !strings.Contains(text, "fast counter") || strings.Contains(text, "Redis") || strings.Contains(text, "atomic") {
+		t.Errorf("the flash checkbox's line = %q, want plain words (the technical ones in a tooltip)", text)
+	}
+	if title, _ := flash.Find("abbr").Attr("title"); !strings.Contains(title, "Redis") {
+		t.Errorf("the flash line's tooltip = %q, want the technical words", title)
+	}
+	// Each field points at its message (or its rule), and says it is at fault.
+	if got, _ := doc.Find(`#totalLimit`).Attr("aria-invalid"); got != "true" {
+		t.Errorf("totalLimit aria-invalid = %q, want true", got)
+	}
+	if got, _ := doc.Find(`#totalLimit`).Attr("aria-describedby"); got != "totalLimit-error" || doc.Find("#"+got).Length() != 1 {
+		t.Errorf("totalLimit aria-describedby = %q, want its message's id", got)
+	}
+	if got, ok := doc.Find(`#perUserLimit`).Attr("aria-invalid"); ok {
+		t.Errorf("a valid field has aria-invalid=%q", got)
+	}
+	if got, _ := doc.Find(`#perUserLimit`).Attr("aria-describedby"); got != "perUserLimit-hint" || doc.Find("#"+got).Length() != 1 {
+		t.Errorf("perUserLimit aria-describedby = %q, want its rule's id", got)
 	}
 	if got, _ := doc.Find(testid("voucher-form")).Attr("action"); got != "/admin/vouchers" {
 		t.Errorf("create form posts to %q", got)
@@ -354,5 +407,85 @@ func TestMoney(t *testing.T) {
 		if got := Money(in); got != want {
 			t.Errorf("Money(%d) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A sale late in a long window is zoomed to, the axis says dates, and a
+// voucher created after its window opened starts at its creation.
+func TestChartOf_ZoomsToTheSaleWithDatesFromCreationOrFirstSample(t *testing.T) {
+	t.Parallel()
+	o := overview("LONG", voucher.StateLive, true, nil)
+	o.StartsAt = now.Add(-72 * time.Hour)
+	a := voucher.VoucherActivity{VoucherOverview: o, Samples: []voucher.RemainingSample{
+		{At: now.Add(-10 * time.Minute), Remaining: 15}, {At: now.Add(-5 * time.Minute), Remaining: 10},
+	}}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ChartOf(a, now, berlin)
+	// now is 1 Dec 10:30 UTC = 11:30 in Berlin; the lead-in is a minute.
+	var got []string
+	for _, l := range c.XLabels {
+		got = append(got, l.Text)
+	}
+	if diff := cmp.Diff([]string{"1 Dec 11:19", "1 Dec 11:24", "1 Dec 11:30"}, got); diff != "" {
+		t.Errorf("axis labels (-want +got):\n%s", diff)
+	}
+	// Without samples: from the creation when it is after the window's start.
+	o.CreatedAt = now.Add(-2 * time.Hour)
+	c = ChartOf(voucher.VoucherActivity{VoucherOverview: o}, now, time.UTC)
+	if c.XLabels[0].Text != "1 Dec 08:30" {
+		t.Errorf("the chart without samples starts at %q, want the creation (1 Dec 08:30)", c.XLabels[0].Text)
+	}
+}
+
+func TestWords_PlainForMarketersTechnicalForOperators(t *testing.T) {
+	t.Parallel()
+	gate := 15
+	o := overview("GAP", voucher.StateLive, true, &gate)
+	o.TotalLimit, o.UsedCount = 30, 10 // 20 remaining in the database, 15 at the gate
+	marketer := render(t, Figures(o, time.UTC, false))
+	if got := marketer.Find(testid("gate-gap")).Text(); !strings.Contains(got, "Operators are told") || strings.Contains(got, "gate") || strings.Contains(got, "Redis") {
+		t.Errorf("the marketer's line on 20 vs 15 = %q, want plain words saying operators are told", got)
+	}
+	if got := marketer.Find("dt span").FilterFunction(func(_ int, s *goquery.Selection) bool { return s.Text() == "Fast counter" }).Length(); got != 1 {
+		t.Error("the marketer's figures do not call the gate 'Fast counter'")
+	}
+	operator := render(t, Figures(o, time.UTC, true))
+	if got := operator.Find(testid("gate-gap")).Text(); !strings.Contains(got, "gate") || !strings.Contains(got, "drift page") {
+		t.Errorf("the operator's line = %q, want the gate's terms", got)
+	}
+	in := o
+	g := 20
+	in.Gate = &g
+	if render(t, Figures(in, time.UTC, false)).Find(testid("gate-gap")).Length() != 0 {
+		t.Error("a line about a difference where there is none")
+	}
+	if PathLabel(voucher.PathGateSync, false) == "gate-sync" || PathLabel(voucher.PathGateSync, true) != "gate-sync" {
+		t.Error("the path gate-sync is not in plain words for a marketer and by its name for an operator")
+	}
+	if got := Echo("5000"); got != "You typed 5000 = 50.00." {
+		t.Errorf("Echo(5000) = %q", got)
+	}
+	if got := Echo("50"); got != "You typed 50 = 0.50." {
+		t.Errorf("Echo(50) = %q", got)
+	}
+	if Echo("fifty") != "" {
+		t.Error("an echo of what is not a number")
+	}
+}
+
+func TestLayout_SkipLinkAndCurrentPage(t *testing.T) {
+	t.Parallel()
+	doc := render(t, Problem(Page{Active: "vouchers", User: Viewer{Role: voucher.RoleAdmin}}, "h", "m"))
+	if href, _ := doc.Find(testid("skip-link")).Attr("href"); href != "#main" || doc.Find("main#main").Length() != 1 {
+		t.Errorf("skip link goes to %q, want #main (the main element)", href)
+	}
+	if got, _ := doc.Find(testid("nav-vouchers")).Attr("aria-current"); got != "page" {
+		t.Errorf("the current page's entry has aria-current=%q, want page", got)
+	}
+	if got, _ := doc.Find(testid("nav-drift")).Attr("aria-current"); got == "page" {
+		t.Error("another entry is marked current")
 	}
 }

@@ -5,6 +5,8 @@ package components
 
 import (
 	"fmt"
+
+	"github.com/a-h/templ"
 	"net/url"
 	"strconv"
 	"strings"
@@ -38,6 +40,11 @@ func (v Viewer) CanManage() bool {
 // CanOperate reports whether the viewer may see drift and run repairs.
 func (v Viewer) CanOperate() bool {
 	return voucher.Caller{Role: v.Role}.Can(voucher.OpOperate)
+}
+
+// CanManageUsers reports whether the viewer may lift sign-in locks.
+func (v Viewer) CanManageUsers() bool {
+	return voucher.Caller{Role: v.Role}.Can(voucher.OpManageUsers)
 }
 
 func (p Page) zone() *time.Location {
@@ -206,8 +213,13 @@ const (
 	chartBottom = 28.0
 )
 
-// ChartOf lays out remaining uses over time: from the window's start at the
-// total, through the samples, to now at the current count.
+// ChartOf lays out remaining uses over time. It starts where there is
+// something to see: a little before the first sample when there are samples
+// (samples are taken only when the counters change, so the first is the
+// sale's start: a sale late in a long window is zoomed to, not squeezed into
+// the right edge), else at the window's start or the voucher's creation,
+// whichever is later; it ends now (or at the window's end). The axis is
+// labelled with dates and times in the reader's zone.
 func ChartOf(a voucher.VoucherActivity, now time.Time, zone *time.Location) Chart {
 	c := Chart{Width: chartWidth, Height: chartHeight, Last: a.Remaining()}
 	total := a.TotalLimit
@@ -219,17 +231,35 @@ func ChartOf(a voucher.VoucherActivity, now time.Time, zone *time.Location) Char
 		t time.Time
 		n int
 	}
-	pts := []point{{a.StartsAt, total}}
-	if len(a.Samples) > 0 && a.Samples[0].At.After(a.StartsAt) && len(a.Samples) == voucher.ActivitySamples {
-		// The oldest samples were cut off: start at the oldest one kept.
-		pts = pts[:0]
-	}
-	for _, s := range a.Samples {
-		pts = append(pts, point{s.At, s.Remaining})
-	}
 	end := now
 	if end.After(a.EndsAt) {
 		end = a.EndsAt
+	}
+	from := a.StartsAt
+	if a.CreatedAt.After(from) {
+		from = a.CreatedAt
+	}
+	var pts []point
+	switch {
+	case len(a.Samples) == 0:
+		pts = []point{{from, total}}
+	case len(a.Samples) == voucher.ActivitySamples:
+		// The oldest samples were cut off: start at the oldest one kept.
+	default:
+		// A lead-in at the total before the first change, a tenth of the
+		// sale's length long, never before the voucher could be used.
+		first := a.Samples[0].At
+		lead := max(end.Sub(first)/10, time.Minute)
+		start := first.Add(-lead)
+		if start.Before(from) {
+			start = from
+		}
+		if start.Before(first) {
+			pts = []point{{start, total}}
+		}
+	}
+	for _, s := range a.Samples {
+		pts = append(pts, point{s.At, s.Remaining})
 	}
 	if end.After(pts[len(pts)-1].t) {
 		pts = append(pts, point{end, a.Remaining()})
@@ -259,12 +289,15 @@ func ChartOf(a voucher.VoucherActivity, now time.Time, zone *time.Location) Char
 		n := int(float64(total) * frac)
 		c.YLabels = append(c.YLabels, ChartLabel{X: chartLeft - 6, Y: y(n) + 4, Text: Count(n)})
 	}
-	layout := "15:04"
-	if span > 36*3600 {
-		layout = "2 Jan 15:04"
+	// Dates on every label: a chart read the next day still says when.
+	layout := "2 Jan 15:04"
+	if span < 10*60 {
+		layout = "2 Jan 15:04:05"
 	}
+	mid := t0.Add(time.Duration(span/2) * time.Second)
 	c.XLabels = []ChartLabel{
 		{X: chartLeft, Y: chartHeight - 8, Text: t0.In(zone).Format(layout)},
+		{X: chartLeft + w/2, Y: chartHeight - 8, Text: mid.In(zone).Format(layout)},
 		{X: chartWidth - chartRight, Y: chartHeight - 8, Text: t1.In(zone).Format(layout)},
 	}
 	return c
@@ -368,6 +401,10 @@ type DriftView struct {
 	DeadLetters *int
 	// DeadLettersError is set when the count could not be read.
 	DeadLettersError bool
+	// Operations are the latest repairs run by hand, newest first.
+	Operations []voucher.AuditEvent
+	// At is when the page was read.
+	At time.Time
 }
 
 // Alerts returns the reports whose drift persisted past one interval.
@@ -395,14 +432,47 @@ func signed(n int) string {
 	return strconv.Itoa(n)
 }
 
-// ListQuery is the list's filter as given in the URL.
+// ListQuery is the list's filter, order and page as given in the URL.
 type ListQuery struct {
 	Search string
 	State  string
 	Flash  bool
+	// Sort is start, state or usage; empty is live first (the default).
+	Sort string
+	Desc bool
+	// Page counts from 1; 0 is the first.
+	Page int
 }
 
-// Encode returns the filter as a query string, for the polled fragment.
+// PageSize is how many vouchers a page of the list shows.
+const PageSize = 100
+
+// Pages is how many pages total matches take (at least one).
+func Pages(total int) int { return max(1, (total+PageSize-1)/PageSize) }
+
+func (q ListQuery) pageNumber() int { return max(1, q.Page) }
+
+// Offset is the first match of the query's page.
+func (q ListQuery) Offset() int { return (q.pageNumber() - 1) * PageSize }
+
+// Filtered reports whether the query narrows or reorders the list.
+func (q ListQuery) Filtered() bool { return q != (ListQuery{}) }
+
+// SortedBy is the query ordered by a column, from its first page: the same
+// column again reverses the order.
+func (q ListQuery) SortedBy(sort string) ListQuery {
+	q.Desc = q.Sort == sort && !q.Desc
+	q.Sort, q.Page = sort, 0
+	return q
+}
+
+// AtPage is the query at another page.
+func (q ListQuery) AtPage(n int) ListQuery {
+	q.Page = n
+	return q
+}
+
+// Encode returns the query as a query string, for links and the poll.
 func (q ListQuery) Encode() string {
 	v := []string{}
 	if q.Search != "" {
@@ -414,5 +484,169 @@ func (q ListQuery) Encode() string {
 	if q.Flash {
 		v = append(v, "flash=1")
 	}
+	if q.Sort != "" {
+		v = append(v, "sort="+url.QueryEscape(q.Sort))
+	}
+	if q.Desc {
+		v = append(v, "desc=1")
+	}
+	if q.Page > 1 {
+		v = append(v, "page="+strconv.Itoa(q.Page))
+	}
 	return strings.Join(v, "&")
+}
+
+// PageSummary says which matches the page shows: "1–100 of 204 vouchers".
+func PageSummary(q ListQuery, p voucher.VoucherPage) string {
+	switch {
+	case p.Total == 0:
+		return "No voucher matches."
+	case len(p.Rows) == 0:
+		return "This page is past the last of " + Count(p.Total) + " vouchers."
+	case p.Total == 1:
+		return "1 voucher."
+	}
+	first := q.Offset() + 1
+	return Count(first) + "–" + Count(first+len(p.Rows)-1) + " of " + Count(p.Total) + " vouchers, " + SortLabel(q) + "."
+}
+
+// SortLabel says the list's order in words.
+func SortLabel(q ListQuery) string {
+	switch q.Sort {
+	case "start":
+		if q.Desc {
+			return "latest start first"
+		}
+		return "earliest start first"
+	case "state":
+		if q.Desc {
+			return "ended first"
+		}
+		return "scheduled first"
+	case "usage":
+		if q.Desc {
+			return "most used first"
+		}
+		return "least used first"
+	}
+	return "live first"
+}
+
+// ListStatus is the polite announcement of the figures: it changes (and is
+// read out) only when a voucher shown goes live, sells out or ends.
+func ListStatus(rows []voucher.VoucherOverview) string {
+	n := map[voucher.VoucherState]int{}
+	for _, r := range rows {
+		n[r.State]++
+	}
+	return fmt.Sprintf("Shown: %d live, %d sold out, %d scheduled, %d ended.",
+		n[voucher.StateLive], n[voucher.StateSoldOut], n[voucher.StateScheduled], n[voucher.StateEnded])
+}
+
+// current is aria-current for a navigation entry: "page" for the page shown.
+func current(on bool) string {
+	if on {
+		return "page"
+	}
+	return "false"
+}
+
+// fieldAttrs ties an input to its message: aria-invalid and the message's
+// id after a refused submit, the rule's id otherwise.
+func fieldAttrs(name string, errs map[string]string) templ.Attributes {
+	if errs[name] != "" {
+		return templ.Attributes{"aria-invalid": "true", "aria-describedby": name + "-error"}
+	}
+	return templ.Attributes{"aria-describedby": name + "-hint"}
+}
+
+// Echo says what an amount typed in minor units means: "5000 = 50.00".
+// Nothing for what is not a whole number (its field says so on submit).
+func Echo(raw string) string {
+	n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(raw), "_", ""), 10, 64)
+	if err != nil {
+		return ""
+	}
+	return "You typed " + strconv.FormatInt(n, 10) + " = " + Money(n) + "."
+}
+
+func gateName(technical bool) string {
+	if technical {
+		return "Gate"
+	}
+	return "Fast counter"
+}
+
+// GateGap explains a flash voucher whose gate and database disagree: to a
+// marketer in plain words, to an operator in the gate's terms.
+func GateGap(o voucher.VoucherOverview, technical bool) string {
+	if !o.Flash || o.Gate == nil || *o.Gate == o.Remaining() {
+		return ""
+	}
+	gate, db := Count(*o.Gate), Count(o.Remaining())
+	if technical {
+		return "The gate's counter (" + gate + ") differs from the database's remaining (" + db + "): orders in flight, or drift; the drift page shows which, and alerts when it persists."
+	}
+	if *o.Gate < o.Remaining() {
+		return "The fast counter lets " + gate + " more buyers through while the database has " + db + " uses left: some are on their way to the database, or the counter fell behind. Operators are told if it stays that way, and they can put it right; nothing is oversold."
+	}
+	return "The fast counter shows " + gate + " while the database has " + db + " uses left: the counter is corrected within a minute. Operators are told if it stays that way; the database never sells more than the total."
+}
+
+// PathLabel says how a reservation event was written: to an operator by the
+// path's name, to a marketer in words.
+func PathLabel(p voucher.Path, technical bool) string {
+	if technical {
+		return string(p)
+	}
+	switch p {
+	case voucher.PathDatabase:
+		return "directly"
+	case voucher.PathGateSync:
+		return "flash sale, at once"
+	case voucher.PathKafka:
+		return "flash sale, queued"
+	case voucher.PathExpiry:
+		return "expired"
+	}
+	return string(p)
+}
+
+// Wait says a sign-in lock's wait for people, rounded up to the minute
+// ("1 minute", "12 minutes"), in seconds under a minute.
+func Wait(d time.Duration) string {
+	if d < time.Minute {
+		return plural(max(1, int((d+time.Second-1)/time.Second)), "second")
+	}
+	return plural(int((d+time.Minute-1)/time.Minute), "minute")
+}
+
+// ReservationQuery is the reservations list's filter as typed.
+type ReservationQuery struct {
+	Code          string
+	Status        string // RESERVED, CONFIRMED, RELEASED or empty
+	Customer      string
+	CustomerError string
+	Paged         bool // past the first page
+}
+
+// Values is the filter as URL values, for the next page and the export.
+func (q ReservationQuery) Values() url.Values {
+	v := url.Values{}
+	if q.Status != "" {
+		v.Set("status", q.Status)
+	}
+	if q.Customer != "" {
+		v.Set("customer", q.Customer)
+	}
+	return v
+}
+
+// CSVURL is the export of what the filter keeps.
+func (q ReservationQuery) CSVURL() string {
+	u := "/admin/vouchers/" + url.PathEscape(q.Code) + "/reservations.csv"
+	if e := q.Values().Encode(); e != "" {
+		u += "?" + e
+	}
+	return u
 }

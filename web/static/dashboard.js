@@ -1,6 +1,9 @@
 // The dashboard's only script (besides htmx): it tells the server the
-// browser's time zone, so times are shown in the reader's zone, and picks
-// that zone in the voucher form's select.
+// browser's time zone (from the sign-in page on, so the first page after it
+// is already in the reader's zone), picks that zone in the voucher form's
+// select, moves the focus to the first field at fault after a refused
+// submit, echoes what an amount typed in cents means, and puts the focus
+// back where it was after a refresh swaps part of a page.
 (function () {
   "use strict";
   var zone = "";
@@ -44,9 +47,57 @@
       msg.remove();
     }
   });
-  if (document.readyState === "loading") {
-    document.addEventListener("DOMContentLoaded", pickZone);
-  } else {
+  // An amount in minor units, echoed as typed: "5000 = 50.00".
+  function money(minor) {
+    var whole = Math.floor(minor / 100).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    var cents = (minor % 100).toString();
+    return whole + "." + (cents.length < 2 ? "0" + cents : cents);
+  }
+  document.addEventListener("input", function (ev) {
+    var el = ev.target;
+    if (!el.hasAttribute || !el.hasAttribute("data-minor")) {
+      return;
+    }
+    var echo = document.getElementById(el.id + "-echo");
+    if (!echo) {
+      echo = document.createElement("p");
+      echo.id = el.id + "-echo";
+      echo.className = "hint echo";
+      echo.setAttribute("aria-live", "polite");
+      echo.setAttribute("data-testid", "echo-" + el.id);
+      el.insertAdjacentElement("afterend", echo);
+    }
+    var raw = el.value.replace(/_/g, "").trim();
+    echo.textContent = /^\d{1,15}$/.test(raw) ? raw + " = " + money(parseInt(raw, 10)) : "";
+  });
+  // A refresh that replaces the part of the page holding the focus gives it
+  // back to the element of the same id, without scrolling.
+  var focusID = "";
+  document.addEventListener("htmx:beforeSwap", function (ev) {
+    var a = document.activeElement;
+    focusID = a && a.id && ev.detail.target && ev.detail.target.contains(a) ? a.id : "";
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!focusID) {
+      return;
+    }
+    var el = document.getElementById(focusID);
+    focusID = "";
+    if (el && el !== document.activeElement) {
+      el.focus({ preventScroll: true });
+    }
+  });
+  function ready() {
     pickZone();
+    // After a refused submit, the first field at fault has the focus.
+    var bad = document.querySelector("[aria-invalid=true]");
+    if (bad) {
+      bad.focus();
+    }
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", ready);
+  } else {
+    ready();
   }
 })();
