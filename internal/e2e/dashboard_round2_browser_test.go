@@ -139,7 +139,7 @@ func TestDashboard_Round2(t *testing.T) {
 		if page > 1 {
 			step(fmt.Sprintf("go to page %d", page),
 				chromedp.Click(chromedp.CSS(`[data-testid=page-next]`)),
-				chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`[data-testid=page-of]`))),
+				chromedp.WaitVisible(chromedp.CSS(`[data-testid=page-of]`)),
 			)
 		}
 		var codes []string
