@@ -213,9 +213,10 @@ func (s *Service) noteSoldOut(ctx context.Context, code string) {
 		if s.soldOut.fresh(code) {
 			return nil, nil
 		}
+		gen := s.soldOut.generation(code)
 		snap, ok, err := s.gate.Snapshot(ctx, code)
 		if err == nil && ok && snap.Remaining <= 0 {
-			s.soldOut.put(snap)
+			s.soldOut.put(snap, gen)
 		}
 		return nil, err
 	})
@@ -234,6 +235,10 @@ type soldOutCache struct {
 	mu     sync.Mutex
 	m      map[string]soldOutEntry
 	flight singleflight.Group
+	// gen counts each voucher's forgets: a snapshot read before a forget
+	// (a use given back meanwhile, and maybe sold to another order) is not
+	// installed after it, or a retry of that order would hear OUT_OF_STOCK.
+	gen map[string]uint64
 }
 
 type soldOutEntry struct {
@@ -244,7 +249,7 @@ type soldOutEntry struct {
 }
 
 func newSoldOutCache(ttl time.Duration) *soldOutCache {
-	return &soldOutCache{ttl: ttl, m: make(map[string]soldOutEntry)}
+	return &soldOutCache{ttl: ttl, m: make(map[string]soldOutEntry), gen: make(map[string]uint64)}
 }
 
 func (c *soldOutCache) enabled() bool { return c.ttl > 0 }
@@ -252,7 +257,15 @@ func (c *soldOutCache) enabled() bool { return c.ttl > 0 }
 func (c *soldOutCache) forget(code string) {
 	c.mu.Lock()
 	delete(c.m, code)
+	c.gen[code]++
 	c.mu.Unlock()
+}
+
+// generation is the voucher's count of forgets, read before a snapshot.
+func (c *soldOutCache) generation(code string) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen[code]
 }
 
 func (c *soldOutCache) fresh(code string) bool {
@@ -262,13 +275,17 @@ func (c *soldOutCache) fresh(code string) bool {
 	return ok && time.Now().Before(e.until)
 }
 
-func (c *soldOutCache) put(snap GateSnapshot) {
+// put installs a snapshot read at generation gen, unless the voucher was
+// forgotten since.
+func (c *soldOutCache) put(snap GateSnapshot, gen uint64) {
 	orders := make(map[string]GateOrder, len(snap.Orders))
 	for _, o := range snap.Orders {
 		orders[o.OrderID] = o
 	}
 	c.mu.Lock()
-	c.m[snap.Code] = soldOutEntry{until: time.Now().Add(c.ttl), orders: orders, customers: snap.Customers, limit: snap.PerUserLimit}
+	if c.gen[snap.Code] == gen {
+		c.m[snap.Code] = soldOutEntry{until: time.Now().Add(c.ttl), orders: orders, customers: snap.Customers, limit: snap.PerUserLimit}
+	}
 	c.mu.Unlock()
 }
 

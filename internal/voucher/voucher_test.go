@@ -130,12 +130,30 @@ func TestParseCustomerID_DigitsOfAPositiveInt64(t *testing.T) {
 	}
 }
 
+// TestSoldOutCache_ASnapshotReadBeforeAForgetIsNotInstalled: a use given
+// back while a sold-out snapshot was read may have been sold to another
+// order since; installing the snapshot would answer that order's retry
+// OUT_OF_STOCK.
+func TestSoldOutCache_ASnapshotReadBeforeAForgetIsNotInstalled(t *testing.T) {
+	c := newSoldOutCache(time.Minute)
+	gen := c.generation("V")
+	c.forget("V") // a release, between the read and the install
+	c.put(GateSnapshot{Code: "V", PerUserLimit: 1, Customers: map[int64]int{}}, gen)
+	if _, ok := c.verdict("V", ReserveRequest{Code: "V", CustomerID: 1, OrderID: "new", OrderAmount: 1}); ok {
+		t.Error("a snapshot read before a forget answers from memory")
+	}
+	c.put(GateSnapshot{Code: "V", PerUserLimit: 1, Customers: map[int64]int{}}, c.generation("V"))
+	if v, ok := c.verdict("V", ReserveRequest{Code: "V", CustomerID: 1, OrderID: "new", OrderAmount: 1}); !ok || v != GateOutOfStock {
+		t.Errorf("a fresh snapshot: %q %v, want OUT_OF_STOCK from memory", v, ok)
+	}
+}
+
 func TestSoldOutCache_AnswersAsTheGateWould(t *testing.T) {
 	c := newSoldOutCache(time.Minute)
 	c.put(GateSnapshot{
 		Code: "V", PerUserLimit: 1, Customers: map[int64]int{7: 1},
 		Orders: []GateOrder{{OrderID: "won", CustomerID: 7, OrderAmount: 100}, {OrderID: "gone", CustomerID: 8, OrderAmount: 100, Released: true}},
-	})
+	}, c.generation("V"))
 	for _, tc := range []struct {
 		desc string
 		r    ReserveRequest
