@@ -77,3 +77,9 @@ var ApplyCheck string
 //
 //go:embed end.lua
 var End string
+
+// Healthy tells whether a voucher's gate is loaded on the Redis server now
+// serving it and not marked as having lost data (kafka mode's recovery).
+//
+//go:embed healthy.lua
+var Healthy string

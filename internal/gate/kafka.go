@@ -129,13 +129,8 @@ func (g *Gate) Recover(ctx context.Context, snap voucher.GateSnapshot, terms vou
 	return g.install(ctx, snap, mode, extra...)
 }
 
-// healthyScript answers 1 when the gate is loaded on the server now serving
-// it and not marked as having lost data.
-var healthyScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local s = redis.call('HGET', KEYS[2], 'server')
-if s == string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') then return 1 end
-return 0`)
+// healthyScript is lua/healthy.lua.
+var healthyScript = redis.NewScript(lua.Healthy)
 
 // Healthy reports whether the gate holds the voucher, loaded on the Redis
 // server that now serves it and not marked as having lost data.
