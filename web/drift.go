@@ -81,8 +81,8 @@ func (d *dashboard) reconcile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dashboard) confirmRebuild(w http.ResponseWriter, r *http.Request) {
-	code := r.PathValue("code")
-	if err := voucher.ValidateCode(code); err != nil {
+	code, err := voucher.CanonicalCode(r.PathValue("code"))
+	if err != nil {
 		d.problem(w, r, http.StatusNotFound, "Not found", "There is no voucher with that code.")
 		return
 	}

@@ -191,11 +191,12 @@ func database(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// uniqueCode returns a fresh voucher code so tests never share a voucher.
+// uniqueCode returns a fresh voucher code so tests never share a voucher,
+// in capitals: the form a code is stored and answered in.
 func uniqueCode(prefix string) string {
 	b := make([]byte, 5)
 	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
+	return strings.ToUpper(prefix + "-" + hex.EncodeToString(b))
 }
 
 func uniqueOrder() string {
@@ -342,7 +343,7 @@ func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := strings.ReplaceAll(uniqueCode("voucher_own"), "-", "_")
+	name := strings.ToLower(strings.ReplaceAll(uniqueCode("voucher_own"), "-", "_"))
 	if _, err := database(t).Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create database: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ func unique(prefix string) string {
 
 func newFlashVoucher(t *testing.T, s *Store, total, perUser int, minOrder int64) string {
 	t.Helper()
-	code := unique("BATCH")
+	code := strings.ToUpper(unique("BATCH")) // stored codes are in capitals
 	_, err := s.CreateVoucher(context.Background(), voucher.NewVoucher{
 		Code: code, DiscountAmount: 100, MinOrderAmount: minOrder, TotalLimit: total, PerUserLimit: perUser,
 		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), Flash: true,

@@ -312,6 +312,7 @@ func (b *Backoffice) Activity(ctx context.Context, code string) (VoucherActivity
 	if err != nil {
 		return VoucherActivity{}, err
 	}
+	code = o.Code // the stored form
 	a := VoucherActivity{VoucherOverview: o}
 	if a.Samples, err = b.store.RemainingSamples(ctx, code, ActivitySamples); err != nil {
 		return VoucherActivity{}, err
@@ -394,6 +395,7 @@ func (b *Backoffice) UpdateVoucher(ctx context.Context, code string, c VoucherCh
 	if err != nil {
 		return Voucher{}, err
 	}
+	code = before.Code // the stored form
 	if before.State(b.now()) != StateScheduled || before.UsedCount > 0 {
 		return Voucher{}, startedError(code)
 	}
@@ -401,6 +403,7 @@ func (b *Backoffice) UpdateVoucher(ctx context.Context, code string, c VoucherCh
 	if err := n.Validate(); err != nil {
 		return Voucher{}, err
 	}
+	n.Code = upperCode(n.Code)
 	detail := describeChange(before, n)
 	if detail == "" {
 		return before, nil // nothing changed: nothing to record
@@ -442,7 +445,8 @@ func (b *Backoffice) EndVoucher(ctx context.Context, code string) (Voucher, erro
 	if err := authorize(ctx, OpManageVoucher); err != nil {
 		return Voucher{}, err
 	}
-	if err := ValidateCode(code); err != nil {
+	code, err := CanonicalCode(code)
+	if err != nil {
 		return Voucher{}, err
 	}
 	if v, err := b.svc.Voucher(ctx, code); err == nil && v.Flash && b.svc.gate != nil &&
@@ -472,6 +476,7 @@ func (b *Backoffice) RebuildGate(ctx context.Context, code string) error {
 	if err := b.svc.RebuildGate(ctx, code); err != nil {
 		return err
 	}
+	code = upperCode(code) // valid: RebuildGate checked it
 	// After the repair, in its own transaction: the gate is not the
 	// database's to roll back, so a failure to record is logged, not undone.
 	if err := b.store.AddAuditEvent(ctx, auditOf(ctx, code, AuditGateRebuilt, "the gate was rebuilt from the database")); err != nil {
@@ -605,10 +610,12 @@ func checkReservationFilter(f ReservationFilter) (ReservationFilter, error) {
 // and the cursor of the next page (nil on the last).
 // Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND.
 func (b *Backoffice) Reservations(ctx context.Context, code string, f ReservationFilter) ([]Reservation, *ReservationCursor, error) {
-	if _, err := b.svc.Voucher(ctx, code); err != nil {
+	v, err := b.svc.Voucher(ctx, code)
+	if err != nil {
 		return nil, nil, err
 	}
-	f, err := checkReservationFilter(f)
+	code = v.Code // the stored form
+	f, err = checkReservationFilter(f)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -630,11 +637,13 @@ func (b *Backoffice) Reservations(ctx context.Context, code string, f Reservatio
 // keeps to each, newest first, reading the database a batch at a time;
 // an error from each stops it. Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND.
 func (b *Backoffice) ExportReservations(ctx context.Context, code string, f ReservationFilter, each func(Reservation) error) error {
-	if _, err := b.svc.Voucher(ctx, code); err != nil {
+	v, err := b.svc.Voucher(ctx, code)
+	if err != nil {
 		return err
 	}
+	code = v.Code // the stored form
 	f.Limit = exportBatch
-	f, err := checkReservationFilter(f)
+	f, err = checkReservationFilter(f)
 	if err != nil {
 		return err
 	}

@@ -177,7 +177,8 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if err := authorize(ctx, OpOperate); err != nil {
 		return err
 	}
-	if err := ValidateCode(code); err != nil {
+	code, err := CanonicalCode(code)
+	if err != nil {
 		return err
 	}
 	v, err := s.store.Voucher(ctx, code)

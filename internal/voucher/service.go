@@ -152,6 +152,7 @@ func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, err
 	if err := n.Validate(); err != nil {
 		return Voucher{}, err
 	}
+	n.Code = upperCode(n.Code)
 	v, err := s.store.CreateVoucher(ctx, n)
 	if err != nil {
 		return Voucher{}, err
@@ -172,7 +173,8 @@ func (s *Service) Voucher(ctx context.Context, code string) (Voucher, error) {
 	if err := authorize(ctx, OpRead); err != nil {
 		return Voucher{}, err
 	}
-	if err := ValidateCode(code); err != nil {
+	code, err := CanonicalCode(code)
+	if err != nil {
 		return Voucher{}, err
 	}
 	return s.store.Voucher(ctx, code)
@@ -210,6 +212,7 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 	if err := r.Validate(); err != nil {
 		return Reservation{}, err
 	}
+	r.Code = upperCode(r.Code)
 	start := time.Now()
 	path := PathDatabase
 	res, err := func() (Reservation, error) {
@@ -245,7 +248,8 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservatio
 	if err := authorize(ctx, OpCheckout); err != nil {
 		return Reservation{}, err
 	}
-	if err := ValidateCode(code); err != nil {
+	code, err := CanonicalCode(code)
+	if err != nil {
 		return Reservation{}, err
 	}
 	if err := ValidateOrderID(orderID); err != nil {
@@ -266,7 +270,8 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 	if err := authorize(ctx, OpCheckout); err != nil {
 		return Reservation{}, err
 	}
-	if err := ValidateCode(code); err != nil {
+	code, err := CanonicalCode(code)
+	if err != nil {
 		return Reservation{}, err
 	}
 	if err := ValidateOrderID(orderID); err != nil {

@@ -167,6 +167,29 @@ func ValidateCode(code string) error {
 	return nil
 }
 
+// CanonicalCode checks a voucher code as a caller gave it and returns it as
+// it is stored: in capital letters, since codes are case-insensitive (a
+// customer types winter25 for WINTER25). Every operation that takes a code
+// calls it once, where the code enters the service, so stores, the gate's
+// Redis keys and events only ever see the stored form.
+func CanonicalCode(code string) (string, error) {
+	if err := ValidateCode(code); err != nil {
+		return "", err
+	}
+	return upperCode(code), nil
+}
+
+// upperCode capitalises a valid code (ASCII only), without allocating when
+// it is in capitals already (a reserve's usual case).
+func upperCode(code string) string {
+	for i := 0; i < len(code); i++ {
+		if c := code[i]; c >= 'a' && c <= 'z' {
+			return strings.ToUpper(code)
+		}
+	}
+	return code
+}
+
 // ValidateOrderID checks an orderId: 1-64 characters of valid UTF-8 with no
 // control characters (the database could not store a NUL byte).
 func ValidateOrderID(orderID string) error {

@@ -236,3 +236,23 @@ func BenchmarkValidateCode(b *testing.B) {
 		}
 	}
 }
+
+func TestCanonicalCode_IsTheCodeInCapitalsAndRefusesWhatIsNotACode(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"winter25", "WINTER25"},
+		{"Winter25", "WINTER25"},
+		{"WINTER25", "WINTER25"},
+		{"sale_1-x", "SALE_1-X"},
+	} {
+		if got, err := CanonicalCode(tc.in); err != nil || got != tc.want {
+			t.Errorf("CanonicalCode(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	// Not a code: refused, never folded into one (ToUpper would make the
+	// Kelvin sign a K and "ß" two letters).
+	for _, in := range []string{"", "a.b", "\u212a", "straße", strings.Repeat("a", 33)} {
+		if _, err := CanonicalCode(in); ErrorCodeOf(err) != InvalidInput || AsError(err).Field != "code" {
+			t.Errorf("CanonicalCode(%q) = %v, want INVALID_INPUT on code", in, err)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package migrations
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+)
+
+// freshDatabase creates an empty database for one test, dropped at its end.
+func freshDatabase(t *testing.T) *sql.DB {
+	t.Helper()
+	url := os.Getenv("TEST_DATABASE_URL")
+	if url == "" {
+		url = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
+	}
+	ctx := context.Background()
+	admin, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	name := "voucher_migrations_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := strings.Replace(url, "/"+cfg.ConnConfig.Database+"?", "/"+name+"?", 1)
+	pool, err := pgxpool.New(ctx, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() {
+		_ = db.Close()
+		pool.Close()
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return db
+}
+
+// migrateTo applies the migrations up to version.
+func migrateTo(t *testing.T, db *sql.DB, version int64) {
+	t.Helper()
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatalf("migrate to %d: %v", version, err)
+	}
+}
+
+func mustExec(t *testing.T, db *sql.DB, query string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+func TestUpperCaseCodes_ExistingCodesMoveToCapitalsWithEverythingNamingThem(t *testing.T) {
+	db := freshDatabase(t)
+	migrateTo(t, db, 35)
+	mustExec(t, db, `INSERT INTO voucher (code, discount_amount, total_limit, used_count, reserved_count, starts_at, ends_at)
+		VALUES ('winter25', 500, 10, 1, 1, now() - interval '1 hour', now() + interval '1 day')`)
+	mustExec(t, db, `INSERT INTO voucher_customer (voucher_code, customer_id, used_count, use_limit) VALUES ('winter25', 7, 1, 1)`)
+	mustExec(t, db, `INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+		VALUES ('o-1', 'winter25', 7, 1000, 500, 'RESERVED', now(), now() + interval '15 minutes')`)
+	mustExec(t, db, `INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path) VALUES ('o-1', 'winter25', 7, 'reserved', 'database')`)
+
+	if _, err := Up(context.Background(), db); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	for _, q := range []string{
+		`SELECT code FROM voucher`,
+		`SELECT voucher_code FROM voucher_customer`,
+		`SELECT voucher_code FROM voucher_redemption`,
+		`SELECT voucher_code FROM reservation_event`,
+	} {
+		var code string
+		if err := db.QueryRow(q).Scan(&code); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if code != "WINTER25" {
+			t.Errorf("%s = %q, want WINTER25", q, code)
+		}
+	}
+	// From now on the database itself keeps codes in capitals.
+	if _, err := db.Exec(`INSERT INTO voucher (code, discount_amount, total_limit, starts_at, ends_at)
+		VALUES ('spring', 500, 10, now(), now() + interval '1 day')`); err == nil {
+		t.Error("a lower-case code was stored after the migration")
+	}
+}
+
+func TestUpperCaseCodes_TwoCodesDifferingOnlyInCaseStopTheMigrationWithTheirNames(t *testing.T) {
+	db := freshDatabase(t)
+	migrateTo(t, db, 35)
+	for _, code := range []string{"winter25", "WINTER25", "Spring", "spring", "other"} {
+		mustExec(t, db, `INSERT INTO voucher (code, discount_amount, total_limit, starts_at, ends_at)
+			VALUES ($1, 500, 10, now(), now() + interval '1 day')`, code)
+	}
+	_, err := Up(context.Background(), db)
+	if err == nil {
+		t.Fatal("the migration went ahead with codes that differ only in case")
+	}
+	for _, want := range []string{"differ only in case", "WINTER25, winter25", "Spring, spring", "Rename"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q: %v", want, err)
+		}
+	}
+	// Nothing moved: the migration is one transaction.
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM voucher WHERE code <> upper(code)`).Scan(&n); err != nil || n != 4 {
+		t.Errorf("lower-case codes after the refused migration = %d (%v), want 4 (winter25, Spring, spring, other)", n, err)
+	}
+}
