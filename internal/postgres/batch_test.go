@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
