@@ -9,19 +9,27 @@ import (
 )
 
 func toVoucher(v voucher.Voucher) *model.Voucher {
+	var percent *int
+	if v.DiscountType == voucher.DiscountPercent {
+		percent = &v.DiscountPercent
+	}
 	return &model.Voucher{
-		Code:           v.Code,
-		DiscountAmount: v.DiscountAmount,
-		MinOrderAmount: v.MinOrderAmount,
-		TotalLimit:     v.TotalLimit,
-		PerUserLimit:   v.PerUserLimit,
-		UsedCount:      v.UsedCount,
-		ReservedCount:  v.ReservedCount,
-		ConfirmedCount: v.ConfirmedCount,
-		Remaining:      v.Remaining(),
-		StartsAt:       v.StartsAt,
-		EndsAt:         v.EndsAt,
-		Flash:          v.Flash,
+		Code:              v.Code,
+		DiscountType:      model.DiscountType(v.DiscountType),
+		DiscountAmount:    v.DiscountAmount,
+		DiscountPercent:   percent,
+		MaxDiscountAmount: v.MaxDiscountAmount,
+		Currency:          v.Currency,
+		MinOrderAmount:    v.MinOrderAmount,
+		TotalLimit:        v.TotalLimit,
+		PerUserLimit:      v.PerUserLimit,
+		UsedCount:         v.UsedCount,
+		ReservedCount:     v.ReservedCount,
+		ConfirmedCount:    v.ConfirmedCount,
+		Remaining:         v.Remaining(),
+		StartsAt:          v.StartsAt,
+		EndsAt:            v.EndsAt,
+		Flash:             v.Flash,
 	}
 }
 

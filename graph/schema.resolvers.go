@@ -18,6 +18,7 @@ func (r *mutationResolver) ReserveVoucher(ctx context.Context, input model.Reser
 		CustomerID:  customerID,
 		OrderID:     input.OrderID,
 		OrderAmount: input.OrderAmount,
+		Currency:    deref(input.Currency, ""),
 	}))
 }
 
@@ -38,14 +39,18 @@ func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.Create
 		create = r.Backoffice.CreateVoucher // the same, and audited with who did it
 	}
 	return voucherPayload(create(ctx, voucher.NewVoucher{
-		Code:           input.Code,
-		DiscountAmount: input.DiscountAmount,
-		MinOrderAmount: deref(input.MinOrderAmount, 0),
-		TotalLimit:     input.TotalLimit,
-		PerUserLimit:   deref(input.PerUserLimit, 1),
-		StartsAt:       input.StartsAt,
-		EndsAt:         input.EndsAt,
-		Flash:          deref(input.Flash, false),
+		Code:              input.Code,
+		DiscountType:      voucher.DiscountType(deref(input.DiscountType, model.DiscountTypeFixed)),
+		DiscountAmount:    deref(input.DiscountAmount, 0),
+		DiscountPercent:   deref(input.DiscountPercent, 0),
+		MaxDiscountAmount: input.MaxDiscountAmount,
+		Currency:          deref(input.Currency, ""),
+		MinOrderAmount:    deref(input.MinOrderAmount, 0),
+		TotalLimit:        input.TotalLimit,
+		PerUserLimit:      deref(input.PerUserLimit, 1),
+		StartsAt:          input.StartsAt,
+		EndsAt:            input.EndsAt,
+		Flash:             deref(input.Flash, false),
 	}))
 }
 

@@ -59,6 +59,7 @@ type reserveBody struct {
 	CustomerID  json.RawMessage `json:"customerId"`
 	OrderID     json.RawMessage `json:"orderId"`
 	OrderAmount json.RawMessage `json:"orderAmount"`
+	Currency    json.RawMessage `json:"currency"` // optional
 }
 
 func (b reserveBody) request(code string) (voucher.ReserveRequest, error) {
@@ -72,6 +73,9 @@ func (b reserveBody) request(code string) (voucher.ReserveRequest, error) {
 	}
 	if r.OrderAmount, err = parseMoney("orderAmount", b.OrderAmount); err != nil {
 		return r, err
+	}
+	if len(b.Currency) > 0 && (json.Unmarshal(b.Currency, &r.Currency) != nil || r.Currency == "") {
+		return r, voucher.Invalid("currency", "currency must be an ISO 4217 code of three capital letters, e.g. USD")
 	}
 	return r, nil
 }
@@ -142,7 +146,7 @@ func reserveRequest(r *http.Request) (voucher.ReserveRequest, error) {
 // readReserveBody is the general path: decodeObject, then each field's parser.
 func readReserveBody(data []byte, code string) (voucher.ReserveRequest, error) {
 	var b reserveBody
-	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderId", &b.OrderID}, member{"orderAmount", &b.OrderAmount}); err != nil {
+	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderId", &b.OrderID}, member{"orderAmount", &b.OrderAmount}, member{"currency", &b.Currency}); err != nil {
 		return voucher.ReserveRequest{}, err
 	}
 	return b.request(code)

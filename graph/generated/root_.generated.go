@@ -77,19 +77,23 @@ type ComplexityRoot struct {
 	}
 
 	Voucher struct {
-		Code           func(childComplexity int) int
-		ConfirmedCount func(childComplexity int) int
-		DiscountAmount func(childComplexity int) int
-		EndsAt         func(childComplexity int) int
-		Flash          func(childComplexity int) int
-		GateRemaining  func(childComplexity int) int
-		MinOrderAmount func(childComplexity int) int
-		PerUserLimit   func(childComplexity int) int
-		Remaining      func(childComplexity int) int
-		ReservedCount  func(childComplexity int) int
-		StartsAt       func(childComplexity int) int
-		TotalLimit     func(childComplexity int) int
-		UsedCount      func(childComplexity int) int
+		Code              func(childComplexity int) int
+		ConfirmedCount    func(childComplexity int) int
+		Currency          func(childComplexity int) int
+		DiscountAmount    func(childComplexity int) int
+		DiscountPercent   func(childComplexity int) int
+		DiscountType      func(childComplexity int) int
+		EndsAt            func(childComplexity int) int
+		Flash             func(childComplexity int) int
+		GateRemaining     func(childComplexity int) int
+		MaxDiscountAmount func(childComplexity int) int
+		MinOrderAmount    func(childComplexity int) int
+		PerUserLimit      func(childComplexity int) int
+		Remaining         func(childComplexity int) int
+		ReservedCount     func(childComplexity int) int
+		StartsAt          func(childComplexity int) int
+		TotalLimit        func(childComplexity int) int
+		UsedCount         func(childComplexity int) int
 	}
 
 	VoucherConnection struct {
@@ -354,12 +358,30 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.ConfirmedCount(childComplexity), true
+	case "Voucher.currency":
+		if e.ComplexityRoot.Voucher.Currency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.Currency(childComplexity), true
 	case "Voucher.discountAmount":
 		if e.ComplexityRoot.Voucher.DiscountAmount == nil {
 			break
 		}
 
 		return e.ComplexityRoot.Voucher.DiscountAmount(childComplexity), true
+	case "Voucher.discountPercent":
+		if e.ComplexityRoot.Voucher.DiscountPercent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.DiscountPercent(childComplexity), true
+	case "Voucher.discountType":
+		if e.ComplexityRoot.Voucher.DiscountType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.DiscountType(childComplexity), true
 	case "Voucher.endsAt":
 		if e.ComplexityRoot.Voucher.EndsAt == nil {
 			break
@@ -378,6 +400,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.GateRemaining(childComplexity), true
+	case "Voucher.maxDiscountAmount":
+		if e.ComplexityRoot.Voucher.MaxDiscountAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.MaxDiscountAmount(childComplexity), true
 	case "Voucher.minOrderAmount":
 		if e.ComplexityRoot.Voucher.MinOrderAmount == nil {
 			break
@@ -608,6 +636,39 @@ extend enum VoucherErrorCode {
   VOUCHER_NOT_LIVE
 }
 `, BuiltIn: false},
+	{Name: "../discounts.graphqls", Input: `# Discounts people run (issue 13; shared/contract/schema.next.graphqls):
+# percent with a cap, a currency per voucher, budgets, and a check that
+# holds nothing.
+
+enum DiscountType {
+  "discountAmount off the order, never more than the order amount."
+  FIXED
+  "discountPercent of the order amount, rounded down to a minor unit, capped by maxDiscountAmount."
+  PERCENT
+}
+
+extend input CreateVoucherInput {
+  discountType: DiscountType = FIXED
+  "PERCENT: 1-100."
+  discountPercent: Int
+  "PERCENT: the most one order gets off; null: no cap."
+  maxDiscountAmount: Money
+  "ISO 4217, three capital letters; default the DEFAULT_CURRENCY setting."
+  currency: String
+}
+
+extend input ReserveVoucherInput {
+  "When given, must equal the voucher's currency (else NOT_ELIGIBLE)."
+  currency: String
+}
+
+extend type Voucher {
+  discountType: DiscountType!
+  discountPercent: Int
+  maxDiscountAmount: Money
+  currency: String!
+}
+`, BuiltIn: false},
 	{Name: "../schema.graphqls", Input: `# The public GraphQL contract of the voucher service.
 #
 # The server's schema must contain every type, field, argument and enum value
@@ -668,7 +729,8 @@ input ReservationInput {
 
 input CreateVoucherInput {
   code: String!
-  discountAmount: Money!
+  "Required for FIXED; must be absent for PERCENT."
+  discountAmount: Money
   minOrderAmount: Money = 0
   totalLimit: Int!
   perUserLimit: Int = 1
@@ -877,6 +939,14 @@ func (ec *executionContext) childFields_Voucher(ctx context.Context, field graph
 		return ec.fieldContext_Voucher_flash(ctx, field)
 	case "gateRemaining":
 		return ec.fieldContext_Voucher_gateRemaining(ctx, field)
+	case "discountType":
+		return ec.fieldContext_Voucher_discountType(ctx, field)
+	case "discountPercent":
+		return ec.fieldContext_Voucher_discountPercent(ctx, field)
+	case "maxDiscountAmount":
+		return ec.fieldContext_Voucher_maxDiscountAmount(ctx, field)
+	case "currency":
+		return ec.fieldContext_Voucher_currency(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Voucher", field.Name)
 }

@@ -1403,6 +1403,98 @@ func (ec *executionContext) fieldContext_Voucher_gateRemaining(_ context.Context
 	return graphql.NewScalarFieldContext("Voucher", field, true, true, "Int")
 }
 
+func (ec *executionContext) _Voucher_discountType(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_discountType(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DiscountType, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.DiscountType) graphql.Marshaler {
+			return ec.marshalNDiscountType2voucherdᚋgraphᚋmodelᚐDiscountType(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_discountType(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "DiscountType")
+}
+
+func (ec *executionContext) _Voucher_discountPercent(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_discountPercent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DiscountPercent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_discountPercent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Voucher_maxDiscountAmount(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_maxDiscountAmount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.MaxDiscountAmount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOMoney2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_maxDiscountAmount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "Money")
+}
+
+func (ec *executionContext) _Voucher_currency(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_currency(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Currency, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_currency(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "String")
+}
+
 func (ec *executionContext) _VoucherConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.VoucherConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1679,8 +1771,11 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 	if _, present := asMap["flash"]; !present {
 		asMap["flash"] = false
 	}
+	if _, present := asMap["discountType"]; !present {
+		asMap["discountType"] = "FIXED"
+	}
 
-	fieldsInOrder := [...]string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash"}
+	fieldsInOrder := [...]string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -1696,7 +1791,7 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 			it.Code = data
 		case "discountAmount":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("discountAmount"))
-			data, err := ec.unmarshalNMoney2int64(ctx, v)
+			data, err := ec.unmarshalOMoney2ᚖint64(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -1743,6 +1838,34 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.Flash = data
+		case "discountType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("discountType"))
+			data, err := ec.unmarshalODiscountType2ᚖvoucherdᚋgraphᚋmodelᚐDiscountType(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DiscountType = data
+		case "discountPercent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("discountPercent"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DiscountPercent = data
+		case "maxDiscountAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxDiscountAmount"))
+			data, err := ec.unmarshalOMoney2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxDiscountAmount = data
+		case "currency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("currency"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Currency = data
 		}
 	}
 	return it, nil
@@ -1820,7 +1943,7 @@ func (ec *executionContext) unmarshalInputReserveVoucherInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "customerId", "orderId", "orderAmount"}
+	fieldsInOrder := [...]string{"code", "customerId", "orderId", "orderAmount", "currency"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -1855,6 +1978,13 @@ func (ec *executionContext) unmarshalInputReserveVoucherInput(ctx context.Contex
 				return it, err
 			}
 			it.OrderAmount = data
+		case "currency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("currency"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Currency = data
 		}
 	}
 	return it, nil
@@ -2306,6 +2436,26 @@ func (ec *executionContext) _Voucher(ctx context.Context, sel ast.SelectionSet, 
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Voucher_gateRemaining(ctx, field, obj)
 				})
+		case "discountType":
+			out.Values[i] = ec._Voucher_discountType(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "discountPercent":
+			out.Values[i] = ec._Voucher_discountPercent(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "maxDiscountAmount":
+			out.Values[i] = ec._Voucher_maxDiscountAmount(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "currency":
+			out.Values[i] = ec._Voucher_currency(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

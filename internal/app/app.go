@@ -168,9 +168,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		deps.Kafka = kafka.deps(store, cfg)
 	}
 	svc := voucher.NewService(deps, voucher.Config{
-		ReservationTTL: cfg.ReservationTTL,
-		SoldOutTTL:     cfg.SoldOutTTL,
-		Logger:         logger,
+		ReservationTTL:  cfg.ReservationTTL,
+		SoldOutTTL:      cfg.SoldOutTTL,
+		DefaultCurrency: cfg.DefaultCurrency,
+		Logger:          logger,
 	})
 	// Another instance's release makes a sold-out voucher sellable here too.
 	listenCtx, stopListening := context.WithCancel(context.WithoutCancel(ctx))

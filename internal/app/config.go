@@ -6,6 +6,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"voucherd/internal/voucher"
 )
 
 // Development tokens, used outside production when none are set.
@@ -37,6 +39,7 @@ type config struct {
 	ShutdownTimeout   time.Duration
 	AdmissionLease    time.Duration // kafka mode: how long an admission's owner has to settle it
 	SoldOutTTL        time.Duration // how long a sold-out snapshot answers from memory
+	DefaultCurrency   string        // a new voucher's currency when it names none
 	FaultsID          string        // tests only: names hooks registered with RegisterFaults
 	DebugAddr         string        // where net/http/pprof listens; empty: nowhere
 	Production        bool
@@ -80,6 +83,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
 	c.AdmissionLease = duration("ADMISSION_LEASE", "11s")
 	c.SoldOutTTL = duration("SOLD_OUT_TTL", "2s")
+	c.DefaultCurrency = or(getenv("DEFAULT_CURRENCY"), "USD")
+	if voucher.ValidateCurrency(c.DefaultCurrency) != nil {
+		errs = append(errs, errors.New("DEFAULT_CURRENCY must be an ISO 4217 code of three capital letters, such as USD"))
+	}
 	c.FaultsID = getenv("TEST_FAULTS")
 	c.DebugAddr = getenv("DEBUG_ADDR")
 	if c.DebugAddr != "" {

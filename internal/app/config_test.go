@@ -44,6 +44,12 @@ func TestConfig_DevelopmentDefaultsAndValidation(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:8080" || c.FlashWritePath != "sync" || c.ReservationTTL.String() != "15m0s" || c.LogFormat != "text" {
 		t.Errorf("defaults = %+v", c)
 	}
+	if c.DefaultCurrency != "USD" {
+		t.Errorf("DEFAULT_CURRENCY default = %q, want USD", c.DefaultCurrency)
+	}
+	if c, err := loadConfig(env(map[string]string{"DEFAULT_CURRENCY": "JPY"})); err != nil || c.DefaultCurrency != "JPY" {
+		t.Errorf("DEFAULT_CURRENCY=JPY: %q, %v", c.DefaultCurrency, err)
+	}
 	if !c.RedisAutoPipeline {
 		t.Error("REDIS_AUTOPIPELINE is off by default; want on")
 	}
@@ -58,6 +64,8 @@ func TestConfig_DevelopmentDefaultsAndValidation(t *testing.T) {
 		{"FLASH_WRITE_PATH", "carrier-pigeon", "FLASH_WRITE_PATH"},
 		{"LOG_FORMAT", "xml", "LOG_FORMAT"},
 		{"REDIS_AUTOPIPELINE", "maybe", "REDIS_AUTOPIPELINE"},
+		{"DEFAULT_CURRENCY", "usd", "DEFAULT_CURRENCY"},
+		{"DEFAULT_CURRENCY", "XYZ", "DEFAULT_CURRENCY"},
 	} {
 		if _, err := loadConfig(env(map[string]string{tc.name: tc.value})); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s=%s: %v", tc.name, tc.value, err)

@@ -74,7 +74,7 @@ func Decode(b []byte) (voucher.Event, error) {
 	switch {
 	case ev.ID == "":
 		return ev, fmt.Errorf("no eventId")
-	case ev.CustomerID <= 0, ev.OrderAmount < 0, ev.DiscountAmount <= 0:
+	case ev.CustomerID <= 0, ev.OrderAmount < 0, ev.DiscountAmount < 0:
 		return ev, fmt.Errorf("customerId, orderAmount or discountAmount out of range")
 	case w.CreatedAt <= 0 || w.ExpiresAt <= w.CreatedAt:
 		return ev, fmt.Errorf("createdAt and expiresAt out of order")

@@ -59,7 +59,7 @@ func TestCodec_RefusesWhatTheServiceCouldNotHaveSent(t *testing.T) {
 		{desc: "no orderId", change: func(e *voucher.Event) { e.OrderID = "" }},
 		{desc: "no event id", change: func(e *voucher.Event) { e.ID = "" }},
 		{desc: "a zero customer", change: func(e *voucher.Event) { e.CustomerID = 0 }},
-		{desc: "a zero discount", change: func(e *voucher.Event) { e.DiscountAmount = 0 }},
+		{desc: "a negative discount (0 is one: 1 % of 99)", change: func(e *voucher.Event) { e.DiscountAmount = -1 }},
 		{desc: "expiresAt before createdAt", change: func(e *voucher.Event) { e.ExpiresAt = e.CreatedAt }},
 	}
 	for _, tt := range tests {

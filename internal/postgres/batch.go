@@ -178,8 +178,23 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 	var rows map[string]db.VoucherRedemption
 	var suspects []bool
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		// The terms, read without a lock (they do not change once a
+		// voucher has started), reckon each order's discount.
+		row, err := q.VoucherGetByCode(ctx, code)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return voucherNotFound(code)
+		}
+		if err != nil {
+			return err
+		}
+		v := toVoucher(row)
+		discounts := make([]int64, len(batch))
+		for i, p := range batch {
+			discounts[i] = v.DiscountFor(p.r.OrderAmount)
+		}
 		claimed, err := q.VoucherRedemptionClaimEligible(ctx, db.VoucherRedemptionClaimEligibleParams{
 			Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CustomerIds: customerIDs, OrderAmounts: amounts,
+			DiscountAmounts: discounts,
 		})
 		if err != nil {
 			return err
@@ -216,7 +231,11 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 			return err
 		}
 		// The hot row last, as a single reserve does.
-		if _, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: code, N: limit32(len(claimed))}); errors.Is(err, pgx.ErrNoRows) {
+		var held int64
+		for _, row := range claimed {
+			held += row.DiscountAmount
+		}
+		if _, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: code, N: limit32(len(claimed)), Discount: held}); errors.Is(err, pgx.ErrNoRows) {
 			return errBatchShort
 		} else if err != nil {
 			return err

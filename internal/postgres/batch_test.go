@@ -63,7 +63,7 @@ func newFlashVoucher(t *testing.T, s *Store, total, perUser int, minOrder int64)
 	t.Helper()
 	code := strings.ToUpper(unique("BATCH")) // stored codes are in capitals
 	_, err := s.CreateVoucher(context.Background(), voucher.NewVoucher{
-		Code: code, DiscountAmount: 100, MinOrderAmount: minOrder, TotalLimit: total, PerUserLimit: perUser,
+		Code: code, DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD", MinOrderAmount: minOrder, TotalLimit: total, PerUserLimit: perUser,
 		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour), Flash: true,
 	})
 	if err != nil {

@@ -114,7 +114,11 @@ func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]
 			return err
 		}
 		// The hot row last, as reserve does.
-		if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: code, N: limit32(len(made))}); err != nil {
+		var discounts int64
+		for _, m := range made {
+			discounts += m.DiscountAmount
+		}
+		if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: code, N: limit32(len(made)), Discount: discounts}); err != nil {
 			return err
 		}
 		orders := make(map[string]bool, len(made))
@@ -176,7 +180,7 @@ func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (db.Vou
 		return row, err
 	}
 	// The hot row last, as reserve does.
-	if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: ev.Code, N: 1}); err != nil {
+	if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: ev.Code, N: 1, Discount: row.DiscountAmount}); err != nil {
 		return row, err
 	}
 	return row, nil

@@ -71,14 +71,19 @@ func (s *Store) CreateVoucher(ctx context.Context, n voucher.NewVoucher) (vouche
 		return voucher.Voucher{}, err
 	}
 	row, err := s.q.VoucherInsert(ctx, db.VoucherInsertParams{
-		Code:           n.Code,
-		DiscountAmount: n.DiscountAmount,
-		MinOrderAmount: n.MinOrderAmount,
-		TotalLimit:     total,
-		PerUserLimit:   perUser,
-		StartsAt:       n.StartsAt,
-		EndsAt:         n.EndsAt,
-		Flash:          n.Flash,
+		Code:              n.Code,
+		DiscountType:      string(n.DiscountType),
+		DiscountAmount:    n.DiscountAmount,
+		DiscountPercent:   percent32(n.DiscountPercent),
+		MaxDiscountAmount: n.MaxDiscountAmount,
+		Currency:          n.Currency,
+		BudgetAmount:      n.BudgetAmount,
+		MinOrderAmount:    n.MinOrderAmount,
+		TotalLimit:        total,
+		PerUserLimit:      perUser,
+		StartsAt:          n.StartsAt,
+		EndsAt:            n.EndsAt,
+		Flash:             n.Flash,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return voucher.Voucher{}, voucher.Errorf(voucher.VoucherExists, "voucher %s already exists", n.Code)
@@ -200,7 +205,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if err := v.CheckEligible(now, r.OrderAmount); err != nil {
+		if err := v.CheckEligible(now, r); err != nil {
 			return err
 		}
 
@@ -209,7 +214,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 			VoucherCode:    r.Code,
 			CustomerID:     r.CustomerID,
 			OrderAmount:    r.OrderAmount,
-			DiscountAmount: v.DiscountAmount,
+			DiscountAmount: v.DiscountFor(r.OrderAmount),
 			CreatedAt:      now,
 			ExpiresAt:      now.Add(ttl),
 		})
@@ -232,9 +237,10 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		}
 		// The hot row last: its lock is held only for this update and the
 		// commit, so concurrent reserves queue on it as briefly as possible.
-		if _, err := q.VoucherUseTake(ctx, r.Code); errors.Is(err, pgx.ErrNoRows) {
-			// Sold out, or the window closed since the transaction began.
-			return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", r.Code)
+		if _, err := q.VoucherUseTake(ctx, db.VoucherUseTakeParams{Code: r.Code, Discount: row.DiscountAmount}); errors.Is(err, pgx.ErrNoRows) {
+			// Sold out, over budget, or the window closed since the
+			// transaction began: the row as it is now says which.
+			return useRefused(ctx, q, r.Code, row.DiscountAmount)
 		} else if err != nil {
 			return err
 		}
@@ -261,6 +267,26 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 }
 
 var errConcurrentOrder = errors.New("order id inserted by a concurrent transaction")
+
+// useRefused says why the voucher's conditional update took no use: sold out
+// (OUT_OF_STOCK, checked first), the budget cannot cover the discount
+// (BUDGET_EXHAUSTED), else the window closed meanwhile (OUT_OF_STOCK, as
+// before budgets).
+func useRefused(ctx context.Context, q *db.Queries, code string, discount int64) error {
+	row, err := q.VoucherGetByCode(ctx, code)
+	if err != nil {
+		return err
+	}
+	v := toVoucher(row)
+	if v.Remaining() > 0 && !v.BudgetCovers(v.BudgetUsed, discount) {
+		return budgetExhausted(code, discount)
+	}
+	return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", code)
+}
+
+func budgetExhausted(code string, discount int64) error {
+	return voucher.Errorf(voucher.BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", code, discount)
+}
 
 // Confirm makes a live reservation final. Errors: NOT_FOUND, RESERVATION_RELEASED.
 func (s *Store) Confirm(ctx context.Context, code, orderID string, path voucher.Path) (voucher.Reservation, error) {
@@ -338,7 +364,7 @@ func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind
 	if err := q.VoucherCustomerUseGiveBack(ctx, db.VoucherCustomerUseGiveBackParams{VoucherCode: row.VoucherCode, CustomerID: row.CustomerID}); err != nil {
 		return err
 	}
-	if err := q.VoucherUseGiveBack(ctx, row.VoucherCode); err != nil {
+	if err := q.VoucherUseGiveBack(ctx, db.VoucherUseGiveBackParams{Code: row.VoucherCode, Discount: row.DiscountAmount}); err != nil {
 		return err
 	}
 	return q.ReservationEventInsert(ctx, event(row, kind, path))
@@ -460,6 +486,8 @@ func mapError(err error) error {
 		switch {
 		case pgErr.ConstraintName == "voucher_used_within_limit":
 			return voucher.Errorf(voucher.OutOfStock, "the voucher is sold out")
+		case pgErr.ConstraintName == "voucher_budget_within":
+			return voucher.Errorf(voucher.BudgetExhausted, "the voucher's budget cannot cover the discount")
 		case pgErr.ConstraintName == "voucher_customer_within_limit":
 			return voucher.Errorf(voucher.AlreadyUsed, "the customer already holds the voucher's per-customer limit")
 		case pgErr.Code == "23505" && strings.HasPrefix(pgErr.ConstraintName, "voucher_redemption"):
@@ -510,20 +538,40 @@ func isUnavailable(err error) bool {
 }
 
 func toVoucher(r db.Voucher) voucher.Voucher {
-	return voucher.Voucher{
-		Code:           r.Code,
-		DiscountAmount: r.DiscountAmount,
-		MinOrderAmount: r.MinOrderAmount,
-		TotalLimit:     int(r.TotalLimit),
-		PerUserLimit:   int(r.PerUserLimit),
-		UsedCount:      int(r.UsedCount),
-		ReservedCount:  int(r.ReservedCount),
-		ConfirmedCount: int(r.ConfirmedCount),
-		StartsAt:       r.StartsAt,
-		EndsAt:         r.EndsAt,
-		Flash:          r.Flash,
-		CreatedAt:      r.CreatedAt,
+	var percent int
+	if r.DiscountPercent != nil {
+		percent = int(*r.DiscountPercent)
 	}
+	return voucher.Voucher{
+		Code:              r.Code,
+		DiscountType:      voucher.DiscountType(r.DiscountType),
+		DiscountAmount:    r.DiscountAmount,
+		DiscountPercent:   percent,
+		MaxDiscountAmount: r.MaxDiscountAmount,
+		Currency:          r.Currency,
+		BudgetAmount:      r.BudgetAmount,
+		BudgetUsed:        r.BudgetUsed,
+		MinOrderAmount:    r.MinOrderAmount,
+		TotalLimit:        int(r.TotalLimit),
+		PerUserLimit:      int(r.PerUserLimit),
+		UsedCount:         int(r.UsedCount),
+		ReservedCount:     int(r.ReservedCount),
+		ConfirmedCount:    int(r.ConfirmedCount),
+		StartsAt:          r.StartsAt,
+		EndsAt:            r.EndsAt,
+		Flash:             r.Flash,
+		CreatedAt:         r.CreatedAt,
+	}
+}
+
+// percent32 is a discountPercent for its int4 column: nil for none (0);
+// Validate has bounded it to 1-100.
+func percent32(p int) *int32 {
+	if p == 0 {
+		return nil
+	}
+	v := int32(min(max(p, 0), 100)) // #nosec G115 -- bounded to 0-100 on this line
+	return &v
 }
 
 func toReservation(r db.VoucherRedemption) voucher.Reservation {

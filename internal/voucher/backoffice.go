@@ -53,8 +53,37 @@ func (n NewVoucher) FieldErrors() map[string]string {
 	if err := ValidateCode(n.Code); err != nil {
 		out["code"] = AsError(err).Message
 	}
-	if n.DiscountAmount <= 0 {
-		out["discountAmount"] = "discountAmount must be greater than 0"
+	switch n.DiscountType {
+	case "", DiscountFixed:
+		if n.DiscountAmount <= 0 {
+			out["discountAmount"] = "discountAmount must be greater than 0"
+		}
+		if n.DiscountPercent != 0 {
+			out["discountPercent"] = "discountPercent is for a PERCENT voucher only"
+		}
+		if n.MaxDiscountAmount != nil {
+			out["maxDiscountAmount"] = "maxDiscountAmount is for a PERCENT voucher only"
+		}
+	case DiscountPercent:
+		if n.DiscountAmount != 0 {
+			out["discountAmount"] = "discountAmount must be absent for a PERCENT voucher (its discount is discountPercent of the order)"
+		}
+		if n.DiscountPercent < 1 || n.DiscountPercent > 100 {
+			out["discountPercent"] = "discountPercent must be 1-100"
+		}
+		if n.MaxDiscountAmount != nil && *n.MaxDiscountAmount <= 0 {
+			out["maxDiscountAmount"] = "maxDiscountAmount must be greater than 0"
+		}
+	default:
+		out["discountType"] = "discountType must be FIXED or PERCENT"
+	}
+	if n.Currency != "" {
+		if err := ValidateCurrency(n.Currency); err != nil {
+			out["currency"] = AsError(err).Message
+		}
+	}
+	if n.BudgetAmount != nil && *n.BudgetAmount <= 0 {
+		out["budgetAmount"] = "budgetAmount must be greater than 0"
 	}
 	if n.MinOrderAmount < 0 {
 		out["minOrderAmount"] = "minOrderAmount must be 0 or more"
@@ -362,7 +391,10 @@ type VoucherChange struct {
 // Apply returns the voucher's terms with the change made.
 func (c VoucherChange) Apply(v Voucher) NewVoucher {
 	n := NewVoucher{
-		Code: v.Code, DiscountAmount: v.DiscountAmount, MinOrderAmount: v.MinOrderAmount,
+		Code: v.Code, DiscountType: v.DiscountType, DiscountAmount: v.DiscountAmount,
+		DiscountPercent: v.DiscountPercent, MaxDiscountAmount: v.MaxDiscountAmount, Currency: v.Currency,
+		BudgetAmount: v.BudgetAmount,
+		MinOrderAmount: v.MinOrderAmount,
 		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, Flash: v.Flash,
 	}
@@ -540,8 +572,20 @@ func auditOf(ctx context.Context, code, action, detail string) AuditEvent {
 }
 
 func describeTerms(v Voucher) string {
-	return fmt.Sprintf("discountAmount %d, minOrderAmount %d, totalLimit %d, perUserLimit %d, startsAt %s, endsAt %s, flash %t",
-		v.DiscountAmount, v.MinOrderAmount, v.TotalLimit, v.PerUserLimit, stamp(v.StartsAt), stamp(v.EndsAt), v.Flash)
+	discount := fmt.Sprintf("discountAmount %d", v.DiscountAmount)
+	if v.DiscountType == DiscountPercent {
+		discount = fmt.Sprintf("discountPercent %d, maxDiscountAmount %s", v.DiscountPercent, optional(v.MaxDiscountAmount))
+	}
+	return fmt.Sprintf("discountType %s, %s, currency %s, budgetAmount %s, minOrderAmount %d, totalLimit %d, perUserLimit %d, startsAt %s, endsAt %s, flash %t",
+		v.DiscountType, discount, v.Currency, optional(v.BudgetAmount), v.MinOrderAmount, v.TotalLimit, v.PerUserLimit, stamp(v.StartsAt), stamp(v.EndsAt), v.Flash)
+}
+
+// optional shows an optional amount for people: "none" when not set.
+func optional(n *int64) string {
+	if n == nil {
+		return "none"
+	}
+	return fmt.Sprint(*n)
 }
 
 // describeChange says what differs, field by field; empty when nothing does.

@@ -48,6 +48,10 @@ func newKafkaFlash(s *Service, k *KafkaPath) *kafkaFlash {
 // success only once the broker acknowledged the event and the gate settled
 // the admission as live (or the consumer applied it first).
 func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
+	// The currency is a term that never changes: no need for the gate.
+	if err := v.CheckCurrency(r.Currency); err != nil {
+		return Reservation{}, err
+	}
 	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
 		*path = PathGateMemory
 		return k.refusedAtGate(v, r, verdict)
@@ -203,7 +207,7 @@ func (k *kafkaFlash) duplicate(ctx context.Context, v Voucher, r ReserveRequest,
 func (k *kafkaFlash) reservationOf(v Voucher, o GateOrder, status Status) Reservation {
 	return Reservation{
 		OrderID: o.OrderID, VoucherCode: v.Code, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
-		DiscountAmount: v.DiscountAmount, Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
+		DiscountAmount: v.DiscountFor(o.OrderAmount), Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
 	}
 }
 

@@ -23,7 +23,7 @@ type syncFlash struct {
 
 // reserve passes the gate first so only winners reach the database.
 func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
-	if err := v.CheckEligible(time.Now(), r.OrderAmount); err != nil {
+	if err := v.CheckEligible(time.Now(), r); err != nil {
 		return Reservation{}, err
 	}
 	if verdict, ok := s.soldOut.verdict(v.Code, r); ok {

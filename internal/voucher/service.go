@@ -1,6 +1,7 @@
 package voucher
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -78,7 +79,10 @@ type Config struct {
 	// RebuildGrace is how long a sync-mode gate rebuild waits, paused, for
 	// requests that passed the gate to finish their write; default 2s.
 	RebuildGrace time.Duration
-	Logger       *slog.Logger
+	// DefaultCurrency is the currency of a voucher created without one
+	// (DEFAULT_CURRENCY); default USD.
+	DefaultCurrency string
+	Logger          *slog.Logger
 }
 
 // Service is the voucher service: every transport calls it.
@@ -88,7 +92,9 @@ type Service struct {
 	gate   Gate // nil: flash vouchers take the database path too
 	ttl    time.Duration
 	logger *slog.Logger
-	obs    Observer
+	// currency is a new voucher's currency when it names none.
+	currency string
+	obs      Observer
 	// flash is the write path of flash vouchers, chosen once: sync or
 	// kafka; nil without a gate.
 	flash flashPath
@@ -121,14 +127,15 @@ func NewService(deps Deps, cfg Config) *Service {
 		deps.Gate = observedGate{Gate: deps.Gate, obs: deps.Observer}
 	}
 	s := &Service{
-		obs:     deps.Observer,
-		store:   deps.Store,
-		drift:   deps.Store,
-		gate:    deps.Gate,
-		ttl:     cfg.ReservationTTL,
-		logger:  cfg.Logger,
-		meta:    newMetadataCache(cfg.MetadataTTL),
-		soldOut: newSoldOutCache(cfg.SoldOutTTL),
+		obs:      deps.Observer,
+		store:    deps.Store,
+		drift:    deps.Store,
+		gate:     deps.Gate,
+		ttl:      cfg.ReservationTTL,
+		currency: cmp.Or(cfg.DefaultCurrency, "USD"),
+		logger:   cfg.Logger,
+		meta:     newMetadataCache(cfg.MetadataTTL),
+		soldOut:  newSoldOutCache(cfg.SoldOutTTL),
 	}
 	switch {
 	case deps.Gate == nil:
@@ -153,6 +160,8 @@ func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, err
 		return Voucher{}, err
 	}
 	n.Code = upperCode(n.Code)
+	n.DiscountType = cmp.Or(n.DiscountType, DiscountFixed)
+	n.Currency = cmp.Or(n.Currency, s.currency)
 	v, err := s.store.CreateVoucher(ctx, n)
 	if err != nil {
 		return Voucher{}, err

@@ -39,10 +39,34 @@ const (
 	PathExpiry   Path = "expiry"    // the expiry sweep, or a confirm that found it expired
 )
 
+// DiscountType says how a voucher's discount is reckoned from an order.
+type DiscountType string
+
+// The discount types.
+const (
+	// DiscountFixed takes DiscountAmount off, never more than the order.
+	DiscountFixed DiscountType = "FIXED"
+	// DiscountPercent takes DiscountPercent of the order, rounded down to
+	// a minor unit, at most MaxDiscountAmount when set.
+	DiscountPercent DiscountType = "PERCENT"
+)
+
 // Voucher is a discount with a limited number of uses.
 type Voucher struct {
-	Code           string
+	Code         string
+	DiscountType DiscountType
+	// DiscountAmount is a FIXED voucher's discount; 0 for PERCENT.
 	DiscountAmount int64
+	// DiscountPercent is a PERCENT voucher's 1-100; 0 for FIXED.
+	DiscountPercent int
+	// MaxDiscountAmount caps a PERCENT voucher's discount; nil: no cap.
+	MaxDiscountAmount *int64
+	// Currency is the ISO 4217 code the amounts are minor units of.
+	Currency string
+	// BudgetAmount bounds the sum of the discounts held and confirmed;
+	// nil: no budget. BudgetUsed is that sum, per the database.
+	BudgetAmount   *int64
+	BudgetUsed     int64
 	MinOrderAmount int64
 	TotalLimit     int
 	PerUserLimit   int
@@ -58,9 +82,46 @@ type Voucher struct {
 // Remaining is how many uses are neither held nor sold.
 func (v Voucher) Remaining() int { return v.TotalLimit - v.UsedCount }
 
-// CheckEligible returns NOT_ELIGIBLE when now is outside the voucher's window
-// or the order is below its minimum amount.
-func (v Voucher) CheckEligible(now time.Time, orderAmount int64) error {
+// BudgetCovers reports whether the budget left (budgetUsed of it spent)
+// covers a discount; always true without a budget.
+func (v Voucher) BudgetCovers(budgetUsed, discount int64) bool {
+	return v.BudgetAmount == nil || discount <= *v.BudgetAmount-budgetUsed
+}
+
+// DiscountFor is the discount a reservation of an order of orderAmount (>= 0)
+// holds: the one place it is reckoned, on every path. FIXED: the amount, at
+// most the order; PERCENT: the percentage rounded down to a minor unit, at
+// most the cap. A reservation keeps the figure it got.
+func (v Voucher) DiscountFor(orderAmount int64) int64 {
+	if v.DiscountType == DiscountPercent {
+		// floor(a * p / 100) without overflow: a = 100q + r, so it is
+		// q*p + floor(r*p/100), and q*p <= a since p <= 100.
+		p := int64(v.DiscountPercent)
+		d := orderAmount/100*p + orderAmount%100*p/100
+		if v.MaxDiscountAmount != nil {
+			d = min(d, *v.MaxDiscountAmount)
+		}
+		return d
+	}
+	return min(v.DiscountAmount, orderAmount)
+}
+
+// CheckCurrency returns NOT_ELIGIBLE when a request names a currency other
+// than the voucher's (none named: the voucher's).
+func (v Voucher) CheckCurrency(currency string) error {
+	if currency != "" && currency != v.Currency {
+		return Errorf(NotEligible, "voucher %s is for orders in %s, not %s", v.Code, v.Currency, currency)
+	}
+	return nil
+}
+
+// CheckEligible returns NOT_ELIGIBLE when the request names another currency,
+// now is outside the voucher's window, or the order is below its minimum.
+func (v Voucher) CheckEligible(now time.Time, r ReserveRequest) error {
+	if err := v.CheckCurrency(r.Currency); err != nil {
+		return err
+	}
+	orderAmount := r.OrderAmount
 	if now.Before(v.StartsAt) {
 		return Errorf(NotEligible, "voucher %s is not valid before %s", v.Code, v.StartsAt.UTC().Format(time.RFC3339))
 	}
@@ -75,8 +136,17 @@ func (v Voucher) CheckEligible(now time.Time, orderAmount int64) error {
 
 // NewVoucher is what a marketer gives to create a voucher.
 type NewVoucher struct {
-	Code           string
-	DiscountAmount int64
+	Code string
+	// DiscountType: empty is FIXED.
+	DiscountType DiscountType
+	// DiscountAmount: FIXED only (> 0); DiscountPercent: PERCENT only (1-100).
+	DiscountAmount    int64
+	DiscountPercent   int
+	MaxDiscountAmount *int64 // PERCENT only; nil: no cap
+	// Currency: ISO 4217; empty takes the service's default.
+	Currency string
+	// BudgetAmount (> 0) bounds the discounts held and confirmed; nil: none.
+	BudgetAmount   *int64
 	MinOrderAmount int64
 	TotalLimit     int
 	PerUserLimit   int
@@ -86,7 +156,7 @@ type NewVoucher struct {
 }
 
 // newVoucherFields is the order in which Validate reports fields at fault.
-var newVoucherFields = []string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt"}
+var newVoucherFields = []string{"code", "discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt"}
 
 // Validate returns INVALID_INPUT naming the first field at fault (FieldErrors
 // has the rules and every message).
@@ -120,6 +190,8 @@ type ReserveRequest struct {
 	CustomerID  int64
 	OrderID     string
 	OrderAmount int64
+	// Currency, when given, must be the voucher's (else NOT_ELIGIBLE).
+	Currency string
 }
 
 // Validate returns INVALID_INPUT naming the first field at fault.
@@ -135,6 +207,11 @@ func (r ReserveRequest) Validate() error {
 	}
 	if r.OrderAmount < 0 {
 		return Invalid("orderAmount", "orderAmount must be 0 or more")
+	}
+	if r.Currency != "" {
+		if err := ValidateCurrency(r.Currency); err != nil {
+			return err
+		}
 	}
 	return nil
 }

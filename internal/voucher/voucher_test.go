@@ -1,6 +1,7 @@
 package voucher
 
 import (
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,6 +28,8 @@ func TestReserveRequest_ValidateNamesTheField(t *testing.T) {
 		{"orderId with a control character", func(r *ReserveRequest) { r.OrderID = "o\n1" }, "orderId"},
 		{"orderId not UTF-8", func(r *ReserveRequest) { r.OrderID = "o\xff" }, "orderId"},
 		{"negative amount", func(r *ReserveRequest) { r.OrderAmount = -1 }, "orderAmount"},
+		{"currency in lower case", func(r *ReserveRequest) { r.Currency = "usd" }, "currency"},
+		{"currency that is none", func(r *ReserveRequest) { r.Currency = "XYZ" }, "currency"},
 	} {
 		r := ok
 		tc.edit(&r)
@@ -74,20 +77,23 @@ func TestReserveRequest_RetryFollowsRuleTwo(t *testing.T) {
 
 func TestVoucher_CheckEligibleWindowAndMinimum(t *testing.T) {
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	v := Voucher{Code: "V", MinOrderAmount: 500, StartsAt: start, EndsAt: start.Add(time.Hour)}
+	v := Voucher{Code: "V", Currency: "EUR", MinOrderAmount: 500, StartsAt: start, EndsAt: start.Add(time.Hour)}
 	for _, tc := range []struct {
-		desc   string
-		now    time.Time
-		amount int64
-		want   ErrorCode
+		desc     string
+		now      time.Time
+		amount   int64
+		currency string
+		want     ErrorCode
 	}{
-		{"a second early", start.Add(-time.Second), 500, NotEligible},
-		{"at startsAt", start, 500, ""},
-		{"at endsAt", start.Add(time.Hour), 500, ""},
-		{"a second late", start.Add(time.Hour + time.Second), 500, NotEligible},
-		{"below the minimum", start, 499, NotEligible},
+		{"a second early", start.Add(-time.Second), 500, "", NotEligible},
+		{"at startsAt", start, 500, "", ""},
+		{"at endsAt", start.Add(time.Hour), 500, "", ""},
+		{"a second late", start.Add(time.Hour + time.Second), 500, "", NotEligible},
+		{"below the minimum", start, 499, "", NotEligible},
+		{"in the voucher's currency", start, 500, "EUR", ""},
+		{"in another currency", start, 500, "USD", NotEligible},
 	} {
-		if got := ErrorCodeOf(v.CheckEligible(tc.now, tc.amount)); got != tc.want {
+		if got := ErrorCodeOf(v.CheckEligible(tc.now, ReserveRequest{OrderAmount: tc.amount, Currency: tc.currency})); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.desc, got, tc.want)
 		}
 	}
@@ -253,6 +259,96 @@ func TestCanonicalCode_IsTheCodeInCapitalsAndRefusesWhatIsNotACode(t *testing.T)
 	for _, in := range []string{"", "a.b", "\u212a", "straße", strings.Repeat("a", 33)} {
 		if _, err := CanonicalCode(in); ErrorCodeOf(err) != InvalidInput || AsError(err).Field != "code" {
 			t.Errorf("CanonicalCode(%q) = %v, want INVALID_INPUT on code", in, err)
+		}
+	}
+}
+
+func TestVoucher_DiscountForRoundsDownCapsAndNeverExceedsTheOrder(t *testing.T) {
+	capAt := func(n int64) *int64 { return &n }
+	fixed := func(amount int64) Voucher { return Voucher{DiscountType: DiscountFixed, DiscountAmount: amount} }
+	percent := func(p int, max *int64) Voucher {
+		return Voucher{DiscountType: DiscountPercent, DiscountPercent: p, MaxDiscountAmount: max}
+	}
+	for _, tc := range []struct {
+		desc  string
+		v     Voucher
+		order int64
+		want  int64
+	}{
+		{"1 % of 99 rounds down to 0", percent(1, nil), 99, 0},
+		{"1 % of 100", percent(1, nil), 100, 1},
+		{"15 % of 1,999 is 299 (299.85 rounded down)", percent(15, nil), 1999, 299},
+		{"15 % of 1,999 under a cap of 300: not hit", percent(15, capAt(300)), 1999, 299},
+		{"15 % of 1,999 under a cap of 299: exactly", percent(15, capAt(299)), 1999, 299},
+		{"15 % of 1,999 under a cap of 250: hit", percent(15, capAt(250)), 1999, 250},
+		{"100 % is the whole order", percent(100, nil), 1999, 1999},
+		{"100 % under a cap", percent(100, capAt(500)), 1999, 500},
+		{"percent of an order of 0", percent(50, nil), 0, 0},
+		{"percent of the largest order does not overflow", percent(100, nil), math.MaxInt64, math.MaxInt64},
+		{"99 % of the largest order", percent(99, nil), math.MaxInt64, math.MaxInt64/100*99 + math.MaxInt64%100*99/100},
+		{"fixed below the order", fixed(1000), 2500, 1000},
+		{"fixed equal to the order", fixed(1000), 1000, 1000},
+		{"fixed larger than the order is the order", fixed(1000), 400, 400},
+		{"fixed on an order of 0", fixed(1000), 0, 0},
+	} {
+		if got := tc.v.DiscountFor(tc.order); got != tc.want {
+			t.Errorf("%s: DiscountFor(%d) = %d, want %d", tc.desc, tc.order, got, tc.want)
+		}
+	}
+}
+
+func TestNewVoucher_OnlyValidDiscountCombinations(t *testing.T) {
+	now := time.Now()
+	capAt := func(n int64) *int64 { return &n }
+	base := NewVoucher{Code: "V", TotalLimit: 1, PerUserLimit: 1, StartsAt: now, EndsAt: now.Add(time.Minute)}
+	for _, tc := range []struct {
+		desc  string
+		edit  func(*NewVoucher)
+		field string // "" for valid
+	}{
+		{"fixed", func(n *NewVoucher) { n.DiscountAmount = 500 }, ""},
+		{"fixed by name", func(n *NewVoucher) { n.DiscountType, n.DiscountAmount = DiscountFixed, 500 }, ""},
+		{"fixed without an amount", func(n *NewVoucher) { n.DiscountType = DiscountFixed }, "discountAmount"},
+		{"fixed with a percent", func(n *NewVoucher) { n.DiscountAmount, n.DiscountPercent = 500, 10 }, "discountPercent"},
+		{"fixed with a cap", func(n *NewVoucher) { n.DiscountAmount, n.MaxDiscountAmount = 500, capAt(100) }, "maxDiscountAmount"},
+		{"percent", func(n *NewVoucher) { n.DiscountType, n.DiscountPercent = DiscountPercent, 15 }, ""},
+		{"percent with a cap", func(n *NewVoucher) {
+			n.DiscountType, n.DiscountPercent, n.MaxDiscountAmount = DiscountPercent, 15, capAt(1000)
+		}, ""},
+		{"percent 100", func(n *NewVoucher) { n.DiscountType, n.DiscountPercent = DiscountPercent, 100 }, ""},
+		{"percent 0", func(n *NewVoucher) { n.DiscountType = DiscountPercent }, "discountPercent"},
+		{"percent 101", func(n *NewVoucher) { n.DiscountType, n.DiscountPercent = DiscountPercent, 101 }, "discountPercent"},
+		{"percent with an amount", func(n *NewVoucher) {
+			n.DiscountType, n.DiscountPercent, n.DiscountAmount = DiscountPercent, 15, 500
+		}, "discountAmount"},
+		{"percent with a cap of 0", func(n *NewVoucher) {
+			n.DiscountType, n.DiscountPercent, n.MaxDiscountAmount = DiscountPercent, 15, capAt(0)
+		}, "maxDiscountAmount"},
+		{"an unknown type", func(n *NewVoucher) { n.DiscountType, n.DiscountAmount = "BOGO", 500 }, "discountType"},
+		{"in euros", func(n *NewVoucher) { n.DiscountAmount, n.Currency = 500, "EUR" }, ""},
+		{"a currency in lower case", func(n *NewVoucher) { n.DiscountAmount, n.Currency = 500, "eur" }, "currency"},
+		{"a currency that is none", func(n *NewVoucher) { n.DiscountAmount, n.Currency = 500, "ZZZ" }, "currency"},
+		{"a currency of four letters", func(n *NewVoucher) { n.DiscountAmount, n.Currency = 500, "EURO" }, "currency"},
+	} {
+		n := base
+		tc.edit(&n)
+		err := n.Validate()
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("%s: %v, want valid", tc.desc, err)
+			}
+			continue
+		}
+		if ErrorCodeOf(err) != InvalidInput || AsError(err).Field != tc.field {
+			t.Errorf("%s: %v, want INVALID_INPUT on %s", tc.desc, err, tc.field)
+		}
+	}
+}
+
+func TestCurrencyDigits_ComeFromTheCurrencyTable(t *testing.T) {
+	for code, want := range map[string]int{"USD": 2, "EUR": 2, "JPY": 0, "KRW": 0, "BHD": 3, "KWD": 3} {
+		if got := CurrencyDigits(code); got != want {
+			t.Errorf("CurrencyDigits(%s) = %d, want %d", code, got, want)
 		}
 	}
 }

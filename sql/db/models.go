@@ -79,18 +79,24 @@ type ReservationEvent struct {
 }
 
 type Voucher struct {
-	Code           string
-	DiscountAmount int64
-	MinOrderAmount int64
-	TotalLimit     int32
-	PerUserLimit   int32
-	UsedCount      int32
-	ReservedCount  int32
-	ConfirmedCount int32
-	StartsAt       time.Time
-	EndsAt         time.Time
-	Flash          bool
-	CreatedAt      time.Time
+	Code              string
+	DiscountAmount    int64
+	MinOrderAmount    int64
+	TotalLimit        int32
+	PerUserLimit      int32
+	UsedCount         int32
+	ReservedCount     int32
+	ConfirmedCount    int32
+	StartsAt          time.Time
+	EndsAt            time.Time
+	Flash             bool
+	CreatedAt         time.Time
+	DiscountType      string
+	DiscountPercent   *int32
+	MaxDiscountAmount *int64
+	Currency          string
+	BudgetAmount      *int64
+	BudgetUsed        int64
 }
 
 type VoucherAudit struct {

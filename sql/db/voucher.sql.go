@@ -25,7 +25,7 @@ func (q *Queries) VoucherClock(ctx context.Context) (time.Time, error) {
 }
 
 const voucherGetByCode = `-- name: VoucherGetByCode :one
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher WHERE code = $1
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher WHERE code = $1
 `
 
 func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, error) {
@@ -44,12 +44,18 @@ func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, e
 		&i.EndsAt,
 		&i.Flash,
 		&i.CreatedAt,
+		&i.DiscountType,
+		&i.DiscountPercent,
+		&i.MaxDiscountAmount,
+		&i.Currency,
+		&i.BudgetAmount,
+		&i.BudgetUsed,
 	)
 	return i, err
 }
 
 const voucherGetForReserve = `-- name: VoucherGetForReserve :one
-SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, now()::timestamptz AS db_now
+SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, now()::timestamptz AS db_now
 FROM voucher WHERE code = $1
 `
 
@@ -76,33 +82,50 @@ func (q *Queries) VoucherGetForReserve(ctx context.Context, code string) (Vouche
 		&i.Voucher.EndsAt,
 		&i.Voucher.Flash,
 		&i.Voucher.CreatedAt,
+		&i.Voucher.DiscountType,
+		&i.Voucher.DiscountPercent,
+		&i.Voucher.MaxDiscountAmount,
+		&i.Voucher.Currency,
+		&i.Voucher.BudgetAmount,
+		&i.Voucher.BudgetUsed,
 		&i.DbNow,
 	)
 	return i, err
 }
 
 const voucherInsert = `-- name: VoucherInsert :one
-INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO voucher (code, discount_type, discount_amount, discount_percent, max_discount_amount, currency,
+                     budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (code) DO NOTHING
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
 `
 
 type VoucherInsertParams struct {
-	Code           string
-	DiscountAmount int64
-	MinOrderAmount int64
-	TotalLimit     int32
-	PerUserLimit   int32
-	StartsAt       time.Time
-	EndsAt         time.Time
-	Flash          bool
+	Code              string
+	DiscountType      string
+	DiscountAmount    int64
+	DiscountPercent   *int32
+	MaxDiscountAmount *int64
+	Currency          string
+	BudgetAmount      *int64
+	MinOrderAmount    int64
+	TotalLimit        int32
+	PerUserLimit      int32
+	StartsAt          time.Time
+	EndsAt            time.Time
+	Flash             bool
 }
 
 func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (Voucher, error) {
 	row := q.db.QueryRow(ctx, voucherInsert,
 		arg.Code,
+		arg.DiscountType,
 		arg.DiscountAmount,
+		arg.DiscountPercent,
+		arg.MaxDiscountAmount,
+		arg.Currency,
+		arg.BudgetAmount,
 		arg.MinOrderAmount,
 		arg.TotalLimit,
 		arg.PerUserLimit,
@@ -124,12 +147,18 @@ func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (V
 		&i.EndsAt,
 		&i.Flash,
 		&i.CreatedAt,
+		&i.DiscountType,
+		&i.DiscountPercent,
+		&i.MaxDiscountAmount,
+		&i.Currency,
+		&i.BudgetAmount,
+		&i.BudgetUsed,
 	)
 	return i, err
 }
 
 const voucherListAfter = `-- name: VoucherListAfter :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
 WHERE (created_at, code) < ($2::timestamptz, $3::text)
 ORDER BY created_at DESC, code DESC
 LIMIT $1
@@ -163,6 +192,12 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 			&i.EndsAt,
 			&i.Flash,
 			&i.CreatedAt,
+			&i.DiscountType,
+			&i.DiscountPercent,
+			&i.MaxDiscountAmount,
+			&i.Currency,
+			&i.BudgetAmount,
+			&i.BudgetUsed,
 		); err != nil {
 			return nil, err
 		}
@@ -175,7 +210,7 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 }
 
 const voucherListFirst = `-- name: VoucherListFirst :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
 ORDER BY created_at DESC, code DESC
 LIMIT $1
 `
@@ -202,6 +237,12 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 			&i.EndsAt,
 			&i.Flash,
 			&i.CreatedAt,
+			&i.DiscountType,
+			&i.DiscountPercent,
+			&i.MaxDiscountAmount,
+			&i.Currency,
+			&i.BudgetAmount,
+			&i.BudgetUsed,
 		); err != nil {
 			return nil, err
 		}
@@ -214,7 +255,7 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 }
 
 const voucherListFlash = `-- name: VoucherListFlash :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher WHERE flash ORDER BY code
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher WHERE flash ORDER BY code
 `
 
 func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
@@ -239,6 +280,12 @@ func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
 			&i.EndsAt,
 			&i.Flash,
 			&i.CreatedAt,
+			&i.DiscountType,
+			&i.DiscountPercent,
+			&i.MaxDiscountAmount,
+			&i.Currency,
+			&i.BudgetAmount,
+			&i.BudgetUsed,
 		); err != nil {
 			return nil, err
 		}
@@ -263,28 +310,44 @@ func (q *Queries) VoucherUseConfirm(ctx context.Context, code string) error {
 
 const voucherUseGiveBack = `-- name: VoucherUseGiveBack :exec
 UPDATE voucher
-SET used_count = used_count - 1, reserved_count = reserved_count - 1
-WHERE code = $1
+SET used_count = used_count - 1, reserved_count = reserved_count - 1,
+    budget_used = budget_used - $1::bigint
+WHERE code = $2
 `
 
-func (q *Queries) VoucherUseGiveBack(ctx context.Context, code string) error {
-	_, err := q.db.Exec(ctx, voucherUseGiveBack, code)
+type VoucherUseGiveBackParams struct {
+	Discount int64
+	Code     string
+}
+
+// VoucherUseGiveBack gives a released use back, with its discount.
+func (q *Queries) VoucherUseGiveBack(ctx context.Context, arg VoucherUseGiveBackParams) error {
+	_, err := q.db.Exec(ctx, voucherUseGiveBack, arg.Discount, arg.Code)
 	return err
 }
 
 const voucherUseTake = `-- name: VoucherUseTake :one
 UPDATE voucher
-SET used_count = used_count + 1, reserved_count = reserved_count + 1
-WHERE code = $1
+SET used_count = used_count + 1, reserved_count = reserved_count + 1,
+    budget_used = budget_used + $1::bigint
+WHERE code = $2
   AND used_count < total_limit
+  AND (budget_amount IS NULL OR budget_used + $1::bigint <= budget_amount)
   AND now() BETWEEN starts_at AND ends_at
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
 `
 
-// VoucherUseTake holds one use if any is left and the window is open by the
-// database's clock. No row back means sold out or outside the window.
-func (q *Queries) VoucherUseTake(ctx context.Context, code string) (Voucher, error) {
-	row := q.db.QueryRow(ctx, voucherUseTake, code)
+type VoucherUseTakeParams struct {
+	Discount int64
+	Code     string
+}
+
+// VoucherUseTake holds one use, with its discount, if a use is left, the
+// budget (if any) covers the discount and the window is open by the
+// database's clock. No row back means sold out, over budget or outside the
+// window.
+func (q *Queries) VoucherUseTake(ctx context.Context, arg VoucherUseTakeParams) (Voucher, error) {
+	row := q.db.QueryRow(ctx, voucherUseTake, arg.Discount, arg.Code)
 	var i Voucher
 	err := row.Scan(
 		&i.Code,
@@ -299,26 +362,34 @@ func (q *Queries) VoucherUseTake(ctx context.Context, code string) (Voucher, err
 		&i.EndsAt,
 		&i.Flash,
 		&i.CreatedAt,
+		&i.DiscountType,
+		&i.DiscountPercent,
+		&i.MaxDiscountAmount,
+		&i.Currency,
+		&i.BudgetAmount,
+		&i.BudgetUsed,
 	)
 	return i, err
 }
 
 const voucherUsesRecord = `-- name: VoucherUsesRecord :execrows
 UPDATE voucher
-SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer
-WHERE code = $2
+SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,
+    budget_used = budget_used + $2::bigint
+WHERE code = $3
 `
 
 type VoucherUsesRecordParams struct {
-	N    int32
-	Code string
+	N        int32
+	Discount int64
+	Code     string
 }
 
 // VoucherUsesRecord counts n uses held that the gate already took (the
 // Kafka consumer's event or batch), whatever the clock; past the total
 // limit the CHECK voucher_used_within_limit fires.
 func (q *Queries) VoucherUsesRecord(ctx context.Context, arg VoucherUsesRecordParams) (int64, error) {
-	result, err := q.db.Exec(ctx, voucherUsesRecord, arg.N, arg.Code)
+	result, err := q.db.Exec(ctx, voucherUsesRecord, arg.N, arg.Discount, arg.Code)
 	if err != nil {
 		return 0, err
 	}
@@ -327,16 +398,19 @@ func (q *Queries) VoucherUsesRecord(ctx context.Context, arg VoucherUsesRecordPa
 
 const voucherUsesTake = `-- name: VoucherUsesTake :one
 UPDATE voucher
-SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer
-WHERE code = $2
+SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,
+    budget_used = budget_used + $2::bigint
+WHERE code = $3
   AND used_count + $1::integer <= total_limit
+  AND (budget_amount IS NULL OR budget_used + $2::bigint <= budget_amount)
   AND now() BETWEEN starts_at AND ends_at
 RETURNING used_count
 `
 
 type VoucherUsesTakeParams struct {
-	N    int32
-	Code string
+	N        int32
+	Discount int64
+	Code     string
 }
 
 // VoucherUsesTake holds n uses at once (a batch of reserves) if that many
@@ -344,7 +418,7 @@ type VoucherUsesTakeParams struct {
 // written one by one, so the uses left go to some of it and the others hear
 // OUT_OF_STOCK).
 func (q *Queries) VoucherUsesTake(ctx context.Context, arg VoucherUsesTakeParams) (int32, error) {
-	row := q.db.QueryRow(ctx, voucherUsesTake, arg.N, arg.Code)
+	row := q.db.QueryRow(ctx, voucherUsesTake, arg.N, arg.Discount, arg.Code)
 	var used_count int32
 	err := row.Scan(&used_count)
 	return used_count, err

@@ -14,7 +14,7 @@ const voucherEndNow = `-- name: VoucherEndNow :one
 UPDATE voucher
 SET ends_at = now()
 WHERE code = $1 AND starts_at < now() AND ends_at > now()
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
 `
 
 // VoucherEndNow closes the window of a live voucher now; no row back means
@@ -35,6 +35,12 @@ func (q *Queries) VoucherEndNow(ctx context.Context, code string) (Voucher, erro
 		&i.EndsAt,
 		&i.Flash,
 		&i.CreatedAt,
+		&i.DiscountType,
+		&i.DiscountPercent,
+		&i.MaxDiscountAmount,
+		&i.Currency,
+		&i.BudgetAmount,
+		&i.BudgetUsed,
 	)
 	return i, err
 }
@@ -104,7 +110,7 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 }
 
 const voucherSearch = `-- name: VoucherSearch :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
 WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
   AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
   AND (NOT $3::boolean OR flash)
@@ -169,6 +175,12 @@ func (q *Queries) VoucherSearch(ctx context.Context, arg VoucherSearchParams) ([
 			&i.EndsAt,
 			&i.Flash,
 			&i.CreatedAt,
+			&i.DiscountType,
+			&i.DiscountPercent,
+			&i.MaxDiscountAmount,
+			&i.Currency,
+			&i.BudgetAmount,
+			&i.BudgetUsed,
 		); err != nil {
 			return nil, err
 		}
@@ -212,7 +224,7 @@ SET code = $1,
     ends_at = $7,
     flash = $8
 WHERE code = $9 AND starts_at > now() AND used_count = 0
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
 `
 
 type VoucherUpdateBeforeStartParams struct {
@@ -256,6 +268,12 @@ func (q *Queries) VoucherUpdateBeforeStart(ctx context.Context, arg VoucherUpdat
 		&i.EndsAt,
 		&i.Flash,
 		&i.CreatedAt,
+		&i.DiscountType,
+		&i.DiscountPercent,
+		&i.MaxDiscountAmount,
+		&i.Currency,
+		&i.BudgetAmount,
+		&i.BudgetUsed,
 	)
 	return i, err
 }

@@ -12,12 +12,13 @@ import (
 
 const voucherRedemptionClaimEligible = `-- name: VoucherRedemptionClaimEligible :many
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
-SELECT o.order_id, v.code, o.customer_id, o.order_amount, v.discount_amount, 'RESERVED', now(),
+SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
        now() + $1::bigint * interval '1 millisecond'
 FROM (SELECT unnest($2::text[]) AS order_id,
              unnest($3::bigint[]) AS customer_id,
-             unnest($4::bigint[]) AS order_amount) AS o
-JOIN voucher v ON v.code = $5
+             unnest($4::bigint[]) AS order_amount,
+             unnest($5::bigint[]) AS discount_amount) AS o
+JOIN voucher v ON v.code = $6
 WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
 ORDER BY o.order_id
@@ -26,15 +27,17 @@ RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, st
 `
 
 type VoucherRedemptionClaimEligibleParams struct {
-	TtlMs        int64
-	OrderIds     []string
-	CustomerIds  []int64
-	OrderAmounts []int64
-	Code         string
+	TtlMs           int64
+	OrderIds        []string
+	CustomerIds     []int64
+	OrderAmounts    []int64
+	DiscountAmounts []int64
+	Code            string
 }
 
 // VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
-// admit by the database's clock (window, minimum) for a batch of reserves;
+// admit by the database's clock (window, minimum) for a batch of reserves,
+// each with the discount the domain reckoned for it (Voucher.DiscountFor);
 // an order already held, or not eligible, gets no row back.
 func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg VoucherRedemptionClaimEligibleParams) ([]VoucherRedemption, error) {
 	rows, err := q.db.Query(ctx, voucherRedemptionClaimEligible,
@@ -42,6 +45,7 @@ func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg Vouche
 		arg.OrderIds,
 		arg.CustomerIds,
 		arg.OrderAmounts,
+		arg.DiscountAmounts,
 		arg.Code,
 	)
 	if err != nil {
@@ -322,7 +326,7 @@ FROM (SELECT unnest($2::text[]) AS order_id,
              unnest($7::timestamptz[]) AS expires_at) AS o
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, customer_id
+RETURNING order_id, customer_id, discount_amount
 `
 
 type VoucherRedemptionInsertManyParams struct {
@@ -336,8 +340,9 @@ type VoucherRedemptionInsertManyParams struct {
 }
 
 type VoucherRedemptionInsertManyRow struct {
-	OrderID    string
-	CustomerID int64
+	OrderID        string
+	CustomerID     int64
+	DiscountAmount int64
 }
 
 // VoucherRedemptionInsertMany makes the rows of a batch of reserved events
@@ -361,7 +366,7 @@ func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRe
 	var items []VoucherRedemptionInsertManyRow
 	for rows.Next() {
 		var i VoucherRedemptionInsertManyRow
-		if err := rows.Scan(&i.OrderID, &i.CustomerID); err != nil {
+		if err := rows.Scan(&i.OrderID, &i.CustomerID, &i.DiscountAmount); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

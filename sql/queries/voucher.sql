@@ -1,6 +1,7 @@
 -- name: VoucherInsert :one
-INSERT INTO voucher (code, discount_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO voucher (code, discount_type, discount_amount, discount_percent, max_discount_amount, currency,
+                     budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (code) DO NOTHING
 RETURNING *;
 
@@ -21,13 +22,17 @@ LIMIT $1;
 -- name: VoucherListFlash :many
 SELECT * FROM voucher WHERE flash ORDER BY code;
 
--- VoucherUseTake holds one use if any is left and the window is open by the
--- database's clock. No row back means sold out or outside the window.
+-- VoucherUseTake holds one use, with its discount, if a use is left, the
+-- budget (if any) covers the discount and the window is open by the
+-- database's clock. No row back means sold out, over budget or outside the
+-- window.
 -- name: VoucherUseTake :one
 UPDATE voucher
-SET used_count = used_count + 1, reserved_count = reserved_count + 1
-WHERE code = $1
+SET used_count = used_count + 1, reserved_count = reserved_count + 1,
+    budget_used = budget_used + sqlc.arg(discount)::bigint
+WHERE code = sqlc.arg(code)
   AND used_count < total_limit
+  AND (budget_amount IS NULL OR budget_used + sqlc.arg(discount)::bigint <= budget_amount)
   AND now() BETWEEN starts_at AND ends_at
 RETURNING *;
 
@@ -37,9 +42,11 @@ RETURNING *;
 -- OUT_OF_STOCK).
 -- name: VoucherUsesTake :one
 UPDATE voucher
-SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer
+SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
+    budget_used = budget_used + sqlc.arg(discount)::bigint
 WHERE code = sqlc.arg(code)
   AND used_count + sqlc.arg(n)::integer <= total_limit
+  AND (budget_amount IS NULL OR budget_used + sqlc.arg(discount)::bigint <= budget_amount)
   AND now() BETWEEN starts_at AND ends_at
 RETURNING used_count;
 
@@ -48,13 +55,16 @@ RETURNING used_count;
 -- limit the CHECK voucher_used_within_limit fires.
 -- name: VoucherUsesRecord :execrows
 UPDATE voucher
-SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer
+SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
+    budget_used = budget_used + sqlc.arg(discount)::bigint
 WHERE code = sqlc.arg(code);
 
+-- VoucherUseGiveBack gives a released use back, with its discount.
 -- name: VoucherUseGiveBack :exec
 UPDATE voucher
-SET used_count = used_count - 1, reserved_count = reserved_count - 1
-WHERE code = $1;
+SET used_count = used_count - 1, reserved_count = reserved_count - 1,
+    budget_used = budget_used - sqlc.arg(discount)::bigint
+WHERE code = sqlc.arg(code);
 
 -- name: VoucherUseConfirm :exec
 UPDATE voucher

@@ -69,15 +69,17 @@ LIMIT $2;
 SELECT * FROM voucher_redemption WHERE order_id = ANY(sqlc.arg(order_ids)::text[]);
 
 -- VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
--- admit by the database's clock (window, minimum) for a batch of reserves;
+-- admit by the database's clock (window, minimum) for a batch of reserves,
+-- each with the discount the domain reckoned for it (Voucher.DiscountFor);
 -- an order already held, or not eligible, gets no row back.
 -- name: VoucherRedemptionClaimEligible :many
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
-SELECT o.order_id, v.code, o.customer_id, o.order_amount, v.discount_amount, 'RESERVED', now(),
+SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
        now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
 FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
              unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
-             unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount) AS o
+             unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
+             unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount) AS o
 JOIN voucher v ON v.code = sqlc.arg(code)
 WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
@@ -100,7 +102,7 @@ FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
              unnest(sqlc.arg(expires_ats)::timestamptz[]) AS expires_at) AS o
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, customer_id;
+RETURNING order_id, customer_id, discount_amount;
 
 -- The Kafka write path's consumer applies the gate's decisions to the
 -- database (internal/postgres/events.go). The gate decided the window and
