@@ -20,6 +20,8 @@ func toVoucher(v voucher.Voucher) *model.Voucher {
 		DiscountPercent:   percent,
 		MaxDiscountAmount: v.MaxDiscountAmount,
 		Currency:          v.Currency,
+		BudgetAmount:      v.BudgetAmount,
+		BudgetUsed:        v.BudgetUsed,
 		MinOrderAmount:    v.MinOrderAmount,
 		TotalLimit:        v.TotalLimit,
 		PerUserLimit:      v.PerUserLimit,

@@ -45,6 +45,7 @@ func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.Create
 		DiscountPercent:   deref(input.DiscountPercent, 0),
 		MaxDiscountAmount: input.MaxDiscountAmount,
 		Currency:          deref(input.Currency, ""),
+		BudgetAmount:      input.BudgetAmount,
 		MinOrderAmount:    deref(input.MinOrderAmount, 0),
 		TotalLimit:        input.TotalLimit,
 		PerUserLimit:      deref(input.PerUserLimit, 1),

@@ -9,7 +9,8 @@
 -- KEYS[1] voucher:{CODE}:stock      written last; its presence means "loaded"
 -- KEYS[2] voucher:{CODE}:customers  hash customerId -> uses held
 -- KEYS[3] voucher:{CODE}:orders     hash orderId -> "customerId:amount[:released]"
--- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms)
+-- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms) and,
+--                                   for a voucher with a budget, budget (left)
 -- KEYS[5] voucher:{CODE}:load:TOKEN:customers  staged by stage.lua (may be absent)
 -- KEYS[6] voucher:{CODE}:load:TOKEN:orders     staged by stage.lua (may be absent)
 -- KEYS[7] voucher:{CODE}:paused
@@ -103,6 +104,11 @@ local n = tonumber(ARGV[at])
 hset_pairs(customers, at + 1, at + 2 * n)
 hset_pairs(orders, at + 1 + 2 * n, #ARGV)
 redis.call('HSET', meta, 'perUserLimit', ARGV[3], 'expireAt', ARGV[4])
+if extra['budget'] then
+  -- What the snapshot's reservations hold is spent already: a rebuilt gate
+  -- never hands out more than the database's budget_amount - budget_used.
+  redis.call('HSET', meta, 'budget', extra['budget'])
+end
 if extra['epoch'] then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

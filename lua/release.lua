@@ -2,11 +2,13 @@
 --
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
 -- KEYS[3] voucher:{CODE}:orders (layout in reserve.lua)
+-- KEYS[4] voucher:{CODE}:meta: its budget field (if any) gets ARGV[3] back
 -- ARGV[1] orderId
 -- ARGV[2] 'release' (default): mark the order released, so a retry of it is
 --         answered RELEASED; 'forget': delete the order, so a retry is
 --         decided from scratch (the database refused it, or it never reached
 --         the database: it holds no reservation to answer a retry with).
+-- ARGV[3] the order's discount, given back to the budget with the use.
 --
 -- Returns 1 when this call took the order out of the live set and gave its
 -- use back, 0 otherwise: the voucher is not loaded (a later load rebuilds it
@@ -43,6 +45,9 @@ else
   redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
 end
 redis.call('INCR', KEYS[1])
+if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
+  redis.call('HINCRBY', KEYS[4], 'budget', ARGV[3])
+end
 if redis.call('HINCRBY', KEYS[2], customer, -1) <= 0 then
   redis.call('HDEL', KEYS[2], customer)
 end

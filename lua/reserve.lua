@@ -8,10 +8,14 @@
 --                                   (STATE live, confirmed, releasing or
 --                                   released; times in Unix ms)
 -- KEYS[4] voucher:{CODE}:paused     present while an operator rebuilds the gate
+-- KEYS[5] voucher:{CODE}:meta       hash; its field budget is the budget
+--                                   left (absent: the voucher has none)
 -- ARGV[1] orderId, ARGV[2] customerId, ARGV[3] orderAmount, ARGV[4] perUserLimit
 -- ARGV[5] createdAt, ARGV[6] expiresAt (Unix ms): given in kafka mode, where
 --         the gate, not the database, decides the order's later confirm,
---         release and expiry; absent in sync mode.
+--         release and expiry; empty in sync mode.
+-- ARGV[7] the order's discount (Voucher.DiscountFor), taken from the budget
+--         with the use.
 --
 -- Returns one verdict of voucher.GateVerdict. Every check runs before the
 -- first write because Redis does not roll a script back on error.
@@ -47,8 +51,17 @@ end
 if tonumber(stock) <= 0 then
   return 'OUT_OF_STOCK'
 end
+local discount = tonumber(ARGV[7] or '0')
+local budget = redis.call('HGET', KEYS[5], 'budget')
+if budget and tonumber(budget) < discount then
+  return 'BUDGET_EXHAUSTED'
+end
 
 redis.call('DECR', KEYS[1])
+if budget and discount > 0 then
+  -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
+  redis.call('HINCRBY', KEYS[5], 'budget', '-' .. ARGV[7])
+end
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 if ARGV[5] and ARGV[5] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[1], live .. ':live:' .. ARGV[5] .. ':' .. ARGV[6])

@@ -15,6 +15,7 @@ import (
 // statusOf is the one table from the service's error codes to HTTP statuses.
 var statusOf = map[voucher.ErrorCode]int{
 	voucher.OutOfStock:          http.StatusConflict,
+	voucher.BudgetExhausted:     http.StatusConflict,
 	voucher.AlreadyUsed:         http.StatusConflict,
 	voucher.OrderConflict:       http.StatusConflict,
 	voucher.ReservationReleased: http.StatusConflict,

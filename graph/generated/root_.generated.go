@@ -77,6 +77,8 @@ type ComplexityRoot struct {
 	}
 
 	Voucher struct {
+		BudgetAmount      func(childComplexity int) int
+		BudgetUsed        func(childComplexity int) int
 		Code              func(childComplexity int) int
 		ConfirmedCount    func(childComplexity int) int
 		Currency          func(childComplexity int) int
@@ -346,6 +348,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.ReservationPayload.Reservation(childComplexity), true
 
+	case "Voucher.budgetAmount":
+		if e.ComplexityRoot.Voucher.BudgetAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.BudgetAmount(childComplexity), true
+	case "Voucher.budgetUsed":
+		if e.ComplexityRoot.Voucher.BudgetUsed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.BudgetUsed(childComplexity), true
 	case "Voucher.code":
 		if e.ComplexityRoot.Voucher.Code == nil {
 			break
@@ -655,6 +669,11 @@ extend input CreateVoucherInput {
   maxDiscountAmount: Money
   "ISO 4217, three capital letters; default the DEFAULT_CURRENCY setting."
   currency: String
+  """
+  The most that all held and confirmed discounts together may add up to;
+  null: no budget. Not with flash in FLASH_WRITE_PATH=kafka (INVALID_INPUT).
+  """
+  budgetAmount: Money
 }
 
 extend input ReserveVoucherInput {
@@ -667,6 +686,14 @@ extend type Voucher {
   discountPercent: Int
   maxDiscountAmount: Money
   currency: String!
+  budgetAmount: Money
+  "Sum of the discounts of RESERVED and CONFIRMED reservations."
+  budgetUsed: Money!
+}
+
+extend enum VoucherErrorCode {
+  "The voucher's budgetAmount cannot cover this order's discount."
+  BUDGET_EXHAUSTED
 }
 `, BuiltIn: false},
 	{Name: "../schema.graphqls", Input: `# The public GraphQL contract of the voucher service.
@@ -947,6 +974,10 @@ func (ec *executionContext) childFields_Voucher(ctx context.Context, field graph
 		return ec.fieldContext_Voucher_maxDiscountAmount(ctx, field)
 	case "currency":
 		return ec.fieldContext_Voucher_currency(ctx, field)
+	case "budgetAmount":
+		return ec.fieldContext_Voucher_budgetAmount(ctx, field)
+	case "budgetUsed":
+		return ec.fieldContext_Voucher_budgetUsed(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Voucher", field.Name)
 }

@@ -1495,6 +1495,52 @@ func (ec *executionContext) fieldContext_Voucher_currency(_ context.Context, fie
 	return graphql.NewScalarFieldContext("Voucher", field, false, false, "String")
 }
 
+func (ec *executionContext) _Voucher_budgetAmount(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_budgetAmount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BudgetAmount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOMoney2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_budgetAmount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "Money")
+}
+
+func (ec *executionContext) _Voucher_budgetUsed(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_budgetUsed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.BudgetUsed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNMoney2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_budgetUsed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "Money")
+}
+
 func (ec *executionContext) _VoucherConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.VoucherConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -1775,7 +1821,7 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 		asMap["discountType"] = "FIXED"
 	}
 
-	fieldsInOrder := [...]string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency"}
+	fieldsInOrder := [...]string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -1866,6 +1912,13 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.Currency = data
+		case "budgetAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("budgetAmount"))
+			data, err := ec.unmarshalOMoney2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BudgetAmount = data
 		}
 	}
 	return it, nil
@@ -2453,6 +2506,16 @@ func (ec *executionContext) _Voucher(ctx context.Context, sel ast.SelectionSet, 
 			}
 		case "currency":
 			out.Values[i] = ec._Voucher_currency(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "budgetAmount":
+			out.Values[i] = ec._Voucher_budgetAmount(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "budgetUsed":
+			out.Values[i] = ec._Voucher_budgetUsed(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

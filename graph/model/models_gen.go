@@ -28,6 +28,9 @@ type CreateVoucherInput struct {
 	MaxDiscountAmount *int64 `json:"maxDiscountAmount,omitempty"`
 	// ISO 4217, three capital letters; default the DEFAULT_CURRENCY setting.
 	Currency *string `json:"currency,omitempty"`
+	// The most that all held and confirmed discounts together may add up to;
+	// null: no budget. Not with flash in FLASH_WRITE_PATH=kafka (INVALID_INPUT).
+	BudgetAmount *int64 `json:"budgetAmount,omitempty"`
 }
 
 type DriftReport struct {
@@ -122,6 +125,9 @@ type Voucher struct {
 	DiscountPercent   *int         `json:"discountPercent,omitempty"`
 	MaxDiscountAmount *int64       `json:"maxDiscountAmount,omitempty"`
 	Currency          string       `json:"currency"`
+	BudgetAmount      *int64       `json:"budgetAmount,omitempty"`
+	// Sum of the discounts of RESERVED and CONFIRMED reservations.
+	BudgetUsed int64 `json:"budgetUsed"`
 }
 
 type VoucherConnection struct {
@@ -288,6 +294,8 @@ const (
 	VoucherErrorCodeVoucherStarted VoucherErrorCode = "VOUCHER_STARTED"
 	// endVoucher: the voucher has not started or has ended.
 	VoucherErrorCodeVoucherNotLive VoucherErrorCode = "VOUCHER_NOT_LIVE"
+	// The voucher's budgetAmount cannot cover this order's discount.
+	VoucherErrorCodeBudgetExhausted VoucherErrorCode = "BUDGET_EXHAUSTED"
 )
 
 var AllVoucherErrorCode = []VoucherErrorCode{
@@ -303,11 +311,12 @@ var AllVoucherErrorCode = []VoucherErrorCode{
 	VoucherErrorCodeUnavailable,
 	VoucherErrorCodeVoucherStarted,
 	VoucherErrorCodeVoucherNotLive,
+	VoucherErrorCodeBudgetExhausted,
 }
 
 func (e VoucherErrorCode) IsValid() bool {
 	switch e {
-	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable, VoucherErrorCodeVoucherStarted, VoucherErrorCodeVoucherNotLive:
+	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable, VoucherErrorCodeVoucherStarted, VoucherErrorCodeVoucherNotLive, VoucherErrorCodeBudgetExhausted:
 		return true
 	}
 	return false

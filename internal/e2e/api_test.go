@@ -92,6 +92,7 @@ func (restAPI) name() string { return "rest" }
 var restStatus = map[string]int{
 	"":                     http.StatusOK,
 	"OUT_OF_STOCK":         http.StatusConflict,
+	"BUDGET_EXHAUSTED":     http.StatusConflict,
 	"ALREADY_USED":         http.StatusConflict,
 	"ORDER_CONFLICT":       http.StatusConflict,
 	"RESERVATION_RELEASED": http.StatusConflict,

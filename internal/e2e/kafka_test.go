@@ -876,7 +876,7 @@ func TestKafka_DeadLetteredEventRaisesTheAlert(t *testing.T) {
 	}
 	now := time.Now()
 	wrong := voucher.NewEvent(voucher.EventReserved, voucher.Reservation{
-		OrderID: uniqueOrder(), VoucherCode: code, CustomerID: 2, OrderAmount: 100, DiscountAmount: 1000,
+		OrderID: uniqueOrder(), VoucherCode: code, CustomerID: 2, OrderAmount: 100, DiscountAmount: 100,
 		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute),
 	}, now)
 	value, err := events.Encode(wrong)

@@ -94,7 +94,7 @@ func crowd(t *testing.T, g *gate.Gate, codes []string, flush func()) {
 		for i := range calls {
 			wg.Go(func() {
 				<-start
-				v, err := g.Reserve(ctx, calls[i].r.Code, 1, calls[i].r)
+				v, err := g.Reserve(ctx, calls[i].r.Code, 1, 0, calls[i].r)
 				if err != nil {
 					t.Errorf("Reserve(%s, %s): %v", calls[i].r.Code, calls[i].r.OrderID, err)
 				}

@@ -130,24 +130,24 @@ func keysOf(code string) keys {
 }
 
 // Reserve decides one reserve in one script: PAUSED, NOT_LOADED, DUPLICATE,
-// RELEASED, ORDER_CONFLICT, ALREADY_USED, OUT_OF_STOCK or ADMITTED (one use
-// taken).
-func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest) (voucher.GateVerdict, error) {
-	return g.reserve(ctx, code, perUserLimit, r)
+// RELEASED, ORDER_CONFLICT, ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED or
+// ADMITTED (one use taken, and the discount from the budget if any).
+func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int, discount int64, r voucher.ReserveRequest) (voucher.GateVerdict, error) {
+	return g.reserve(ctx, code, perUserLimit, discount, r, "", "")
 }
 
-// reserve runs reserve.lua; times (createdAt, expiresAt in Unix ms) are the
-// Kafka path's extra arguments.
-func (g *Gate) reserve(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest, times ...any) (voucher.GateVerdict, error) {
+// reserve runs reserve.lua; createdAt and expiresAt (Unix ms) are the Kafka
+// path's, empty in sync mode.
+func (g *Gate) reserve(ctx context.Context, code string, perUserLimit int, discount int64, r voucher.ReserveRequest, createdAt, expiresAt any) (voucher.GateVerdict, error) {
 	k := keysOf(code)
-	args := append([]any{r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit}, times...)
-	answer, err := reserveScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.paused}, args...).Text()
+	args := []any{r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit, createdAt, expiresAt, discount}
+	answer, err := reserveScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.paused, k.meta}, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, err)
 	}
 	switch v := voucher.GateVerdict(answer); v {
 	case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
-		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateNotLoaded, voucher.GatePaused:
+		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused:
 		return v, nil
 	}
 	return "", fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", r.OrderID, code, answer)
@@ -156,20 +156,21 @@ func (g *Gate) reserve(ctx context.Context, code string, perUserLimit int, r vou
 // Release gives the order's use back to the voucher and its customer if the
 // gate holds the order live; false for an unknown or released order, or a
 // voucher the gate does not hold.
-func (g *Gate) Release(ctx context.Context, code, orderID string) (bool, error) {
-	return g.giveBack(ctx, code, orderID, "release")
+func (g *Gate) Release(ctx context.Context, code, orderID string, discount int64) (bool, error) {
+	return g.giveBack(ctx, code, orderID, "release", discount)
 }
 
 // Forget gives a live order's use back and deletes the order, so a retry of
 // it is decided from scratch: for an order the database refused, or one that
 // never reached the database.
-func (g *Gate) Forget(ctx context.Context, code, orderID string) (bool, error) {
-	return g.giveBack(ctx, code, orderID, "forget")
+func (g *Gate) Forget(ctx context.Context, code, orderID string, discount int64) (bool, error) {
+	return g.giveBack(ctx, code, orderID, "forget", discount)
 }
 
-func (g *Gate) giveBack(ctx context.Context, code, orderID, mode string) (bool, error) {
+// giveBack runs release.lua; discount goes back to the budget with the use.
+func (g *Gate) giveBack(ctx context.Context, code, orderID, mode string, discount int64) (bool, error) {
 	k := keysOf(code)
-	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders}, orderID, mode).Int()
+	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta}, orderID, mode, discount).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: %s %s on %s: %w", mode, orderID, code, err)
 	}
@@ -264,6 +265,9 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 			nCustomers += len(c.customers)
 			nOrders += len(c.orders)
 		}
+	}
+	if snap.Budget != nil {
+		meta = append(meta, "budget", *snap.Budget)
 	}
 	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders, len(meta) / 2}, meta...)
 	args = append(args, last.args()...)
@@ -423,6 +427,13 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 		snap.ExpireAt = time.UnixMilli(ms)
 	}
 	snap.Epoch = meta["epoch"]
+	if b, ok := meta["budget"]; ok {
+		left, err := strconv.ParseInt(b, 10, 64)
+		if err != nil {
+			return snap, fmt.Errorf("budget %q: %w", b, err)
+		}
+		snap.Budget = &left
+	}
 	for id, n := range customers {
 		cid, err1 := strconv.ParseInt(id, 10, 64)
 		count, err2 := strconv.Atoi(n)

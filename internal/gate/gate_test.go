@@ -84,7 +84,7 @@ func req(code, orderID string, customerID, amount int64) voucher.ReserveRequest 
 
 func reserve(t *testing.T, g *gate.Gate, limit int, r voucher.ReserveRequest, want voucher.GateVerdict) {
 	t.Helper()
-	got, err := g.Reserve(context.Background(), r.Code, limit, r)
+	got, err := g.Reserve(context.Background(), r.Code, limit, 0, r)
 	if err != nil || got != want {
 		t.Fatalf("Reserve(%s, %s, customer %d, amount %d) = %q, %v; want %q", r.Code, r.OrderID, r.CustomerID, r.OrderAmount, got, err, want)
 	}
@@ -92,7 +92,7 @@ func reserve(t *testing.T, g *gate.Gate, limit int, r voucher.ReserveRequest, wa
 
 func release(t *testing.T, g *gate.Gate, code, orderID string, want bool) {
 	t.Helper()
-	got, err := g.Release(context.Background(), code, orderID)
+	got, err := g.Release(context.Background(), code, orderID, 0)
 	if err != nil || got != want {
 		t.Fatalf("Release(%s, %s) = %v, %v; want %v", code, orderID, got, err, want)
 	}
@@ -289,7 +289,7 @@ func reserveAll(t *testing.T, g *gate.Gate, limit, n int, r func(i int) voucher.
 		wg.Go(func() {
 			<-start
 			rq := r(i)
-			v, err := g.Reserve(context.Background(), rq.Code, limit, rq)
+			v, err := g.Reserve(context.Background(), rq.Code, limit, 0, rq)
 			if err != nil {
 				t.Error(err)
 				return
@@ -624,4 +624,58 @@ func TestUnload_ForgetsTheVoucherUntilTheNextLoad(t *testing.T) {
 	reserve(t, g, 1, req(code, "o1", 1, 100), voucher.GateNotLoaded)
 	load(t, g, snapshot(code, 4, 1))
 	reserve(t, g, 1, req(code, "o2", 2, 100), voucher.GateAdmitted)
+}
+
+func TestReserve_TheBudgetIsKeptWithTheStockAndGivenBackOnRelease(t *testing.T) {
+	g, _ := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	snap := snapshot(code, 3, 5)
+	budget := int64(1000)
+	snap.Budget = &budget
+	load(t, g, snap)
+	take := func(order string, discount int64, want voucher.GateVerdict) {
+		t.Helper()
+		r := req(code, order, 7, discount*10)
+		if got, err := g.Reserve(ctx, code, 5, discount, r); err != nil || got != want {
+			t.Fatalf("Reserve(%s, discount %d) = %q, %v; want %q", order, discount, got, err, want)
+		}
+	}
+	budgetLeft := func(want int64) {
+		t.Helper()
+		s, ok, err := g.Snapshot(ctx, code)
+		if err != nil || !ok || s.Budget == nil || *s.Budget != want {
+			t.Fatalf("budget left = %v (%v, %v), want %d", s.Budget, ok, err, want)
+		}
+	}
+	take("a", 600, voucher.GateAdmitted)
+	budgetLeft(400)
+	take("b", 401, voucher.GateBudgetExhausted) // a use is left, the budget is not
+	budgetLeft(400)
+	take("c", 400, voucher.GateAdmitted) // exactly what is left
+	budgetLeft(0)
+	take("d", 0, voucher.GateAdmitted) // a discount of 0 always fits
+	take("e", 1, voucher.GateOutOfStock) // no use left: OUT_OF_STOCK comes first
+	if ok, err := g.Release(ctx, code, "a", 600); err != nil || !ok {
+		t.Fatalf("Release(a) = %v, %v", ok, err)
+	}
+	budgetLeft(600)
+	if ok, err := g.Release(ctx, code, "a", 600); err != nil || ok {
+		t.Fatalf("a second Release(a) = %v, %v; want nothing given back twice", ok, err)
+	}
+	budgetLeft(600)
+	if ok, err := g.Forget(ctx, code, "c", 400); err != nil || !ok {
+		t.Fatalf("Forget(c) = %v, %v", ok, err)
+	}
+	budgetLeft(1000)
+
+	// A voucher without a budget has none at the gate, whatever the discounts.
+	free := newCode(t)
+	load(t, g, snapshot(free, 2, 5))
+	if got, err := g.Reserve(ctx, free, 5, 1<<40, req(free, "x", 1, 1<<41)); err != nil || got != voucher.GateAdmitted {
+		t.Fatalf("Reserve on a voucher without a budget = %q, %v", got, err)
+	}
+	if s, _, _ := g.Snapshot(ctx, free); s.Budget != nil {
+		t.Errorf("a voucher without a budget shows a budget of %d at the gate", *s.Budget)
+	}
 }

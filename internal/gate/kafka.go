@@ -146,8 +146,8 @@ func (g *Gate) Healthy(ctx context.Context, code string) (bool, error) {
 // ReserveTimed is Reserve remembering an admitted order as live with its
 // createdAt and expiresAt (Unix ms), which confirm and expiry decide on. The
 // verdicts and their order are Reserve's.
-func (g *Gate) ReserveTimed(ctx context.Context, code string, perUserLimit int, r voucher.ReserveRequest, createdAt, expiresAt time.Time) (voucher.GateVerdict, error) {
-	return g.reserve(ctx, code, perUserLimit, r, createdAt.UnixMilli(), expiresAt.UnixMilli())
+func (g *Gate) ReserveTimed(ctx context.Context, code string, perUserLimit int, discount int64, r voucher.ReserveRequest, createdAt, expiresAt time.Time) (voucher.GateVerdict, error) {
+	return g.reserve(ctx, code, perUserLimit, discount, r, createdAt.UnixMilli(), expiresAt.UnixMilli())
 }
 
 // Order reads what the gate remembers of an order; ok is false when it does

@@ -16,7 +16,7 @@ func ms(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()) }
 
 func reserveTimed(t *testing.T, g *gate.Gate, limit int, r voucher.ReserveRequest, created, expires time.Time, want voucher.GateVerdict) {
 	t.Helper()
-	got, err := g.ReserveTimed(context.Background(), r.Code, limit, r, created, expires)
+	got, err := g.ReserveTimed(context.Background(), r.Code, limit, 0, r, created, expires)
 	if err != nil || got != want {
 		t.Fatalf("ReserveTimed(%s, %s) = %q, %v; want %q", r.Code, r.OrderID, got, err, want)
 	}
@@ -103,7 +103,7 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 	reserveTimed(t, g, 1, req(code, "c2", 3, 100), created, expires, voucher.GateAdmitted)
 
 	// Forget gives back a live order's use whatever its state.
-	if ok, err := g.Forget(ctx, code, "c2"); err != nil || !ok {
+	if ok, err := g.Forget(ctx, code, "c2", 0); err != nil || !ok {
 		t.Fatalf("Forget(c2) = %v, %v", ok, err)
 	}
 	d, _, err = g.Confirm(ctx, code, "c2", now)

@@ -106,7 +106,7 @@ func TestGate_StalledRedisFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := g.Reserve(ctx, code, 1, req(code, "o1", 1, 100))
+	_, err := g.Reserve(ctx, code, 1, 0, req(code, "o1", 1, 100))
 	if err == nil {
 		t.Fatal("Reserve on a stalled Redis succeeded")
 	}
@@ -122,7 +122,7 @@ func TestGate_StoppedRedisFailsFast(t *testing.T) {
 	code := newCode(t)
 	srv.Stop()
 	start := time.Now()
-	if _, err := g.Reserve(context.Background(), code, 1, req(code, "o1", 1, 100)); err == nil {
+	if _, err := g.Reserve(context.Background(), code, 1, 0, req(code, "o1", 1, 100)); err == nil {
 		t.Fatal("Reserve on a stopped Redis succeeded")
 	}
 	if took := time.Since(start); took > 2*time.Second {

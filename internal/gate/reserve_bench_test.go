@@ -67,7 +67,7 @@ func benchRunReservesFrom(b *testing.B, callers int, g *gate.Gate, code string, 
 	ctx := context.Background()
 	fixed := voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: code + "-fixed", OrderAmount: 25000}
 	if repeat {
-		if v, err := g.Reserve(ctx, code, 1, fixed); err != nil || v != voucher.GateAdmitted {
+		if v, err := g.Reserve(ctx, code, 1, 0, fixed); err != nil || v != voucher.GateAdmitted {
 			b.Fatalf("first reserve: %v %v", v, err)
 		}
 	}
@@ -81,7 +81,7 @@ func benchRunReservesFrom(b *testing.B, callers int, g *gate.Gate, code string, 
 				n := benchOrders.Add(1)
 				r.CustomerID, r.OrderID = 1_000_000+n, code+"-"+strconv.FormatInt(n, 10)
 			}
-			v, err := g.Reserve(ctx, code, 1, r)
+			v, err := g.Reserve(ctx, code, 1, 0, r)
 			if err != nil || v != want {
 				b.Errorf("verdict %v, %v; want %v", v, err, want)
 				return

@@ -421,6 +421,10 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 			Customers:    map[int64]int{},
 			ExpireAt:     v.EndsAt.Add(7 * 24 * time.Hour),
 		}
+		if v.BudgetAmount != nil {
+			left := *v.BudgetAmount - v.BudgetUsed
+			snap.Budget = &left
+		}
 		customers, err := q.VoucherCustomerListHolding(ctx, code)
 		if err != nil {
 			return err

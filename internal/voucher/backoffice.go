@@ -393,9 +393,9 @@ func (c VoucherChange) Apply(v Voucher) NewVoucher {
 	n := NewVoucher{
 		Code: v.Code, DiscountType: v.DiscountType, DiscountAmount: v.DiscountAmount,
 		DiscountPercent: v.DiscountPercent, MaxDiscountAmount: v.MaxDiscountAmount, Currency: v.Currency,
-		BudgetAmount: v.BudgetAmount,
+		BudgetAmount:   v.BudgetAmount,
 		MinOrderAmount: v.MinOrderAmount,
-		TotalLimit: v.TotalLimit, PerUserLimit: v.PerUserLimit,
+		TotalLimit:     v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, Flash: v.Flash,
 	}
 	set(&n.Code, c.Code)
@@ -433,6 +433,9 @@ func (b *Backoffice) UpdateVoucher(ctx context.Context, code string, c VoucherCh
 	}
 	n := c.Apply(before)
 	if err := n.Validate(); err != nil {
+		return Voucher{}, err
+	}
+	if err := b.svc.checkTerms(n); err != nil {
 		return Voucher{}, err
 	}
 	n.Code = upperCode(n.Code)

@@ -11,10 +11,10 @@ type ErrorCode string
 
 // The contract's codes. Every refusal the service returns carries one.
 const (
-	OutOfStock          ErrorCode = "OUT_OF_STOCK"
+	OutOfStock ErrorCode = "OUT_OF_STOCK"
 	// BudgetExhausted: the voucher's budgetAmount cannot cover the order's
 	// discount (checked after OUT_OF_STOCK).
-	BudgetExhausted ErrorCode = "BUDGET_EXHAUSTED"
+	BudgetExhausted     ErrorCode = "BUDGET_EXHAUSTED"
 	AlreadyUsed         ErrorCode = "ALREADY_USED"
 	NotEligible         ErrorCode = "NOT_ELIGIBLE"
 	NotFound            ErrorCode = "NOT_FOUND"

@@ -45,6 +45,18 @@ type flashPath interface {
 	// orderId across vouchers.
 	claimedElsewhere(ctx context.Context, r ReserveRequest) error
 	claimOrdinary(ctx context.Context, r ReserveRequest)
+	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
+	// path cannot keep.
+	accepts(n NewVoucher) error
+}
+
+// checkTerms refuses a voucher's terms that the flash write path cannot
+// keep; nil for any voucher that is not flash.
+func (s *Service) checkTerms(n NewVoucher) error {
+	if !n.Flash || s.flash == nil {
+		return nil
+	}
+	return s.flash.accepts(n)
 }
 
 // GateRemaining reads the gate's counter of a flash voucher; ok is false when
@@ -114,6 +126,8 @@ func (s *Service) refusedAtGate(v Voucher, r ReserveRequest, verdict GateVerdict
 		return Reservation{}, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
 	case GateOutOfStock:
 		return Reservation{}, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
+	case GateBudgetExhausted:
+		return Reservation{}, Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, v.DiscountFor(r.OrderAmount))
 	}
 	return Reservation{}, Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
 }
@@ -147,7 +161,7 @@ func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 	if !v.Flash {
 		return
 	}
-	s.useBack(ctx, res.VoucherCode, res.OrderID)
+	s.useBack(ctx, res.VoucherCode, res.OrderID, res.DiscountAmount)
 }
 
 // retryBriefly runs fn again after a transient failure, with short pauses,
@@ -174,10 +188,10 @@ func retryBriefly(ctx context.Context, fn func() error) error {
 // sellable at once: this instance drops its sold-out snapshot of the voucher
 // and the others are told to (Gate.AnnounceReleased), so a released use sells
 // again now rather than when the snapshots lapse.
-func (s *Service) useBack(ctx context.Context, code, orderID string) {
+func (s *Service) useBack(ctx context.Context, code, orderID string, discount int64) {
 	var back bool
 	err := retryBriefly(ctx, func() (err error) {
-		back, err = s.gate.Release(ctx, code, orderID) // idempotent: once only
+		back, err = s.gate.Release(ctx, code, orderID, discount) // idempotent: once only
 		return err
 	})
 	if err != nil {

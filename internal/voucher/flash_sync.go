@@ -31,10 +31,11 @@ func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, pa
 		return s.afterGate(ctx, v, r, verdict)
 	}
 	*path = PathGateSync
-	verdict, err := s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
+	discount := v.DiscountFor(r.OrderAmount)
+	verdict, err := s.gate.Reserve(ctx, v.Code, v.PerUserLimit, discount, r)
 	if err == nil && verdict == GateNotLoaded {
 		if err = s.loadGate(ctx, v.Code); err == nil {
-			verdict, err = s.gate.Reserve(ctx, v.Code, v.PerUserLimit, r)
+			verdict, err = s.gate.Reserve(ctx, v.Code, v.PerUserLimit, discount, r)
 		}
 		if err == nil && verdict == GateNotLoaded {
 			return Reservation{}, Errorf(Unavailable, "the sale is starting; retry with the same orderId")
@@ -71,7 +72,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		case IsRefusal(err) && ErrorCodeOf(err) != Unavailable:
 			// The database said no: the use goes back and the order is
 			// forgotten, so a retry is decided afresh.
-			if _, gerr := s.gate.Forget(ctx, v.Code, r.OrderID); gerr != nil {
+			if _, gerr := s.gate.Forget(ctx, v.Code, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
 				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
 			return Reservation{}, err
@@ -185,14 +186,24 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 	if !settled {
 		return nil
 	}
+	v, err := s.meta.get(ctx, d.VoucherCode, s.store.Voucher)
+	if err != nil {
+		s.logger.WarnContext(ctx, "leaked uses not returned (voucher unreadable); the next pass will", "code", d.VoucherCode, "err", err)
+		return nil
+	}
+	amounts := make(map[string]int64, len(gateSnap.Orders))
+	for _, o := range gateSnap.Orders {
+		amounts[o.OrderID] = o.OrderAmount
+	}
 	returned := 0
 	for _, id := range d.OrdersOnlyInGate {
 		if !slices.Contains(previous.OrdersOnlyInGate, id) {
 			continue
 		}
 		// Forgotten, not released: the order holds no reservation, so a
-		// retry of it must be decided afresh.
-		if _, err := s.gate.Forget(ctx, d.VoucherCode, id); err != nil {
+		// retry of it must be decided afresh. Its discount goes back to
+		// the budget: the one reserve.lua took for its amount.
+		if _, err := s.gate.Forget(ctx, d.VoucherCode, id, v.DiscountFor(amounts[id])); err != nil {
 			s.logger.ErrorContext(ctx, "could not return a leaked use", "code", d.VoucherCode, "order", id, "err", err)
 			continue
 		}
@@ -208,3 +219,7 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 // reads every reservation, flash ones included.
 func (s *syncFlash) claimedElsewhere(context.Context, ReserveRequest) error { return nil }
 func (s *syncFlash) claimOrdinary(context.Context, ReserveRequest)          {}
+
+// accepts every voucher: reserve.lua keeps the budget with the stock, and
+// the database after it.
+func (s *syncFlash) accepts(NewVoucher) error { return nil }

@@ -16,8 +16,11 @@ const (
 	GateOrderConflict GateVerdict = "ORDER_CONFLICT" // the orderId passed before with another customer or amount
 	GateAlreadyUsed   GateVerdict = "ALREADY_USED"   // the customer holds perUserLimit uses
 	GateOutOfStock    GateVerdict = "OUT_OF_STOCK"   // no use left
-	GateNotLoaded     GateVerdict = "NOT_LOADED"     // the gate holds nothing for the voucher: warm it up
-	GatePaused        GateVerdict = "PAUSED"         // an operator is rebuilding the gate: try again shortly
+	// GateBudgetExhausted: a use is left, but the budget cannot cover the
+	// order's discount.
+	GateBudgetExhausted GateVerdict = "BUDGET_EXHAUSTED"
+	GateNotLoaded       GateVerdict = "NOT_LOADED" // the gate holds nothing for the voucher: warm it up
+	GatePaused          GateVerdict = "PAUSED"     // an operator is rebuilding the gate: try again shortly
 )
 
 // GateOrder is an orderId the gate remembers with the values it was reserved with.
@@ -128,18 +131,23 @@ type GateSnapshot struct {
 	TakenAt time.Time
 	// Epoch is the id of the load the gate holds (kafka mode).
 	Epoch string
+	// Budget is the budget left (budgetAmount - budgetUsed) of a voucher
+	// with one; nil: no budget.
+	Budget *int64
 }
 
 // Gate is the Redis gate of flash vouchers: each call is one atomic script.
 type Gate interface {
-	// Reserve decides one reserve: duplicate orderId, per-customer count, stock.
-	Reserve(ctx context.Context, code string, perUserLimit int, r ReserveRequest) (GateVerdict, error)
-	// Release gives the order's use back if the gate holds it live; false when
-	// it did not (unknown or already released), so nothing is given back twice.
-	Release(ctx context.Context, code, orderID string) (bool, error)
+	// Reserve decides one reserve: duplicate orderId, per-customer count,
+	// stock, then the budget, which the discount is taken from with the use.
+	Reserve(ctx context.Context, code string, perUserLimit int, discount int64, r ReserveRequest) (GateVerdict, error)
+	// Release gives the order's use (and discount, to the budget) back if the
+	// gate holds it live; false when it did not (unknown or already
+	// released), so nothing is given back twice.
+	Release(ctx context.Context, code, orderID string, discount int64) (bool, error)
 	// Forget gives a live order's use back like Release but deletes the
 	// order, so a retry of it is decided from scratch.
-	Forget(ctx context.Context, code, orderID string) (bool, error)
+	Forget(ctx context.Context, code, orderID string, discount int64) (bool, error)
 	// Load installs a snapshot atomically unless the gate already holds the
 	// voucher; false when it did, so two instances warming at once load once.
 	Load(ctx context.Context, snap GateSnapshot) (bool, error)
@@ -161,7 +169,7 @@ type Gate interface {
 	// The calls of the Kafka write path (flash_kafka.go).
 
 	// ReserveTimed is Reserve remembering the order as live with its times.
-	ReserveTimed(ctx context.Context, code string, perUserLimit int, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error)
+	ReserveTimed(ctx context.Context, code string, perUserLimit int, discount int64, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error)
 	// Order reads what the gate remembers of an order; ok is false when it
 	// does not know the order or holds nothing for the voucher.
 	Order(ctx context.Context, code, orderID string) (o GateOrder, ok bool, err error)

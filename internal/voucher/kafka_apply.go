@@ -55,7 +55,7 @@ func (a *EventApplier) ApplyEvent(ctx context.Context, ev Event) error {
 		return err
 	}
 	if ev.Kind == EventReleased && status == StatusReleased {
-		if _, err := k.gate.Release(ctx, ev.Code, ev.OrderID); err != nil {
+		if _, err := k.gate.Release(ctx, ev.Code, ev.OrderID, ev.DiscountAmount); err != nil {
 			// Undersell for a while: reconciliation returns the use.
 			k.logger.WarnContext(ctx, "released use not given back to the gate; reconciliation will", "code", ev.Code, "order", ev.OrderID, "err", err)
 		}

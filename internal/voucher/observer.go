@@ -39,23 +39,23 @@ type observedGate struct {
 	obs Observer
 }
 
-func (g observedGate) Reserve(ctx context.Context, code string, perUserLimit int, r ReserveRequest) (GateVerdict, error) {
+func (g observedGate) Reserve(ctx context.Context, code string, perUserLimit int, discount int64, r ReserveRequest) (GateVerdict, error) {
 	start := time.Now()
-	v, err := g.Gate.Reserve(ctx, code, perUserLimit, r)
+	v, err := g.Gate.Reserve(ctx, code, perUserLimit, discount, r)
 	g.obs.GateCall("reserve", err, time.Since(start))
 	return v, err
 }
 
-func (g observedGate) Release(ctx context.Context, code, orderID string) (bool, error) {
+func (g observedGate) Release(ctx context.Context, code, orderID string, discount int64) (bool, error) {
 	start := time.Now()
-	ok, err := g.Gate.Release(ctx, code, orderID)
+	ok, err := g.Gate.Release(ctx, code, orderID, discount)
 	g.obs.GateCall("release", err, time.Since(start))
 	return ok, err
 }
 
-func (g observedGate) Forget(ctx context.Context, code, orderID string) (bool, error) {
+func (g observedGate) Forget(ctx context.Context, code, orderID string, discount int64) (bool, error) {
 	start := time.Now()
-	ok, err := g.Gate.Forget(ctx, code, orderID)
+	ok, err := g.Gate.Forget(ctx, code, orderID, discount)
 	g.obs.GateCall("forget", err, time.Since(start))
 	return ok, err
 }
@@ -104,9 +104,9 @@ func (g observedGate) Settle(ctx context.Context, code string, op SettleOp, o Ga
 	return a, after, err
 }
 
-func (g observedGate) ReserveTimed(ctx context.Context, code string, perUserLimit int, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error) {
+func (g observedGate) ReserveTimed(ctx context.Context, code string, perUserLimit int, discount int64, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error) {
 	start := time.Now()
-	v, err := g.Gate.ReserveTimed(ctx, code, perUserLimit, r, createdAt, expiresAt)
+	v, err := g.Gate.ReserveTimed(ctx, code, perUserLimit, discount, r, createdAt, expiresAt)
 	g.obs.GateCall("reserve", err, time.Since(start))
 	return v, err
 }

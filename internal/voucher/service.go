@@ -159,6 +159,9 @@ func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, err
 	if err := n.Validate(); err != nil {
 		return Voucher{}, err
 	}
+	if err := s.checkTerms(n); err != nil {
+		return Voucher{}, err
+	}
 	n.Code = upperCode(n.Code)
 	n.DiscountType = cmp.Or(n.DiscountType, DiscountFixed)
 	n.Currency = cmp.Or(n.Currency, s.currency)
