@@ -17,6 +17,12 @@ var Reserve string
 //go:embed release.lua
 var Release string
 
+// Availability reads a voucher's stock, one customer's uses and the budget
+// left at one moment, for a check that holds nothing.
+//
+//go:embed availability.lua
+var Availability string
+
 // Stage writes one chunk of a large snapshot into keys private to one load,
 // so a big load needs no single huge script call.
 //

@@ -75,7 +75,7 @@ func (b reserveBody) request(code string) (voucher.ReserveRequest, error) {
 	if r.OrderAmount, err = parseMoney("orderAmount", b.OrderAmount); err != nil {
 		return r, err
 	}
-	if len(b.Currency) > 0 && (json.Unmarshal(b.Currency, &r.Currency) != nil || r.Currency == "") {
+	if len(b.Currency) > 0 && json.Unmarshal(b.Currency, &r.Currency) != nil {
 		return r, voucher.Invalid("currency", "currency must be an ISO 4217 code of three capital letters, e.g. USD")
 	}
 	return r, nil
@@ -248,4 +248,50 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body) //nolint:gosec // G705: a JSON body sent as application/json, never HTML
+}
+
+// checkJSON is a check's answer: the discount a reserve now would hold.
+type checkJSON struct {
+	DiscountAmount int64 `json:"discountAmount"`
+}
+
+// handleCheck is POST /vouchers/{code}/checks: what a reserve now would
+// answer (200 with the discount, or the reserve's refusal and status),
+// holding nothing.
+func handleCheck(svc *voucher.Service, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isJSON(r.Header.Get("Content-Type")) {
+			unsupportedMediaType(w)
+			return
+		}
+		req, err := checkRequest(r)
+		if err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		discount, err := svc.CheckVoucher(r.Context(), req)
+		if err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, checkJSON{DiscountAmount: discount})
+	})
+}
+
+// checkRequest reads the check body: the reserve's fields without orderId.
+func checkRequest(r *http.Request) (voucher.CheckRequest, error) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return voucher.CheckRequest{}, voucher.Invalid("body", "the request body could not be read")
+	}
+	var b reserveBody
+	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderAmount", &b.OrderAmount}, member{"currency", &b.Currency}); err != nil {
+		return voucher.CheckRequest{}, err
+	}
+	b.OrderID = json.RawMessage(`"check"`) // a check has none; request wants one
+	req, err := b.request(r.PathValue("code"))
+	if err != nil {
+		return voucher.CheckRequest{}, err
+	}
+	return voucher.CheckRequest{Code: req.Code, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount, Currency: req.Currency}, nil
 }

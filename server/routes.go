@@ -35,6 +35,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	api("POST /vouchers/{code}/reservations", handleReserve(svc, cfg.Logger))
 	api("POST /vouchers/{code}/reservations/{orderId}/confirm", handleConfirm(svc, cfg.Logger))
 	api("DELETE /vouchers/{code}/reservations/{orderId}", handleRelease(svc, cfg.Logger))
+	api("POST /vouchers/{code}/checks", handleCheck(svc, cfg.Logger))
 
 	if cfg.Dashboard != nil {
 		mux.Handle("/admin", cfg.Dashboard)

@@ -4,6 +4,9 @@ package generated
 
 import (
 	"context"
+	"math"
+	"strconv"
+	"sync/atomic"
 	"voucherd/graph/model"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -20,9 +23,127 @@ import (
 
 // region    **************************** field.gotpl *****************************
 
+func (ec *executionContext) _CheckVoucherPayload_discountAmount(ctx context.Context, field graphql.CollectedField, obj *model.CheckVoucherPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckVoucherPayload_discountAmount(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.DiscountAmount, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int64) graphql.Marshaler {
+			return ec.marshalOMoney2ᚖint64(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CheckVoucherPayload_discountAmount(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("CheckVoucherPayload", field, false, false, "Money")
+}
+
+func (ec *executionContext) _CheckVoucherPayload_error(ctx context.Context, field graphql.CollectedField, obj *model.CheckVoucherPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_CheckVoucherPayload_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.VoucherError) graphql.Marshaler {
+			return ec.marshalOVoucherError2ᚖvoucherdᚋgraphᚋmodelᚐVoucherError(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_CheckVoucherPayload_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "CheckVoucherPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_VoucherError(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 // endregion **************************** field.gotpl *****************************
 
 // region    **************************** input.gotpl *****************************
+
+func (ec *executionContext) unmarshalInputCheckVoucherInput(ctx context.Context, obj any) (model.CheckVoucherInput, error) {
+	var it model.CheckVoucherInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"code", "customerId", "orderAmount", "currency"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "code":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("code"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Code = data
+		case "customerId":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("customerId"))
+			data, err := ec.unmarshalNID2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CustomerID = data
+		case "orderAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("orderAmount"))
+			data, err := ec.unmarshalNMoney2int64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.OrderAmount = data
+		case "currency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("currency"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Currency = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalCheckVoucherInput unmarshals raw into the CheckVoucherInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalCheckVoucherInput(ctx context.Context, raw any) (model.CheckVoucherInput, error) {
+	var out model.CheckVoucherInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "CheckVoucherInput", raw, &out)
+	return out, err
+}
 
 // endregion **************************** input.gotpl *****************************
 
@@ -32,9 +153,60 @@ import (
 
 // region    **************************** object.gotpl ****************************
 
+var checkVoucherPayloadImplementors = []string{"CheckVoucherPayload"}
+
+func (ec *executionContext) _CheckVoucherPayload(ctx context.Context, sel ast.SelectionSet, obj *model.CheckVoucherPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, checkVoucherPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("CheckVoucherPayload")
+		case "discountAmount":
+			out.Values[i] = ec._CheckVoucherPayload_discountAmount(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._CheckVoucherPayload_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 // endregion **************************** object.gotpl ****************************
 
 // region    ***************************** type.gotpl *****************************
+
+func (ec *executionContext) unmarshalNCheckVoucherInput2voucherdᚋgraphᚋmodelᚐCheckVoucherInput(ctx context.Context, v any) (model.CheckVoucherInput, error) {
+	res, err := ec.unmarshalInputCheckVoucherInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNCheckVoucherPayload2ᚖvoucherdᚋgraphᚋmodelᚐCheckVoucherPayload(ctx context.Context, sel ast.SelectionSet, v *model.CheckVoucherPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "CheckVoucherPayload!")
+		return graphql.Null
+	}
+	return ec._CheckVoucherPayload(ctx, sel, v)
+}
 
 func (ec *executionContext) unmarshalNDiscountType2voucherdᚋgraphᚋmodelᚐDiscountType(ctx context.Context, v any) (model.DiscountType, error) {
 	var res model.DiscountType

@@ -31,6 +31,11 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	CheckVoucherPayload struct {
+		DiscountAmount func(childComplexity int) int
+		Error          func(childComplexity int) int
+	}
+
 	DriftReport struct {
 		CheckedAt         func(childComplexity int) int
 		DatabaseRemaining func(childComplexity int) int
@@ -54,6 +59,7 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		CheckVoucher func(childComplexity int, input model.CheckVoucherInput) int
 		DriftReports func(childComplexity int) int
 		Reservation  func(childComplexity int, orderID string) int
 		Voucher      func(childComplexity int, code string) int
@@ -133,6 +139,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "CheckVoucherPayload.discountAmount":
+		if e.ComplexityRoot.CheckVoucherPayload.DiscountAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckVoucherPayload.DiscountAmount(childComplexity), true
+	case "CheckVoucherPayload.error":
+		if e.ComplexityRoot.CheckVoucherPayload.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CheckVoucherPayload.Error(childComplexity), true
 
 	case "DriftReport.checkedAt":
 		if e.ComplexityRoot.DriftReport.CheckedAt == nil {
@@ -245,6 +264,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Query.checkVoucher":
+		if e.ComplexityRoot.Query.CheckVoucher == nil {
+			break
+		}
+
+		args, err := ec.field_Query_checkVoucher_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.CheckVoucher(childComplexity, args["input"].(model.CheckVoucherInput)), true
 	case "Query.driftReports":
 		if e.ComplexityRoot.Query.DriftReports == nil {
 			break
@@ -530,6 +560,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("CheckVoucherInput", ec.unmarshalInputCheckVoucherInput),
 			graphql.NewInputUnmarshaler("CreateVoucherInput", ec.unmarshalInputCreateVoucherInput),
 			graphql.NewInputUnmarshaler("ReservationInput", ec.unmarshalInputReservationInput),
 			graphql.NewInputUnmarshaler("ReserveVoucherInput", ec.unmarshalInputReserveVoucherInput),
@@ -694,6 +725,25 @@ extend type Voucher {
 extend enum VoucherErrorCode {
   "The voucher's budgetAmount cannot cover this order's discount."
   BUDGET_EXHAUSTED
+}
+
+input CheckVoucherInput {
+  code: String!
+  customerId: ID!
+  orderAmount: Money!
+  currency: String
+}
+
+type CheckVoucherPayload {
+  "The discount a reserve now would hold; null when error is set."
+  discountAmount: Money
+  "What a reserve now would be refused with; nothing was held."
+  error: VoucherError
+}
+
+extend type Query {
+  "Would a reserve succeed now, and for what discount? Takes nothing (storefront)."
+  checkVoucher(input: CheckVoucherInput!): CheckVoucherPayload!
 }
 `, BuiltIn: false},
 	{Name: "../schema.graphqls", Input: `# The public GraphQL contract of the voucher service.
@@ -879,6 +929,16 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_CheckVoucherPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "discountAmount":
+		return ec.fieldContext_CheckVoucherPayload_discountAmount(ctx, field)
+	case "error":
+		return ec.fieldContext_CheckVoucherPayload_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CheckVoucherPayload", field.Name)
+}
 
 func (ec *executionContext) childFields_DriftReport(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {

@@ -10,6 +10,20 @@ import (
 	"time"
 )
 
+type CheckVoucherInput struct {
+	Code        string  `json:"code"`
+	CustomerID  string  `json:"customerId"`
+	OrderAmount int64   `json:"orderAmount"`
+	Currency    *string `json:"currency,omitempty"`
+}
+
+type CheckVoucherPayload struct {
+	// The discount a reserve now would hold; null when error is set.
+	DiscountAmount *int64 `json:"discountAmount,omitempty"`
+	// What a reserve now would be refused with; nothing was held.
+	Error *VoucherError `json:"error,omitempty"`
+}
+
 type CreateVoucherInput struct {
 	Code string `json:"code"`
 	// Required for FIXED; must be absent for PERCENT.

@@ -150,6 +150,7 @@ func TestOpenAPI_TheFileIsServedAndIsValidOpenAPI31CoveringEveryRESTRoute(t *tes
 		"GET /metrics",
 		"GET /openapi.yaml",
 		"GET /readyz",
+		"POST /vouchers/{code}/checks",
 		"POST /vouchers/{code}/reservations",
 		"POST /vouchers/{code}/reservations/{orderId}/confirm",
 	}

@@ -43,9 +43,11 @@ var _ voucher.Gate = (*Gate)(nil)
 var (
 	reserveScript = redis.NewScript(lua.Reserve)
 	releaseScript = redis.NewScript(lua.Release)
-	stageScript   = redis.NewScript(lua.Stage)
-	loadScript    = redis.NewScript(lua.Load)
-	lowerScript   = redis.NewScript(lua.Lower)
+	// availabilityScript is a check's read (checkVoucher).
+	availabilityScript = redis.NewScript(lua.Availability)
+	stageScript        = redis.NewScript(lua.Stage)
+	loadScript         = redis.NewScript(lua.Load)
+	lowerScript        = redis.NewScript(lua.Lower)
 )
 
 const (
@@ -317,6 +319,38 @@ func (g *Gate) Remaining(ctx context.Context, code string) (int, bool, error) {
 		return 0, false, fmt.Errorf("gate: remaining %s: %w", code, err)
 	}
 	return n, true, nil
+}
+
+// Availability reads the stock counter, the customer's uses and the budget
+// left in one script (availability.lua: what checkVoucher decides on; it
+// changes nothing), run with the hot scripts so a stampede of checks is
+// pipelined like one of reserves; loaded is false when the gate holds
+// nothing for the voucher.
+func (g *Gate) Availability(ctx context.Context, code string, customerID int64) (voucher.Availability, bool, error) {
+	k := keysOf(code)
+	vals, err := availabilityScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.meta}, customerID).StringSlice()
+	if err != nil {
+		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: %w", code, err)
+	}
+	if len(vals) == 0 {
+		return voucher.Availability{}, false, nil
+	}
+	if len(vals) != 3 {
+		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: unexpected answer %q", code, vals)
+	}
+	var a voucher.Availability
+	var err1, err2, err3 error
+	a.Remaining, err1 = strconv.Atoi(vals[0])
+	a.CustomerUses, err2 = strconv.Atoi(vals[1])
+	if vals[2] != "" {
+		var left int64
+		left, err3 = strconv.ParseInt(vals[2], 10, 64)
+		a.BudgetLeft = &left
+	}
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: %w", code, err)
+	}
+	return a, true, nil
 }
 
 // Unload deletes the voucher's keys in one command (UNLINK frees large hashes

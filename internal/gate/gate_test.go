@@ -654,7 +654,7 @@ func TestReserve_TheBudgetIsKeptWithTheStockAndGivenBackOnRelease(t *testing.T) 
 	budgetLeft(400)
 	take("c", 400, voucher.GateAdmitted) // exactly what is left
 	budgetLeft(0)
-	take("d", 0, voucher.GateAdmitted) // a discount of 0 always fits
+	take("d", 0, voucher.GateAdmitted)   // a discount of 0 always fits
 	take("e", 1, voucher.GateOutOfStock) // no use left: OUT_OF_STOCK comes first
 	if ok, err := g.Release(ctx, code, "a", 600); err != nil || !ok {
 		t.Fatalf("Release(a) = %v, %v", ok, err)
@@ -677,5 +677,30 @@ func TestReserve_TheBudgetIsKeptWithTheStockAndGivenBackOnRelease(t *testing.T) 
 	}
 	if s, _, _ := g.Snapshot(ctx, free); s.Budget != nil {
 		t.Errorf("a voucher without a budget shows a budget of %d at the gate", *s.Budget)
+	}
+}
+
+func TestAvailability_ReadsStockCustomerAndBudgetAndChangesNothing(t *testing.T) {
+	g, _ := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	if _, loaded, err := g.Availability(ctx, code, 7); err != nil || loaded {
+		t.Fatalf("Availability of a gate not loaded = %v, %v; want not loaded", loaded, err)
+	}
+	snap := snapshot(code, 3, 2)
+	budget := int64(500)
+	snap.Budget = &budget
+	load(t, g, snap)
+	if _, err := g.Reserve(ctx, code, 2, 200, req(code, "a", 7, 2000)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // a read: the same answer every time
+		a, loaded, err := g.Availability(ctx, code, 7)
+		if err != nil || !loaded || a.Remaining != 2 || a.CustomerUses != 1 || a.BudgetLeft == nil || *a.BudgetLeft != 300 {
+			t.Fatalf("Availability = %+v (budget %v), %v, %v; want 2 left, 1 use, 300 of budget", a, a.BudgetLeft, loaded, err)
+		}
+	}
+	if a, _, _ := g.Availability(ctx, code, 8); a.CustomerUses != 0 {
+		t.Errorf("a customer with no use has %d", a.CustomerUses)
 	}
 }

@@ -106,6 +106,38 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 	return toVoucher(row), nil
 }
 
+// Availability reads a voucher with the database's clock and the customer's
+// uses in one read-only snapshot, for a check. Errors: NOT_FOUND.
+func (s *Store) Availability(ctx context.Context, code string, customerID int64) (voucher.Voucher, time.Time, voucher.Availability, error) {
+	var v voucher.Voucher
+	var now time.Time
+	var a voucher.Availability
+	err := s.withTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(q *db.Queries) error {
+		vr, err := q.VoucherGetForReserve(ctx, code)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return voucherNotFound(code)
+		}
+		if err != nil {
+			return err
+		}
+		v, now = toVoucher(vr.Voucher), vr.DbNow
+		uses, err := q.VoucherCustomerGetUses(ctx, db.VoucherCustomerGetUsesParams{VoucherCode: code, CustomerID: customerID})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		a = voucher.Availability{Remaining: v.Remaining(), CustomerUses: int(uses)}
+		if v.BudgetAmount != nil {
+			left := *v.BudgetAmount - v.BudgetUsed
+			a.BudgetLeft = &left
+		}
+		return nil
+	})
+	if err != nil {
+		return voucher.Voucher{}, time.Time{}, voucher.Availability{}, mapError(err)
+	}
+	return v, now, a, nil
+}
+
 // Vouchers lists vouchers newest first. Errors: INVALID_INPUT (after).
 func (s *Store) Vouchers(ctx context.Context, first int, after string) (voucher.Page, error) {
 	var rows []db.Voucher

@@ -303,6 +303,21 @@ func (c *soldOutCache) put(snap GateSnapshot, gen uint64) {
 	c.mu.Unlock()
 }
 
+// customerUses reads the customer's uses from a fresh sold-out snapshot;
+// ok is false without one.
+func (c *soldOutCache) customerUses(code string, customerID int64) (int, bool) {
+	if !c.enabled() {
+		return 0, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[code]
+	if !ok || time.Now().After(e.until) {
+		return 0, false
+	}
+	return e.customers[customerID], true
+}
+
 // verdict answers as the gate would from a fresh sold-out snapshot.
 func (c *soldOutCache) verdict(code string, r ReserveRequest) (GateVerdict, bool) {
 	if !c.enabled() {

@@ -74,6 +74,13 @@ func (g observedGate) Snapshot(ctx context.Context, code string) (GateSnapshot, 
 	return snap, ok, err
 }
 
+func (g observedGate) Availability(ctx context.Context, code string, customerID int64) (Availability, bool, error) {
+	start := time.Now()
+	a, ok, err := g.Gate.Availability(ctx, code, customerID)
+	g.obs.GateCall("availability", err, time.Since(start))
+	return a, ok, err
+}
+
 func (g observedGate) Remaining(ctx context.Context, code string) (int, bool, error) {
 	start := time.Now()
 	n, ok, err := g.Gate.Remaining(ctx, code)

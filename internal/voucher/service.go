@@ -17,6 +17,9 @@ type Store interface {
 	CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, error)
 	// Voucher: NOT_FOUND.
 	Voucher(ctx context.Context, code string) (Voucher, error)
+	// Availability reads a voucher, the database's clock and what a check
+	// of the customer is decided on, in one snapshot: NOT_FOUND.
+	Availability(ctx context.Context, code string, customerID int64) (Voucher, time.Time, Availability, error)
 	// Vouchers lists newest first after an opaque cursor: INVALID_INPUT (after).
 	Vouchers(ctx context.Context, first int, after string) (Page, error)
 	// FlashVouchers lists every flash voucher.

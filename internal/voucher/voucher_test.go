@@ -352,3 +352,33 @@ func TestCurrencyDigits_ComeFromTheCurrencyTable(t *testing.T) {
 		}
 	}
 }
+
+func TestVoucher_CheckDecidesInTheReservesOrderOfRules(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	v := Voucher{Code: "V", DiscountType: DiscountPercent, DiscountPercent: 10, Currency: "USD", MinOrderAmount: 100,
+		PerUserLimit: 1, StartsAt: start, EndsAt: start.Add(time.Hour)}
+	left := func(n int64) *int64 { return &n }
+	in := start.Add(time.Minute)
+	for _, tc := range []struct {
+		desc     string
+		now      time.Time
+		amount   int64
+		currency string
+		a        Availability
+		want     ErrorCode
+		discount int64
+	}{
+		{"a success", in, 1999, "", Availability{Remaining: 1, BudgetLeft: left(199)}, "", 199},
+		{"not eligible before all else", start.Add(-time.Second), 1999, "", Availability{CustomerUses: 1}, NotEligible, 0},
+		{"another currency", in, 1999, "EUR", Availability{Remaining: 1}, NotEligible, 0},
+		{"at the limit before sold out", in, 1999, "", Availability{CustomerUses: 1}, AlreadyUsed, 0},
+		{"sold out before the budget", in, 1999, "", Availability{BudgetLeft: left(0)}, OutOfStock, 0},
+		{"the budget", in, 1999, "", Availability{Remaining: 1, BudgetLeft: left(198)}, BudgetExhausted, 0},
+		{"no budget", in, 1999, "", Availability{Remaining: 1}, "", 199},
+	} {
+		d, err := v.Check(tc.now, CheckRequest{Code: "V", CustomerID: 1, OrderAmount: tc.amount, Currency: tc.currency}, tc.a)
+		if ErrorCodeOf(err) != tc.want || d != tc.discount {
+			t.Errorf("%s: %d, %v; want %d, %q", tc.desc, d, err, tc.discount, tc.want)
+		}
+	}
+}

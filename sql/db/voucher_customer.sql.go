@@ -9,6 +9,24 @@ import (
 	"context"
 )
 
+const voucherCustomerGetUses = `-- name: VoucherCustomerGetUses :one
+SELECT used_count FROM voucher_customer WHERE voucher_code = $1 AND customer_id = $2
+`
+
+type VoucherCustomerGetUsesParams struct {
+	VoucherCode string
+	CustomerID  int64
+}
+
+// VoucherCustomerGetUses reads how many uses a customer holds of a voucher
+// (a check); no row means none.
+func (q *Queries) VoucherCustomerGetUses(ctx context.Context, arg VoucherCustomerGetUsesParams) (int32, error) {
+	row := q.db.QueryRow(ctx, voucherCustomerGetUses, arg.VoucherCode, arg.CustomerID)
+	var used_count int32
+	err := row.Scan(&used_count)
+	return used_count, err
+}
+
 const voucherCustomerListHolding = `-- name: VoucherCustomerListHolding :many
 SELECT customer_id, used_count FROM voucher_customer
 WHERE voucher_code = $1 AND used_count > 0

@@ -42,6 +42,11 @@ UPDATE voucher_customer
 SET used_count = used_count - 1
 WHERE voucher_code = $1 AND customer_id = $2;
 
+-- VoucherCustomerGetUses reads how many uses a customer holds of a voucher
+-- (a check); no row means none.
+-- name: VoucherCustomerGetUses :one
+SELECT used_count FROM voucher_customer WHERE voucher_code = $1 AND customer_id = $2;
+
 -- name: VoucherCustomerListHolding :many
 SELECT customer_id, used_count FROM voucher_customer
 WHERE voucher_code = $1 AND used_count > 0;

@@ -1,0 +1,103 @@
+package voucher
+
+import (
+	"context"
+	"time"
+)
+
+// CheckRequest asks what a reserve now would answer, holding nothing.
+type CheckRequest struct {
+	Code        string
+	CustomerID  int64
+	OrderAmount int64
+	Currency    string // optional, as in ReserveRequest
+}
+
+// Validate returns INVALID_INPUT naming the first field at fault: the
+// reserve's rules, without an orderId.
+func (c CheckRequest) Validate() error {
+	return ReserveRequest{Code: c.Code, CustomerID: c.CustomerID, OrderID: "check", OrderAmount: c.OrderAmount, Currency: c.Currency}.Validate()
+}
+
+// Availability is what a check is decided on besides the voucher's terms:
+// the uses left, the customer's uses held and the budget left (nil: no
+// budget), as the database or a flash voucher's gate holds them now.
+type Availability struct {
+	Remaining    int
+	CustomerUses int
+	BudgetLeft   *int64
+}
+
+// Check answers a check as a reserve would decide it at now, in the
+// reserve's order of rules (the orderId's aside): NOT_ELIGIBLE (currency,
+// window, minimum), ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED; else the
+// discount the reserve would hold.
+func (v Voucher) Check(now time.Time, c CheckRequest, a Availability) (int64, error) {
+	if err := v.CheckEligible(now, ReserveRequest{Code: v.Code, CustomerID: c.CustomerID, OrderAmount: c.OrderAmount, Currency: c.Currency}); err != nil {
+		return 0, err
+	}
+	if a.CustomerUses >= v.PerUserLimit {
+		return 0, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", c.CustomerID, v.PerUserLimit, v.Code)
+	}
+	if a.Remaining <= 0 {
+		return 0, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
+	}
+	discount := v.DiscountFor(c.OrderAmount)
+	if a.BudgetLeft != nil && discount > *a.BudgetLeft {
+		return 0, Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, discount)
+	}
+	return discount, nil
+}
+
+// CheckVoucher answers what a reserve now would: the discount it would
+// hold, or the code it would be refused with. It is advice (the reserve
+// decides) and holds nothing. An ordinary voucher is read from the
+// database; a flash voucher from its gate (or this instance's sold-out
+// snapshot), never its hot row, so a stampede of checks costs what a
+// sold-out reserve does. Errors: INVALID_INPUT, NOT_FOUND, NOT_ELIGIBLE,
+// ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED, UNAVAILABLE.
+func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, error) {
+	if err := authorize(ctx, OpCheckout); err != nil {
+		return 0, err
+	}
+	if err := c.Validate(); err != nil {
+		return 0, err
+	}
+	c.Code = upperCode(c.Code)
+	if s.flash != nil {
+		v, err := s.meta.get(ctx, c.Code, s.store.Voucher)
+		if err != nil {
+			return 0, err
+		}
+		if v.Flash {
+			return s.checkAtGate(ctx, v, c)
+		}
+	}
+	v, now, a, err := s.store.Availability(ctx, c.Code, c.CustomerID)
+	if err != nil {
+		return 0, err
+	}
+	return v.Check(now, c, a)
+}
+
+// checkAtGate decides a flash voucher's check from the sold-out snapshot or
+// the gate, on this instance's clock as the sync path's reserve does.
+func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (int64, error) {
+	now := time.Now()
+	if uses, ok := s.soldOut.customerUses(v.Code, c.CustomerID); ok {
+		return v.Check(now, c, Availability{CustomerUses: uses})
+	}
+	a, loaded, err := s.gate.Availability(ctx, v.Code, c.CustomerID)
+	if err == nil && !loaded {
+		if err = s.flash.warm(ctx, []Voucher{v}); err == nil {
+			a, loaded, err = s.gate.Availability(ctx, v.Code, c.CustomerID)
+		}
+	}
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	if !loaded {
+		return 0, Errorf(Unavailable, "the sale of %s is being prepared; check again shortly", v.Code)
+	}
+	return v.Check(now, c, a)
+}
