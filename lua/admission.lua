@@ -16,7 +16,8 @@
 --              order is marked lost and its use stays taken, so neither a
 --              retry nor reconciliation hands that use out again.
 -- ARGV[2] orderId, ARGV[3] token (createdAt, Unix ms), ARGV[4] the epoch the
--- admission was made in, ARGV[5] "customerId:amount"
+-- admission was made in, ARGV[5] "customerId:amount", ARGV[6] its discount
+-- (given back to the budget, if the voucher has one, with the use)
 --
 -- Returns {answer, the order's value after the call ('' if none)}:
 --   OK     done (for finalize: the order is live, or further along)
@@ -95,6 +96,9 @@ if op == 'void' then
 end
 redis.call('HSET', KEYS[3], ARGV[2], with('void'))
 redis.call('INCR', KEYS[1])
+if ARGV[6] and ARGV[6] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
+  redis.call('HINCRBY', KEYS[4], 'budget', ARGV[6])
+end
 if redis.call('HINCRBY', KEYS[2], f[1], -1) <= 0 then
   redis.call('HDEL', KEYS[2], f[1])
 end

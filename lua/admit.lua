@@ -19,7 +19,8 @@
 --                                   on the gate's clock; createdAt is the
 --                                   admission's token (unique per order)
 -- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, epoch, server, startsAt,
---                                   endsAt, minOrder, ttl, lease (load.lua)
+--                                   endsAt, minOrder, ttl, lease (load.lua),
+--                                   and budget (left) for a voucher with one
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
 -- KEYS[6] order:{ORDERID}           (optional, on a single Redis: the
 --                                   orderId's claim across vouchers, as
@@ -28,6 +29,8 @@
 --                                   claims it in a call of its own)
 -- ARGV[1] orderId, ARGV[2] customerId, ARGV[3] orderAmount
 -- ARGV[4] the voucher's code and ARGV[5] the claim's life in ms, with KEYS[6]
+-- ARGV[6] the order's discount (Voucher.DiscountFor), taken from the budget
+--         with the use; an adopted admission keeps the one it took
 --
 -- Returns {verdict, the order's value after the call ('' if none), epoch}.
 -- Verdicts: PAUSED, NOT_LOADED, STALE, CLAIMED_ELSEWHERE (with KEYS[6]: the
@@ -35,7 +38,8 @@
 -- what it answered before: another Redis server holds it now, see load.lua),
 -- ORDER_CONFLICT, RELEASED, LOST, PENDING (the order's first admission is
 -- still being settled by its owner), DUPLICATE (live or confirmed),
--- NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, ADMITTED (one use taken, pending)
+-- NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED (a use is left,
+-- the budget cannot cover the discount), ADMITTED (one use taken, pending)
 -- and ADOPTED (a pending admission whose owner outlived its lease: this
 -- caller is its owner now, with a new token; no second use is taken).
 -- Every check runs before the first write: Redis does not roll a script back.
@@ -47,7 +51,7 @@ local stock = redis.call('GET', KEYS[1])
 if not stock then
   return {'NOT_LOADED', '', ''}
 end
-local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease')
+local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget')
 local epoch = m[2] or ''
 local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if m[3] ~= server then
@@ -103,10 +107,18 @@ end
 if tonumber(stock) <= 0 then
   return {'OUT_OF_STOCK', '', epoch}
 end
+local discount = tonumber(ARGV[6] or '0')
+if m[9] and tonumber(m[9]) < discount then
+  return {'BUDGET_EXHAUSTED', '', epoch}
+end
 
 local created = math.max(now, after)
 local value = who .. ':pending:' .. created .. ':' .. (created + ttl)
 redis.call('DECR', KEYS[1])
+if m[9] and discount > 0 then
+  -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
+  redis.call('HINCRBY', KEYS[4], 'budget', '-' .. ARGV[6])
+end
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 redis.call('HSET', KEYS[3], ARGV[1], value)
 if claim then

@@ -20,7 +20,8 @@
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
 -- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta
 -- ARGV[1] n, then n times: orderId, customerId, orderAmount, createdAt,
--- expiresAt, epoch
+-- expiresAt, epoch, discount (a re-admission takes it from the budget, if
+-- the voucher has one, with the use, or is voided when it does not fit)
 --
 -- Returns n answers: APPLY, SKIP, or UNCHECKED (then all are).
 
@@ -36,6 +37,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return all('UNCHECKED')
 end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'perUserLimit')
+local fields = 7
 -- Once per batch: a gate on another server than it was loaded on cannot judge.
 local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if m[2] ~= server then
@@ -44,7 +46,7 @@ end
 -- Missing orders of the gate's own epoch are looked for first: one makes the
 -- whole batch unchecked, before anything is written.
 for i = 0, n - 1 do
-  local b = 2 + 6 * i
+  local b = 2 + fields * i
   if ARGV[b + 5] == m[1] and redis.call('HEXISTS', KEYS[3], ARGV[b]) == 0 then
     redis.call('HSET', KEYS[4], 'server', 'lost-data')
     return all('UNCHECKED')
@@ -53,7 +55,7 @@ end
 
 local out = {}
 for i = 0, n - 1 do
-  local b = 2 + 6 * i
+  local b = 2 + fields * i
   local id, who, token = ARGV[b], ARGV[b + 1] .. ':' .. ARGV[b + 2], ARGV[b + 3]
   local known = redis.call('HGET', KEYS[3], id)
   if known then
@@ -74,8 +76,13 @@ for i = 0, n - 1 do
     -- An admission of an earlier epoch the reload did not see.
     local held = tonumber(redis.call('HGET', KEYS[2], ARGV[b + 1]) or '0')
     local stock = tonumber(redis.call('GET', KEYS[1]))
-    if stock > 0 and held < tonumber(m[3]) then
+    local budget = redis.call('HGET', KEYS[4], 'budget')
+    local discount = tonumber(ARGV[b + 6])
+    if stock > 0 and held < tonumber(m[3]) and (not budget or tonumber(budget) >= discount) then
       redis.call('DECR', KEYS[1])
+      if budget and discount > 0 then
+        redis.call('HINCRBY', KEYS[4], 'budget', '-' .. ARGV[b + 6])
+      end
       redis.call('HINCRBY', KEYS[2], ARGV[b + 1], 1)
       redis.call('HSET', KEYS[3], id, who .. ':live:' .. token .. ':' .. ARGV[b + 4])
       out[#out + 1] = 'APPLY'

@@ -700,10 +700,7 @@ extend input CreateVoucherInput {
   maxDiscountAmount: Money
   "ISO 4217, three capital letters; default the DEFAULT_CURRENCY setting."
   currency: String
-  """
-  The most that all held and confirmed discounts together may add up to;
-  null: no budget. Not with flash in FLASH_WRITE_PATH=kafka (INVALID_INPUT).
-  """
+  "The most that all held and confirmed discounts together may add up to; null: no budget."
   budgetAmount: Money
 }
 

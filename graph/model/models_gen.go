@@ -42,8 +42,7 @@ type CreateVoucherInput struct {
 	MaxDiscountAmount *int64 `json:"maxDiscountAmount,omitempty"`
 	// ISO 4217, three capital letters; default the DEFAULT_CURRENCY setting.
 	Currency *string `json:"currency,omitempty"`
-	// The most that all held and confirmed discounts together may add up to;
-	// null: no budget. Not with flash in FLASH_WRITE_PATH=kafka (INVALID_INPUT).
+	// The most that all held and confirmed discounts together may add up to; null: no budget.
 	BudgetAmount *int64 `json:"budgetAmount,omitempty"`
 }
 

@@ -93,7 +93,7 @@ func checkAgrees(t *testing.T, api checkoutAPI, desc, code string, customer, amo
 	}
 }
 
-func checkRules(t *testing.T, s *server, api checkoutAPI, flash, budgets bool) {
+func checkRules(t *testing.T, s *server, api checkoutAPI, flash bool) {
 	percent := discountVoucher(t, s, flash, map[string]any{"discountType": "PERCENT", "discountPercent": 15, "minOrderAmount": 1000, "perUserLimit": 1})
 	checkAgrees(t, api, "a success", percent, 1, 1999, "", "")
 	checkAgrees(t, api, "in the voucher's currency", percent, 2, 5000, "USD", "")
@@ -114,7 +114,7 @@ func checkRules(t *testing.T, s *server, api checkoutAPI, flash, budgets bool) {
 	checkAgrees(t, api, "sold out, again (the sold-out snapshot)", one, 3, 5000, "", "OUT_OF_STOCK")
 	checkAgrees(t, api, "sold out, a customer at the limit", one, 1, 5000, "", "ALREADY_USED")
 
-	if budgets {
+	{ // a budget
 		budget := discountVoucher(t, s, flash, map[string]any{"discountAmount": 1000, "budgetAmount": 1500})
 		checkAgrees(t, api, "within the budget", budget, 1, 5000, "", "")
 		checkAgrees(t, api, "over the budget", budget, 2, 5000, "", "BUDGET_EXHAUSTED")
@@ -124,11 +124,11 @@ func checkRules(t *testing.T, s *server, api checkoutAPI, flash, budgets bool) {
 
 func TestCheck_AgreesWithTheReserveThatFollowsInEveryOutcome(t *testing.T) {
 	s := sharedServer(t)
-	each(t, s, func(t *testing.T, api checkoutAPI, flash bool) { checkRules(t, s, api, flash, true) })
+	each(t, s, func(t *testing.T, api checkoutAPI, flash bool) { checkRules(t, s, api, flash) })
 }
 
 func TestCheck_AgreesWithTheReserveThatFollowsInKafkaMode(t *testing.T) {
 	t.Parallel()
 	s := kafkaServer(t, nil)
-	kafkaEach(t, s, func(t *testing.T, api checkoutAPI) { checkRules(t, s, api, true, false) })
+	kafkaEach(t, s, func(t *testing.T, api checkoutAPI) { checkRules(t, s, api, true) })
 }

@@ -120,7 +120,7 @@ func TestKafkaInterleaving_AFailingOwnerCannotGiveBackWhatItsRetryAnswered(t *te
 	stale := adopted
 	stale.CreatedAt = adopted.CreatedAt.Add(-1100 * time.Millisecond)
 	snap, _, _ := g.Snapshot(context.Background(), code)
-	if a, _, err := g.Settle(context.Background(), code, voucher.SettleForget, stale, snap.Epoch); err != nil || a != voucher.SettleFail {
+	if a, _, err := g.Settle(context.Background(), code, voucher.SettleForget, stale, snap.Epoch, 0); err != nil || a != voucher.SettleFail {
 		t.Errorf("a give-back by the overtaken owner: %q %v, want FAIL", a, err)
 	}
 	waitCounters(t, s, code, 1, 1, 0)
@@ -149,7 +149,7 @@ func TestKafkaInterleaving_ADeadLetterMarksItsUseLostAndReconciliationDoesNotRec
 	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 2}))
 	g := testGate(t)
 	order := uniqueOrder()
-	a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, CustomerID: 5, OrderID: order, OrderAmount: 100})
+	a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, CustomerID: 5, OrderID: order, OrderAmount: 100}, 0)
 	if err != nil || a.Verdict != voucher.GateAdmitted {
 		t.Fatalf("admission: %+v %v", a, err)
 	}

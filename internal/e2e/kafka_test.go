@@ -962,7 +962,7 @@ func TestKafka_LeakedUseIsFoundByReconciliationAndReturned(t *testing.T) {
 	// An owner that died between the gate and the broker: its admission
 	// stays pending, its use held, until its lease runs out.
 	leaked := uniqueOrder()
-	a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, CustomerID: 99, OrderID: leaked, OrderAmount: 100})
+	a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, CustomerID: 99, OrderID: leaked, OrderAmount: 100}, 0)
 	if err != nil || a.Verdict != voucher.GateAdmitted {
 		t.Fatalf("taking a use at the gate: %+v, %v", a, err)
 	}

@@ -28,14 +28,13 @@ var (
 
 // Admit decides a reserve in kafka mode in one script (admit.lua): the
 // verdict, the order as the gate holds it after the call, and the epoch.
-func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest) (voucher.Admission, error) {
+func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest, discount int64) (voucher.Admission, error) {
 	k := keysOf(code)
 	keys := []string{k.stock, k.customers, k.orders, k.meta, k.paused}
-	args := []any{r.OrderID, r.CustomerID, r.OrderAmount}
+	args := []any{r.OrderID, r.CustomerID, r.OrderAmount, code, claimTTL.Milliseconds(), discount}
 	if !g.cluster {
 		// One script claims the orderId too: a round trip and a script less.
 		keys = append(keys, orderKey(r.OrderID))
-		args = append(args, code, claimTTL.Milliseconds())
 	}
 	reply, err := admitScript.Run(ctx, g.hot, keys, args...).StringSlice()
 	if err != nil {
@@ -47,7 +46,7 @@ func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest)
 	a := voucher.Admission{Verdict: voucher.GateVerdict(reply[0]), Epoch: reply[2], Claimed: !g.cluster}
 	switch a.Verdict {
 	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible, voucher.GateClaimedElsewhere,
-		voucher.GateAlreadyUsed, voucher.GateOutOfStock:
+		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted:
 		return a, nil
 	case voucher.GateOrderConflict, voucher.GateReleased, voucher.GateLost, voucher.GatePending,
 		voucher.GateDuplicate, voucher.GateAdmitted, voucher.GateAdopted:
@@ -61,11 +60,11 @@ func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest)
 
 // Settle settles a pending admission made in epoch by compare-and-set on its
 // token (admission.lua).
-func (g *Gate) Settle(ctx context.Context, code string, op voucher.SettleOp, o voucher.GateOrder, epoch string) (voucher.SettleAnswer, voucher.GateOrder, error) {
+func (g *Gate) Settle(ctx context.Context, code string, op voucher.SettleOp, o voucher.GateOrder, epoch string, discount int64) (voucher.SettleAnswer, voucher.GateOrder, error) {
 	k := keysOf(code)
 	who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
 	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta},
-		string(op), o.OrderID, o.CreatedAt.UnixMilli(), epoch, who).StringSlice()
+		string(op), o.OrderID, o.CreatedAt.UnixMilli(), epoch, who, discount).StringSlice()
 	if err != nil {
 		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, o.OrderID, code, err)
 	}
@@ -91,10 +90,10 @@ func (g *Gate) Settle(ctx context.Context, code string, op voucher.SettleOp, o v
 // (apply_check.lua): one verdict per event, in order.
 func (g *Gate) ApplyCheck(ctx context.Context, code string, evs []voucher.Event) ([]voucher.ApplyVerdict, error) {
 	k := keysOf(code)
-	args := make([]any, 0, 1+6*len(evs))
+	args := make([]any, 0, 1+7*len(evs))
 	args = append(args, len(evs))
 	for _, ev := range evs {
-		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch)
+		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount)
 	}
 	reply, err := applyCheckScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
 	if err != nil {

@@ -52,18 +52,13 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 	if err := v.CheckCurrency(r.Currency); err != nil {
 		return Reservation{}, err
 	}
-	if v.BudgetAmount != nil {
-		// Made in sync mode (accepts refuses it here): admit.lua does not
-		// keep budgets, so it is not sold on this path rather than sold
-		// past its budget or answered and then refused by the database.
-		return Reservation{}, Errorf(Unavailable, "voucher %s has a budget, which flash vouchers do not support with FLASH_WRITE_PATH=kafka", v.Code)
-	}
 	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
 		*path = PathGateMemory
 		return k.refusedAtGate(v, r, verdict)
 	}
 	*path = PathKafka
-	a, err := k.gate.Admit(ctx, v.Code, r)
+	discount := v.DiscountFor(r.OrderAmount)
+	a, err := k.gate.Admit(ctx, v.Code, r, discount)
 	// An identical request whose first copy is still being settled waits
 	// for its outcome (concurrent duplicates all succeed), polling the gate,
 	// within the publish timeout and its own deadline.
@@ -74,7 +69,7 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 			return Reservation{}, unavailable(ctx.Err())
 		}
 		wait = min(2*wait, 50*time.Millisecond)
-		a, err = k.gate.Admit(ctx, v.Code, r)
+		a, err = k.gate.Admit(ctx, v.Code, r, discount)
 	}
 	if err != nil {
 		return Reservation{}, unavailable(err)
@@ -154,7 +149,7 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 	if err := k.fault(ctx, StepPublished, r.OrderID); err != nil {
 		return Reservation{}, unavailable(err)
 	}
-	answer, after, err := k.gate.Settle(ctx, v.Code, SettleFinalize, a.Order, a.Epoch)
+	answer, after, err := k.gate.Settle(ctx, v.Code, SettleFinalize, a.Order, a.Epoch, held.DiscountAmount)
 	if err != nil {
 		// The event is on the broker: the consumer settles it; a retry
 		// then finds it live (DUPLICATE).
@@ -178,7 +173,7 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 // token); it reports true when the admission turned out to be live (the
 // consumer applied its event), so its success stands.
 func (k *kafkaFlash) giveBack(ctx context.Context, v Voucher, a Admission) (live bool) {
-	answer, after, err := k.gate.Settle(context.WithoutCancel(ctx), v.Code, SettleForget, a.Order, a.Epoch)
+	answer, after, err := k.gate.Settle(context.WithoutCancel(ctx), v.Code, SettleForget, a.Order, a.Epoch, v.DiscountFor(a.Order.OrderAmount))
 	if err != nil {
 		// Still pending: its lease runs out and reconciliation voids it.
 		k.logger.WarnContext(ctx, "admission not given back; reconciliation voids it after its lease", "code", v.Code, "order", a.Order.OrderID, "err", err)
@@ -635,7 +630,7 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 	for _, id := range onlyInGate {
 		o := orders[id]
 		if o.Pending {
-			if a, _, err := k.gate.Settle(ctx, code, SettleVoid, o, epoch); err == nil && a == SettleOK {
+			if a, _, err := k.gate.Settle(ctx, code, SettleVoid, o, epoch, v.DiscountFor(o.OrderAmount)); err == nil && a == SettleOK {
 				voided++
 			}
 			continue
@@ -684,12 +679,7 @@ func (k *kafkaFlash) fault(ctx context.Context, step FaultStep, orderID string) 
 	return k.faults(ctx, step, orderID)
 }
 
-// accepts refuses a budget on a flash voucher: admit.lua and the rebuilds
-// from snapshots do not keep one yet, and a budget the gate does not keep
-// would be answered success and then refused by the database (a dead letter).
-func (k *kafkaFlash) accepts(n NewVoucher) error {
-	if n.BudgetAmount != nil {
-		return Invalid("budgetAmount", "a flash voucher cannot have a budgetAmount with FLASH_WRITE_PATH=kafka; drop the budget or flash")
-	}
-	return nil
-}
+// accepts every voucher: admit.lua keeps the budget with the stock, the
+// settle and apply scripts give it back or take it with the use, and every
+// load sets it from the database's snapshot.
+func (k *kafkaFlash) accepts(NewVoucher) error { return nil }

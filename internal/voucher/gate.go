@@ -190,10 +190,12 @@ type Gate interface {
 	OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, err error)
 
 	// Admit decides a reserve in kafka mode (admit.lua).
-	Admit(ctx context.Context, code string, r ReserveRequest) (Admission, error)
+	// The discount is taken from the budget, if any, with the use.
+	Admit(ctx context.Context, code string, r ReserveRequest, discount int64) (Admission, error)
 	// Settle settles a pending admission made in epoch (admission.lua); the
 	// order is as the gate holds it after the call.
-	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string) (SettleAnswer, GateOrder, error)
+	// A use given back (forget, void) gives its discount back to the budget.
+	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string, discount int64) (SettleAnswer, GateOrder, error)
 	// ApplyCheck asks the gate which reserved events of one voucher stand
 	// (apply_check.lua), one verdict per event.
 	ApplyCheck(ctx context.Context, code string, evs []Event) ([]ApplyVerdict, error)

@@ -134,7 +134,7 @@ func (a *EventApplier) SaveDeadLetter(ctx context.Context, dl DeadLetter) error 
 	}
 	if ev := dl.Event; ev != nil && ev.Kind == EventReserved {
 		o := GateOrder{OrderID: ev.OrderID, CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, CreatedAt: ev.CreatedAt, ExpiresAt: ev.ExpiresAt}
-		if _, _, err := k.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch); err != nil {
+		if _, _, err := k.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch, ev.DiscountAmount); err != nil {
 			k.logger.ErrorContext(ctx, "dead-lettered admission not marked lost at the gate", "code", ev.Code, "order", ev.OrderID, "err", err)
 		}
 	}

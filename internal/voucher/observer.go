@@ -97,16 +97,16 @@ func (g observedGate) Lower(ctx context.Context, code string, n int) (int, error
 
 // The gate calls of the Kafka write path, timed like the others.
 
-func (g observedGate) Admit(ctx context.Context, code string, r ReserveRequest) (Admission, error) {
+func (g observedGate) Admit(ctx context.Context, code string, r ReserveRequest, discount int64) (Admission, error) {
 	start := time.Now()
-	a, err := g.Gate.Admit(ctx, code, r)
+	a, err := g.Gate.Admit(ctx, code, r, discount)
 	g.obs.GateCall("admit", err, time.Since(start))
 	return a, err
 }
 
-func (g observedGate) Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string) (SettleAnswer, GateOrder, error) {
+func (g observedGate) Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string, discount int64) (SettleAnswer, GateOrder, error) {
 	start := time.Now()
-	a, after, err := g.Gate.Settle(ctx, code, op, o, epoch)
+	a, after, err := g.Gate.Settle(ctx, code, op, o, epoch, discount)
 	g.obs.GateCall("settle-"+string(op), err, time.Since(start))
 	return a, after, err
 }
