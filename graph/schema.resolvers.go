@@ -41,7 +41,7 @@ func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.Create
 	return voucherPayload(create(ctx, voucher.NewVoucher{
 		Code:              input.Code,
 		DiscountType:      voucher.DiscountType(deref(input.DiscountType, model.DiscountTypeFixed)),
-		DiscountAmount:    deref(input.DiscountAmount, 0),
+		DiscountAmount:    input.DiscountAmount,
 		DiscountPercent:   deref(input.DiscountPercent, 0),
 		MaxDiscountAmount: input.MaxDiscountAmount,
 		Currency:          deref(input.Currency, ""),

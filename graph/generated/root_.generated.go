@@ -803,8 +803,12 @@ input ReservationInput {
 
 input CreateVoucherInput {
   code: String!
-  "Required for FIXED; must be absent for PERCENT."
-  discountAmount: Money
+  """
+  Required for FIXED (> 0); must be absent (or 0) for PERCENT. Non-null as
+  the contract has it, with a default so that a PERCENT voucher may leave it
+  out (schema.next.graphqls makes it nullable).
+  """
+  discountAmount: Money! = 0
   minOrderAmount: Money = 0
   totalLimit: Int!
   perUserLimit: Int = 1

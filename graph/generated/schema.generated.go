@@ -1867,6 +1867,9 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
+	if _, present := asMap["discountAmount"]; !present {
+		asMap["discountAmount"] = 0
+	}
 	if _, present := asMap["minOrderAmount"]; !present {
 		asMap["minOrderAmount"] = 0
 	}
@@ -1896,7 +1899,7 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 			it.Code = data
 		case "discountAmount":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("discountAmount"))
-			data, err := ec.unmarshalOMoney2ᚖint64(ctx, v)
+			data, err := ec.unmarshalNMoney2int64(ctx, v)
 			if err != nil {
 				return it, err
 			}

@@ -26,8 +26,10 @@ type CheckVoucherPayload struct {
 
 type CreateVoucherInput struct {
 	Code string `json:"code"`
-	// Required for FIXED; must be absent for PERCENT.
-	DiscountAmount *int64    `json:"discountAmount,omitempty"`
+	// Required for FIXED (> 0); must be absent (or 0) for PERCENT. Non-null as
+	// the contract has it, with a default so that a PERCENT voucher may leave it
+	// out (schema.next.graphqls makes it nullable).
+	DiscountAmount int64     `json:"discountAmount"`
 	MinOrderAmount *int64    `json:"minOrderAmount,omitempty"`
 	TotalLimit     int       `json:"totalLimit"`
 	PerUserLimit   *int      `json:"perUserLimit,omitempty"`
