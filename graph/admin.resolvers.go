@@ -12,14 +12,19 @@ func (r *mutationResolver) UpdateVoucher(ctx context.Context, input model.Update
 		return nil, errNoBackoffice
 	}
 	return voucherPayload(r.Backoffice.UpdateVoucher(ctx, input.Code, voucher.VoucherChange{
-		Code:           input.NewCode,
-		DiscountAmount: input.DiscountAmount,
-		MinOrderAmount: input.MinOrderAmount,
-		TotalLimit:     input.TotalLimit,
-		PerUserLimit:   input.PerUserLimit,
-		StartsAt:       input.StartsAt,
-		EndsAt:         input.EndsAt,
-		Flash:          input.Flash,
+		Code:              input.NewCode,
+		DiscountType:      (*voucher.DiscountType)(input.DiscountType),
+		DiscountAmount:    input.DiscountAmount,
+		DiscountPercent:   input.DiscountPercent,
+		MaxDiscountAmount: input.MaxDiscountAmount,
+		Currency:          input.Currency,
+		BudgetAmount:      input.BudgetAmount,
+		MinOrderAmount:    input.MinOrderAmount,
+		TotalLimit:        input.TotalLimit,
+		PerUserLimit:      input.PerUserLimit,
+		StartsAt:          input.StartsAt,
+		EndsAt:            input.EndsAt,
+		Flash:             input.Flash,
 	}))
 }
 

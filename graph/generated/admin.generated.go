@@ -34,7 +34,7 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "newCode", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash"}
+	fieldsInOrder := [...]string{"code", "newCode", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -104,6 +104,41 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.Flash = data
+		case "discountType":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("discountType"))
+			data, err := ec.unmarshalODiscountType2ᚖvoucherdᚋgraphᚋmodelᚐDiscountType(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DiscountType = data
+		case "discountPercent":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("discountPercent"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.DiscountPercent = data
+		case "maxDiscountAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxDiscountAmount"))
+			data, err := ec.unmarshalOMoney2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxDiscountAmount = data
+		case "currency":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("currency"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Currency = data
+		case "budgetAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("budgetAmount"))
+			data, err := ec.unmarshalOMoney2ᚖint64(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.BudgetAmount = data
 		}
 	}
 	return it, nil

@@ -704,6 +704,17 @@ extend input CreateVoucherInput {
   budgetAmount: Money
 }
 
+# Omitted fields keep their value; a new discountType drops the other type's
+# terms (FIXED: discountPercent and maxDiscountAmount; PERCENT:
+# discountAmount) unless given with it.
+extend input UpdateVoucherInput {
+  discountType: DiscountType
+  discountPercent: Int
+  maxDiscountAmount: Money
+  currency: String
+  budgetAmount: Money
+}
+
 extend input ReserveVoucherInput {
   "When given, must equal the voucher's currency (else NOT_ELIGIBLE)."
   currency: String

@@ -109,14 +109,19 @@ type UpdateVoucherInput struct {
 	// The voucher to change.
 	Code string `json:"code"`
 	// A new code for it.
-	NewCode        *string    `json:"newCode,omitempty"`
-	DiscountAmount *int64     `json:"discountAmount,omitempty"`
-	MinOrderAmount *int64     `json:"minOrderAmount,omitempty"`
-	TotalLimit     *int       `json:"totalLimit,omitempty"`
-	PerUserLimit   *int       `json:"perUserLimit,omitempty"`
-	StartsAt       *time.Time `json:"startsAt,omitempty"`
-	EndsAt         *time.Time `json:"endsAt,omitempty"`
-	Flash          *bool      `json:"flash,omitempty"`
+	NewCode           *string       `json:"newCode,omitempty"`
+	DiscountAmount    *int64        `json:"discountAmount,omitempty"`
+	MinOrderAmount    *int64        `json:"minOrderAmount,omitempty"`
+	TotalLimit        *int          `json:"totalLimit,omitempty"`
+	PerUserLimit      *int          `json:"perUserLimit,omitempty"`
+	StartsAt          *time.Time    `json:"startsAt,omitempty"`
+	EndsAt            *time.Time    `json:"endsAt,omitempty"`
+	Flash             *bool         `json:"flash,omitempty"`
+	DiscountType      *DiscountType `json:"discountType,omitempty"`
+	DiscountPercent   *int          `json:"discountPercent,omitempty"`
+	MaxDiscountAmount *int64        `json:"maxDiscountAmount,omitempty"`
+	Currency          *string       `json:"currency,omitempty"`
+	BudgetAmount      *int64        `json:"budgetAmount,omitempty"`
 }
 
 type Voucher struct {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
+	"time"
 	"testing"
 )
 
@@ -179,5 +181,53 @@ func TestDiscounts_InvalidCombinationsAreInvalidInputNamingTheFieldAndCreateNoth
 		if voucherExists(t, code) {
 			t.Errorf("%s: the voucher was created", tc.desc)
 		}
+	}
+}
+
+func TestDiscounts_UpdateVoucherTakesTheNewTermsAndTheAuditRecordsThem(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	code := uniqueCode("updisc")
+	in := voucherInput(code, true)
+	in["startsAt"], in["endsAt"] = time.Now().Add(time.Hour).Format(time.RFC3339), time.Now().Add(2*time.Hour).Format(time.RFC3339)
+	if got, errCode, r := createRaw(t, s, in); got != code || errCode != "" {
+		t.Fatalf("create: %s", r.Raw)
+	}
+	const update = `mutation($in: UpdateVoucherInput!) { updateVoucher(input: $in) { voucher { code discountType discountAmount discountPercent maxDiscountAmount currency budgetAmount budgetUsed } error { code field message } } }`
+	r := gql(t, s, adminToken, update, map[string]any{"in": map[string]any{"code": code, "discountType": "PERCENT", "discountPercent": 0}})
+	if str(path(r.Body, "data", "updateVoucher", "error", "code")) != "INVALID_INPUT" || str(path(r.Body, "data", "updateVoucher", "error", "field")) != "discountPercent" {
+		t.Errorf("a change to PERCENT of 0: %s, want INVALID_INPUT on discountPercent", r.Raw)
+	}
+	r = gql(t, s, adminToken, update, map[string]any{"in": map[string]any{
+		"code": strings.ToLower(code), "discountType": "PERCENT", "discountPercent": 20, "maxDiscountAmount": 700, "currency": "EUR", "budgetAmount": 5000,
+	}})
+	v := path(r.Body, "data", "updateVoucher", "voucher")
+	if str(path(v, "discountType")) != "PERCENT" || num(t, path(v, "discountAmount")) != 0 || num(t, path(v, "discountPercent")) != 20 ||
+		num(t, path(v, "maxDiscountAmount")) != 700 || str(path(v, "currency")) != "EUR" || num(t, path(v, "budgetAmount")) != 5000 || num(t, path(v, "budgetUsed")) != 0 {
+		t.Fatalf("a change to PERCENT 20 capped at 700, in EUR, with a budget of 5,000: %s", r.Raw)
+	}
+	var created, updated string
+	ctx := context.Background()
+	if err := database(t).QueryRow(ctx, `SELECT detail FROM voucher_audit WHERE voucher_code = $1 AND action = 'created'`, code).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	if err := database(t).QueryRow(ctx, `SELECT detail FROM voucher_audit WHERE voucher_code = $1 AND action = 'updated'`, code).Scan(&updated); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"discountType FIXED", "currency USD", "budgetAmount none"} {
+		if !strings.Contains(created, want) {
+			t.Errorf("the creation's audit %q does not say %q", created, want)
+		}
+	}
+	for _, want := range []string{"discountType FIXED → PERCENT", "discountAmount 1000 → 0", "discountPercent 0 → 20", "maxDiscountAmount none → 700", "currency USD → EUR", "budgetAmount none → 5000"} {
+		if !strings.Contains(updated, want) {
+			t.Errorf("the change's audit %q does not say %q", updated, want)
+		}
+	}
+	// Back to FIXED drops the percent and its cap.
+	r = gql(t, s, adminToken, update, map[string]any{"in": map[string]any{"code": code, "discountType": "FIXED", "discountAmount": 300}})
+	v = path(r.Body, "data", "updateVoucher", "voucher")
+	if str(path(v, "discountType")) != "FIXED" || num(t, path(v, "discountAmount")) != 300 || path(v, "discountPercent") != nil || path(v, "maxDiscountAmount") != nil {
+		t.Errorf("a change back to FIXED 300: %s", r.Raw)
 	}
 }

@@ -66,15 +66,20 @@ func (s *Store) UpdateVoucher(ctx context.Context, code string, n voucher.NewVou
 	var out voucher.Voucher
 	err = s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		row, err := q.VoucherUpdateBeforeStart(ctx, db.VoucherUpdateBeforeStartParams{
-			Code:           code,
-			NewCode:        n.Code,
-			DiscountAmount: n.DiscountAmount,
-			MinOrderAmount: n.MinOrderAmount,
-			TotalLimit:     total,
-			PerUserLimit:   perUser,
-			StartsAt:       n.StartsAt,
-			EndsAt:         n.EndsAt,
-			Flash:          n.Flash,
+			Code:              code,
+			NewCode:           n.Code,
+			DiscountType:      string(n.DiscountType),
+			DiscountAmount:    n.DiscountAmount,
+			DiscountPercent:   percent32(n.DiscountPercent),
+			MaxDiscountAmount: n.MaxDiscountAmount,
+			Currency:          n.Currency,
+			BudgetAmount:      n.BudgetAmount,
+			MinOrderAmount:    n.MinOrderAmount,
+			TotalLimit:        total,
+			PerUserLimit:      perUser,
+			StartsAt:          n.StartsAt,
+			EndsAt:            n.EndsAt,
+			Flash:             n.Flash,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			if _, gerr := q.VoucherGetByCode(ctx, code); errors.Is(gerr, pgx.ErrNoRows) {

@@ -376,16 +376,22 @@ func (b *Backoffice) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, 
 }
 
 // VoucherChange is a change of a voucher that has not started: nil fields
-// keep their value.
+// keep their value. A change of DiscountType drops the other type's terms
+// (FIXED: the percent and its cap; PERCENT: the amount) unless given.
 type VoucherChange struct {
-	Code           *string // a new code
-	DiscountAmount *int64
-	MinOrderAmount *int64
-	TotalLimit     *int
-	PerUserLimit   *int
-	StartsAt       *time.Time
-	EndsAt         *time.Time
-	Flash          *bool
+	Code              *string // a new code
+	DiscountType      *DiscountType
+	DiscountAmount    *int64
+	DiscountPercent   *int
+	MaxDiscountAmount *int64
+	Currency          *string
+	BudgetAmount      *int64
+	MinOrderAmount    *int64
+	TotalLimit        *int
+	PerUserLimit      *int
+	StartsAt          *time.Time
+	EndsAt            *time.Time
+	Flash             *bool
 }
 
 // Apply returns the voucher's terms with the change made.
@@ -399,7 +405,18 @@ func (c VoucherChange) Apply(v Voucher) NewVoucher {
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, Flash: v.Flash,
 	}
 	set(&n.Code, c.Code)
+	if c.DiscountType != nil && *c.DiscountType != v.DiscountType {
+		n.DiscountType, n.DiscountAmount, n.DiscountPercent, n.MaxDiscountAmount = *c.DiscountType, 0, 0, nil
+	}
 	set(&n.DiscountAmount, c.DiscountAmount)
+	set(&n.DiscountPercent, c.DiscountPercent)
+	if c.MaxDiscountAmount != nil {
+		n.MaxDiscountAmount = c.MaxDiscountAmount
+	}
+	set(&n.Currency, c.Currency)
+	if c.BudgetAmount != nil {
+		n.BudgetAmount = c.BudgetAmount
+	}
 	set(&n.MinOrderAmount, c.MinOrderAmount)
 	set(&n.TotalLimit, c.TotalLimit)
 	set(&n.PerUserLimit, c.PerUserLimit)
@@ -600,7 +617,12 @@ func describeChange(v Voucher, n NewVoucher) string {
 		}
 	}
 	diff("code", v.Code, n.Code)
+	diff("discountType", v.DiscountType, n.DiscountType)
 	diff("discountAmount", v.DiscountAmount, n.DiscountAmount)
+	diff("discountPercent", v.DiscountPercent, n.DiscountPercent)
+	diff("maxDiscountAmount", optional(v.MaxDiscountAmount), optional(n.MaxDiscountAmount))
+	diff("currency", v.Currency, n.Currency)
+	diff("budgetAmount", optional(v.BudgetAmount), optional(n.BudgetAmount))
 	diff("minOrderAmount", v.MinOrderAmount, n.MinOrderAmount)
 	diff("totalLimit", v.TotalLimit, n.TotalLimit)
 	diff("perUserLimit", v.PerUserLimit, n.PerUserLimit)

@@ -216,27 +216,37 @@ func (q *Queries) VoucherSearchCount(ctx context.Context, arg VoucherSearchCount
 const voucherUpdateBeforeStart = `-- name: VoucherUpdateBeforeStart :one
 UPDATE voucher
 SET code = $1,
-    discount_amount = $2,
-    min_order_amount = $3,
-    total_limit = $4,
-    per_user_limit = $5,
-    starts_at = $6,
-    ends_at = $7,
-    flash = $8
-WHERE code = $9 AND starts_at > now() AND used_count = 0
+    discount_type = $2,
+    discount_amount = $3,
+    discount_percent = $4,
+    max_discount_amount = $5,
+    currency = $6,
+    budget_amount = $7,
+    min_order_amount = $8,
+    total_limit = $9,
+    per_user_limit = $10,
+    starts_at = $11,
+    ends_at = $12,
+    flash = $13
+WHERE code = $14 AND starts_at > now() AND used_count = 0
 RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
 `
 
 type VoucherUpdateBeforeStartParams struct {
-	NewCode        string
-	DiscountAmount int64
-	MinOrderAmount int64
-	TotalLimit     int32
-	PerUserLimit   int32
-	StartsAt       time.Time
-	EndsAt         time.Time
-	Flash          bool
-	Code           string
+	NewCode           string
+	DiscountType      string
+	DiscountAmount    int64
+	DiscountPercent   *int32
+	MaxDiscountAmount *int64
+	Currency          string
+	BudgetAmount      *int64
+	MinOrderAmount    int64
+	TotalLimit        int32
+	PerUserLimit      int32
+	StartsAt          time.Time
+	EndsAt            time.Time
+	Flash             bool
+	Code              string
 }
 
 // VoucherUpdateBeforeStart changes every term of a voucher whose window has
@@ -245,7 +255,12 @@ type VoucherUpdateBeforeStartParams struct {
 func (q *Queries) VoucherUpdateBeforeStart(ctx context.Context, arg VoucherUpdateBeforeStartParams) (Voucher, error) {
 	row := q.db.QueryRow(ctx, voucherUpdateBeforeStart,
 		arg.NewCode,
+		arg.DiscountType,
 		arg.DiscountAmount,
+		arg.DiscountPercent,
+		arg.MaxDiscountAmount,
+		arg.Currency,
+		arg.BudgetAmount,
 		arg.MinOrderAmount,
 		arg.TotalLimit,
 		arg.PerUserLimit,

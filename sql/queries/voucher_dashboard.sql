@@ -36,7 +36,12 @@ WHERE (sqlc.arg(search)::text = '' OR lower(code) LIKE '%' || sqlc.arg(search)::
 -- name: VoucherUpdateBeforeStart :one
 UPDATE voucher
 SET code = sqlc.arg(new_code),
+    discount_type = sqlc.arg(discount_type),
     discount_amount = sqlc.arg(discount_amount),
+    discount_percent = sqlc.narg(discount_percent),
+    max_discount_amount = sqlc.narg(max_discount_amount),
+    currency = sqlc.arg(currency),
+    budget_amount = sqlc.narg(budget_amount),
     min_order_amount = sqlc.arg(min_order_amount),
     total_limit = sqlc.arg(total_limit),
     per_user_limit = sqlc.arg(per_user_limit),
