@@ -775,3 +775,46 @@ func TestSignInLocks_AnAdminLiftsALockFromTheDashboard(t *testing.T) {
 		t.Errorf("lifting what is not locked: %s, want it said", rec.Header().Get("Location"))
 	}
 }
+
+func TestCreateVoucher_TakesPercentCapCurrencyAndBudgetAndShowsThemInTheCurrencysUnits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	code := "PCT-" + unique()
+	form := voucherForm(code, m.csrf, time.Hour)
+	form.Set("discountType", "PERCENT")
+	form.Set("discountAmount", "")
+	form.Set("discountPercent", "15")
+	form.Set("maxDiscountAmount", "700")
+	form.Set("currency", "EUR")
+	form.Set("budgetAmount", "500000")
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, form, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("creating a PERCENT voucher: %d: %s", rec.Code, rec.Body)
+	}
+	page := doc(t, f.do(t, http.MethodGet, "/admin/vouchers/"+code, &m, nil, nil))
+	if got := page.Find(`[data-testid=fig-discount]`).Text(); got != "15 % off, at most 7.00 EUR" {
+		t.Errorf("discount shown as %q", got)
+	}
+	if got := page.Find(`[data-testid=fig-budget]`).Text(); got != "0.00 EUR of 5,000.00 EUR" {
+		t.Errorf("budget shown as %q", got)
+	}
+	jpy := "JPY-" + unique()
+	form = voucherForm(jpy, m.csrf, time.Hour)
+	form.Set("currency", "JPY")
+	form.Set("discountAmount", "500")
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, form, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("creating a JPY voucher: %d: %s", rec.Code, rec.Body)
+	}
+	page = doc(t, f.do(t, http.MethodGet, "/admin/vouchers/"+jpy, &m, nil, nil))
+	if got := page.Find(`[data-testid=fig-discount]`).Text(); got != "500 JPY off" {
+		t.Errorf("a yen discount shown as %q, want 500 JPY off (no minor unit)", got)
+	}
+	bad := voucherForm("BAD-"+unique(), m.csrf, time.Hour)
+	bad.Set("discountType", "PERCENT")
+	bad.Set("discountAmount", "")
+	bad.Set("discountPercent", "101")
+	rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, bad, nil)
+	if got := doc(t, rec).Find(`[data-testid=error-discountPercent]`).Text(); rec.Code != http.StatusUnprocessableEntity || !strings.Contains(got, "1-100") {
+		t.Errorf("a percent of 101: %d %q, want 422 with the message next to the percent", rec.Code, got)
+	}
+}

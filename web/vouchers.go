@@ -122,8 +122,13 @@ func (d *dashboard) preview(startsAt, endsAt, zoneName string) components.Window
 // in the contract's words, and the domain's rules add theirs.
 func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 	f := components.VoucherForm{
-		Code:           strings.TrimSpace(r.PostFormValue("code")),
-		DiscountAmount: strings.TrimSpace(r.PostFormValue("discountAmount")),
+		Code:              strings.TrimSpace(r.PostFormValue("code")),
+		DiscountType:      strings.TrimSpace(r.PostFormValue("discountType")),
+		DiscountAmount:    strings.TrimSpace(r.PostFormValue("discountAmount")),
+		DiscountPercent:   strings.TrimSpace(r.PostFormValue("discountPercent")),
+		MaxDiscountAmount: strings.TrimSpace(r.PostFormValue("maxDiscountAmount")),
+		Currency:          strings.TrimSpace(r.PostFormValue("currency")),
+		BudgetAmount:      strings.TrimSpace(r.PostFormValue("budgetAmount")),
 		MinOrderAmount: strings.TrimSpace(r.PostFormValue("minOrderAmount")),
 		TotalLimit:     strings.TrimSpace(r.PostFormValue("totalLimit")),
 		PerUserLimit:   strings.TrimSpace(r.PostFormValue("perUserLimit")),
@@ -133,7 +138,7 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 		Flash:          r.PostFormValue("flash") == "1",
 		Errors:         map[string]string{},
 	}
-	n := voucher.NewVoucher{Code: f.Code, Flash: f.Flash}
+	n := voucher.NewVoucher{Code: f.Code, Flash: f.Flash, DiscountType: voucher.DiscountType(f.DiscountType), Currency: f.Currency}
 	parseErrs := map[string]string{}
 	// integer parses a field of the given bits: a number that does not fit
 	// is a parse error, never wrapped (limits are 32-bit, amounts 64-bit).
@@ -147,7 +152,26 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 		}
 		return v
 	}
-	n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", 64, "discountAmount must be a whole number of cents (minor units: 5000 is 50.00), greater than 0")
+	percent := n.DiscountType == voucher.DiscountPercent
+	if percent {
+		n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "0", 64, "discountAmount must be empty for a percentage")
+		n.DiscountPercent = int(integer("discountPercent", f.DiscountPercent, "", 32, "discountPercent must be a whole number from 1 to 100"))
+		if f.MaxDiscountAmount != "" {
+			limit := integer("maxDiscountAmount", f.MaxDiscountAmount, "", 64, "maxDiscountAmount must be a whole number of minor units, greater than 0")
+			n.MaxDiscountAmount = &limit
+		}
+	} else {
+		n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", 64, "discountAmount must be a whole number of cents (minor units: 5000 is 50.00), greater than 0")
+		n.DiscountPercent = int(integer("discountPercent", f.DiscountPercent, "0", 32, "discountPercent is for a percentage only"))
+		if f.MaxDiscountAmount != "" {
+			limit := integer("maxDiscountAmount", f.MaxDiscountAmount, "", 64, "maxDiscountAmount is for a percentage only")
+			n.MaxDiscountAmount = &limit
+		}
+	}
+	if f.BudgetAmount != "" {
+		budget := integer("budgetAmount", f.BudgetAmount, "", 64, "budgetAmount must be a whole number of minor units, greater than 0")
+		n.BudgetAmount = &budget
+	}
 	n.MinOrderAmount = integer("minOrderAmount", f.MinOrderAmount, "0", 64, "minOrderAmount must be a whole number of cents (minor units), 0 or more")
 	// int of a value parsed as 32 bits: it fits on every platform.
 	n.TotalLimit = int(integer("totalLimit", f.TotalLimit, "", 32, "totalLimit must be a whole number, at least 1 and at most 2147483647"))
@@ -183,7 +207,11 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 
 // fieldLabels are the form's labels of the contract's field names.
 var fieldLabels = strings.NewReplacer(
+	"maxDiscountAmount", "at most",
 	"discountAmount", "discount",
+	"discountPercent", "percent",
+	"discountType", "discount type",
+	"budgetAmount", "budget",
 	"minOrderAmount", "minimum order",
 	"totalLimit", "total uses",
 	"perUserLimit", "uses per customer",
@@ -247,9 +275,14 @@ func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
 	}
 	zone := zoneOf(r)
 	d.renderForm(w, r, http.StatusOK, components.VoucherForm{
-		Editing:        o.Code,
-		Code:           o.Code,
-		DiscountAmount: strconv.FormatInt(o.DiscountAmount, 10),
+		Editing:           o.Code,
+		Code:              o.Code,
+		DiscountType:      string(o.DiscountType),
+		DiscountAmount:    strconv.FormatInt(o.DiscountAmount, 10),
+		DiscountPercent:   optionalInt(int64(o.DiscountPercent)),
+		MaxDiscountAmount: optionalAmount(o.MaxDiscountAmount),
+		Currency:          o.Currency,
+		BudgetAmount:      optionalAmount(o.BudgetAmount),
 		MinOrderAmount: strconv.FormatInt(o.MinOrderAmount, 10),
 		TotalLimit:     strconv.Itoa(o.TotalLimit),
 		PerUserLimit:   strconv.Itoa(o.PerUserLimit),
@@ -269,11 +302,19 @@ func (d *dashboard) updateVoucher(w http.ResponseWriter, r *http.Request) {
 		d.renderForm(w, r, http.StatusUnprocessableEntity, f)
 		return
 	}
-	v, err := d.deps.Vouchers.UpdateVoucher(r.Context(), code, voucher.VoucherChange{
+	change := voucher.VoucherChange{
 		Code: &n.Code, DiscountAmount: &n.DiscountAmount, MinOrderAmount: &n.MinOrderAmount,
 		TotalLimit: &n.TotalLimit, PerUserLimit: &n.PerUserLimit,
 		StartsAt: &n.StartsAt, EndsAt: &n.EndsAt, Flash: &n.Flash,
-	})
+		DiscountPercent: &n.DiscountPercent, MaxDiscountAmount: n.MaxDiscountAmount, BudgetAmount: n.BudgetAmount,
+	}
+	if n.DiscountType != "" {
+		change.DiscountType = &n.DiscountType
+	}
+	if n.Currency != "" { // empty keeps the voucher's
+		change.Currency = &n.Currency
+	}
+	v, err := d.deps.Vouchers.UpdateVoucher(r.Context(), code, change)
 	if err != nil {
 		d.formRefused(w, r, f, err)
 		return
@@ -327,4 +368,20 @@ func (d *dashboard) reservationLookup(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	d.render(w, r, http.StatusOK, components.ReservationPage(d.page(r, "Reservation lookup", ""), orderID, found))
+}
+
+// optionalInt shows a figure for a form field; 0 (none) is empty.
+func optionalInt(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// optionalAmount shows an optional amount for a form field; nil is empty.
+func optionalAmount(n *int64) string {
+	if n == nil {
+		return ""
+	}
+	return strconv.FormatInt(*n, 10)
 }

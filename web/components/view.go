@@ -69,6 +69,47 @@ func Money(minor int64) string {
 	return fmt.Sprintf("%s%s.%02d", sign, thousands(minor/100), minor%100)
 }
 
+// MoneyIn shows an amount of minor units in its currency's own units, with
+// as many decimals as the currency has (voucher.CurrencyDigits: 5000 USD is
+// "50.00 USD", 500 JPY "500 JPY", 5000 BHD "5.000 BHD").
+func MoneyIn(minor int64, currency string) string {
+	sign := ""
+	if minor < 0 {
+		sign, minor = "-", -minor
+	}
+	digits := voucher.CurrencyDigits(currency)
+	unit := int64(1)
+	for range digits {
+		unit *= 10
+	}
+	if digits == 0 {
+		return sign + thousands(minor) + " " + currency
+	}
+	return fmt.Sprintf("%s%s.%0*d %s", sign, thousands(minor/unit), digits, minor%unit, currency)
+}
+
+// DiscountOf says a voucher's discount for people: "10.00 USD off" or
+// "15 % off, at most 7.00 EUR".
+func DiscountOf(v voucher.Voucher) string {
+	if v.DiscountType != voucher.DiscountPercent {
+		return MoneyIn(v.DiscountAmount, v.Currency) + " off"
+	}
+	s := strconv.Itoa(v.DiscountPercent) + " % off"
+	if v.MaxDiscountAmount != nil {
+		s += ", at most " + MoneyIn(*v.MaxDiscountAmount, v.Currency)
+	}
+	return s
+}
+
+// BudgetOf says how much of a voucher's budget its held and confirmed
+// discounts spend: "1,200.00 of 5,000.00 EUR" or "no budget".
+func BudgetOf(v voucher.Voucher) string {
+	if v.BudgetAmount == nil {
+		return "no budget (" + MoneyIn(v.BudgetUsed, v.Currency) + " held)"
+	}
+	return MoneyIn(v.BudgetUsed, v.Currency) + " of " + MoneyIn(*v.BudgetAmount, v.Currency)
+}
+
 func thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	var b strings.Builder
@@ -313,9 +354,14 @@ func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 // per field at fault.
 type VoucherForm struct {
 	// Editing is the code of the voucher being changed; empty on create.
-	Editing        string
-	Code           string
-	DiscountAmount string
+	Editing           string
+	Code              string
+	DiscountType      string // FIXED (also empty) or PERCENT
+	DiscountAmount    string
+	DiscountPercent   string
+	MaxDiscountAmount string
+	Currency          string
+	BudgetAmount      string
 	MinOrderAmount string
 	TotalLimit     string
 	PerUserLimit   string
