@@ -129,14 +129,14 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 		MaxDiscountAmount: strings.TrimSpace(r.PostFormValue("maxDiscountAmount")),
 		Currency:          strings.TrimSpace(r.PostFormValue("currency")),
 		BudgetAmount:      strings.TrimSpace(r.PostFormValue("budgetAmount")),
-		MinOrderAmount: strings.TrimSpace(r.PostFormValue("minOrderAmount")),
-		TotalLimit:     strings.TrimSpace(r.PostFormValue("totalLimit")),
-		PerUserLimit:   strings.TrimSpace(r.PostFormValue("perUserLimit")),
-		StartsAt:       r.PostFormValue("startsAt"),
-		EndsAt:         r.PostFormValue("endsAt"),
-		Zone:           r.PostFormValue("tz"),
-		Flash:          r.PostFormValue("flash") == "1",
-		Errors:         map[string]string{},
+		MinOrderAmount:    strings.TrimSpace(r.PostFormValue("minOrderAmount")),
+		TotalLimit:        strings.TrimSpace(r.PostFormValue("totalLimit")),
+		PerUserLimit:      strings.TrimSpace(r.PostFormValue("perUserLimit")),
+		StartsAt:          r.PostFormValue("startsAt"),
+		EndsAt:            r.PostFormValue("endsAt"),
+		Zone:              r.PostFormValue("tz"),
+		Flash:             r.PostFormValue("flash") == "1",
+		Errors:            map[string]string{},
 	}
 	n := voucher.NewVoucher{Code: f.Code, Flash: f.Flash, DiscountType: voucher.DiscountType(f.DiscountType), Currency: f.Currency}
 	parseErrs := map[string]string{}
@@ -283,13 +283,13 @@ func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
 		MaxDiscountAmount: optionalAmount(o.MaxDiscountAmount),
 		Currency:          o.Currency,
 		BudgetAmount:      optionalAmount(o.BudgetAmount),
-		MinOrderAmount: strconv.FormatInt(o.MinOrderAmount, 10),
-		TotalLimit:     strconv.Itoa(o.TotalLimit),
-		PerUserLimit:   strconv.Itoa(o.PerUserLimit),
-		StartsAt:       o.StartsAt.In(zone).Format(components.DateTimeLocal),
-		EndsAt:         o.EndsAt.In(zone).Format(components.DateTimeLocal),
-		Zone:           zone.String(),
-		Flash:          o.Flash,
+		MinOrderAmount:    strconv.FormatInt(o.MinOrderAmount, 10),
+		TotalLimit:        strconv.Itoa(o.TotalLimit),
+		PerUserLimit:      strconv.Itoa(o.PerUserLimit),
+		StartsAt:          o.StartsAt.In(zone).Format(components.DateTimeLocal),
+		EndsAt:            o.EndsAt.In(zone).Format(components.DateTimeLocal),
+		Zone:              zone.String(),
+		Flash:             o.Flash,
 	})
 }
 

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 	"testing"
+	"time"
 )
 
 // discountVoucher creates a voucher from spec plus the discount terms in

@@ -362,14 +362,14 @@ type VoucherForm struct {
 	MaxDiscountAmount string
 	Currency          string
 	BudgetAmount      string
-	MinOrderAmount string
-	TotalLimit     string
-	PerUserLimit   string
-	StartsAt       string // datetime-local, in Zone
-	EndsAt         string
-	Zone           string // an IANA zone name
-	Flash          bool
-	Errors         map[string]string
+	MinOrderAmount    string
+	TotalLimit        string
+	PerUserLimit      string
+	StartsAt          string // datetime-local, in Zone
+	EndsAt            string
+	Zone              string // an IANA zone name
+	Flash             bool
+	Errors            map[string]string
 	// Form is a message about the whole form (e.g. an unexpected failure).
 	Form string
 }
