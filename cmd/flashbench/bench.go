@@ -288,7 +288,9 @@ type prepared struct {
 	skip              string // why the row has no number
 }
 
-func (b *bench) code(s scenario) string { return "fb-" + s.name + "-" + b.runID }
+// code is a scenario's voucher code, in capitals: the form voucherd stores and
+// answers (codes are case-insensitive), which the report reads back.
+func (b *bench) code(s scenario) string { return strings.ToUpper("fb-" + s.name + "-" + b.runID) }
 
 // prepare makes the voucher of a sale scenario's attempt.
 func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared, error) {
@@ -549,7 +551,7 @@ func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, er
 	defer rdb.Close()
 	code := b.code(s)
 	p := "voucher:{" + code + "}:"
-	keys := []string{p + "stock", p + "customers", p + "orders", p + "paused"}
+	keys := []string{p + "stock", p + "customers", p + "orders", p + "paused", p + "meta"} // reserve.lua's KEYS
 	defer func() { _ = rdb.Del(context.WithoutCancel(ctx), keys...).Err() }()
 	if err := rdb.Set(ctx, keys[0], b.opts.Quota, 10*time.Minute).Err(); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)

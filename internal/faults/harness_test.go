@@ -186,7 +186,7 @@ func graphql(t testing.TB, base, query string, vars map[string]any) map[string]a
 // createFlashVoucher creates a live flash voucher and returns its code.
 func createFlashVoucher(t testing.TB, base string, total, perUser int) string {
 	t.Helper()
-	code := "F-" + randomHex(5)
+	code := strings.ToUpper("F-" + randomHex(5)) // the stored form: codes are kept in capitals
 	out := graphql(t, base, `mutation($in: CreateVoucherInput!) { createVoucher(input: $in) { voucher { code } error { code message field } } }`,
 		map[string]any{"in": map[string]any{
 			"code": code, "discountAmount": 500, "minOrderAmount": 0, "totalLimit": total, "perUserLimit": perUser,
