@@ -303,6 +303,23 @@ func (q *Queries) VoucherUseTake(ctx context.Context, code string) (Voucher, err
 	return i, err
 }
 
+const voucherUsesGiveBack = `-- name: VoucherUsesGiveBack :exec
+UPDATE voucher
+SET used_count = used_count - $1::integer, reserved_count = reserved_count - $1::integer
+WHERE code = $2
+`
+
+type VoucherUsesGiveBackParams struct {
+	N    int32
+	Code string
+}
+
+// VoucherUsesGiveBack gives n released reserved uses back at once.
+func (q *Queries) VoucherUsesGiveBack(ctx context.Context, arg VoucherUsesGiveBackParams) error {
+	_, err := q.db.Exec(ctx, voucherUsesGiveBack, arg.N, arg.Code)
+	return err
+}
+
 const voucherUsesRecord = `-- name: VoucherUsesRecord :execrows
 UPDATE voucher
 SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer

@@ -56,6 +56,12 @@ UPDATE voucher
 SET used_count = used_count - 1, reserved_count = reserved_count - 1
 WHERE code = $1;
 
+-- VoucherUsesGiveBack gives n released reserved uses back at once.
+-- name: VoucherUsesGiveBack :exec
+UPDATE voucher
+SET used_count = used_count - sqlc.arg(n)::integer, reserved_count = reserved_count - sqlc.arg(n)::integer
+WHERE code = sqlc.arg(code);
+
 -- name: VoucherUseConfirm :exec
 UPDATE voucher
 SET reserved_count = reserved_count - 1, confirmed_count = confirmed_count + 1
