@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"voucherd/internal/testdb"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 )
@@ -20,19 +20,7 @@ import (
 func ownDatabase(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
-	name := strings.ReplaceAll(unique("voucher_own"), "-", "_")
-	if _, err := testPool.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() { _, _ = testPool.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
-	cfg := testPool.Config().ConnConfig.Copy()
-	cfg.Database = name
-	poolCfg, err := pgxpool.ParseConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	poolCfg.ConnConfig = cfg
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	pool, err := pgxpool.New(ctx, testdb.Own(t, databaseURL))
 	if err != nil {
 		t.Fatal(err)
 	}
