@@ -83,6 +83,8 @@ type Deps struct {
 	Drift        Drift
 	// DeadLetters counts the Kafka write path's dead letters; nil: not shown.
 	DeadLetters DeadLetterCounter
+	// DeadLetterDesk lists dead letters and acts on them; nil: no page.
+	DeadLetterDesk DeadLetterDesk
 }
 
 // Config tunes the dashboard.
@@ -158,6 +160,12 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("GET /admin/drift/{code}/rebuild", voucher.OpOperate, d.confirmRebuild)
 	signedIn("POST /admin/drift/{code}/rebuild", voucher.OpOperate, d.rebuild)
 
+	signedIn("GET /admin/dead-letters", voucher.OpOperate, d.deadLettersPage)
+	signedIn("GET /admin/dead-letters/{id}/apply", voucher.OpOperate, d.confirmApplyDeadLetter)
+	signedIn("POST /admin/dead-letters/{id}/apply", voucher.OpOperate, d.applyDeadLetter)
+	signedIn("GET /admin/dead-letters/{id}/discard", voucher.OpOperate, d.confirmDiscardDeadLetter)
+	signedIn("POST /admin/dead-letters/{id}/discard", voucher.OpOperate, d.discardDeadLetter)
+
 	signedIn("GET /admin/sign-in-locks", voucher.OpManageUsers, d.signInLocks)
 	signedIn("POST /admin/sign-in-locks", voucher.OpManageUsers, d.liftSignInLock)
 	signedIn("GET /admin/users", voucher.OpManageUsers, d.usersPage)
@@ -213,6 +221,9 @@ var notices = map[string]string{
 	"role-changed": "Role changed: it takes effect on the user's next click.",
 	"role-same":    "The user had that role already: nothing changed.",
 	"disabled":     "User disabled: their sessions have ended and they cannot sign in.",
+	"dl-applied":   "Applied again: the event is in the database now, and the dead letter is closed.",
+	"dl-refused":   "Applying again was refused: the dead letter stays, with the new reason below.",
+	"dl-discarded": "Dead letter discarded: nothing was written.",
 	"rebuilt":      "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 

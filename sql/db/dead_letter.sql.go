@@ -9,17 +9,6 @@ import (
 	"context"
 )
 
-const deadLetterCount = `-- name: DeadLetterCount :one
-SELECT count(*) FROM dead_letter
-`
-
-func (q *Queries) DeadLetterCount(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, deadLetterCount)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
-}
-
 const deadLetterCountOpen = `-- name: DeadLetterCountOpen :one
 SELECT count(*) FROM dead_letter WHERE resolution IS NULL
 `

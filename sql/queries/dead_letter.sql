@@ -8,8 +8,6 @@ SELECT * FROM dead_letter
 ORDER BY id DESC
 LIMIT $1;
 
--- name: DeadLetterCount :one
-SELECT count(*) FROM dead_letter;
 
 -- DeadLetterListOpen lists the dead letters no operator has applied again
 -- or discarded, newest first.

@@ -74,7 +74,7 @@ func DriftPage(p Page, d DriftView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</strong> event(s) could not be written and wait in the dead-letter store.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</strong> event(s) could not be written and wait for an operator. <a href=\"/admin/dead-letters\" data-testid=\"to-dead-letters\">Apply them again or discard them</a>.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -636,8 +636,15 @@ func DriftLive(zone *time.Location, d DriftView) templ.Component {
 }
 
 func operationLabel(e voucher.AuditEvent) string {
-	if e.Action == voucher.AuditGateRebuilt {
+	switch e.Action {
+	case voucher.AuditGateRebuilt:
 		return "rebuilt the gate of " + e.VoucherCode
+	case voucher.AuditDeadLetterApplied:
+		return "applied a dead letter again"
+	case voucher.AuditDeadLetterRefused:
+		return "applied a dead letter again: refused"
+	case voucher.AuditDeadLetterDiscarded:
+		return "discarded a dead letter"
 	}
 	return "reconciled every flash voucher"
 }

@@ -42,3 +42,13 @@ type PasswordView struct {
 }
 
 func queryEscape(s string) string { return url.QueryEscape(s) }
+
+// DeadLettersView is what the dead letters page shows.
+type DeadLettersView struct {
+	Open []voucher.DeadLetter
+	// Actions are the latest actions on dead letters, with who took them.
+	Actions []voucher.AuditEvent
+	// Applies says whether this server applies events (the Kafka write
+	// path); without it "apply again" cannot run here.
+	Applies bool
+}
