@@ -266,7 +266,9 @@ func plausibleToken(t string) bool {
 		return false
 	}
 	for _, c := range t {
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
 			return false
 		}
 	}
