@@ -142,3 +142,83 @@ func TestUsersCLI_ListRoleDisableReset(t *testing.T) {
 		}
 	}
 }
+
+// TestUsers_TwoAdminsDemotingEachOtherAtOnceLeaveOneAdmin: the last two
+// admins each make the other a marketer at the same moment, over HTTP, in
+// rounds: every time exactly one change goes through and one is refused
+// (409), and one admin is left.
+func TestUsers_TwoAdminsDemotingEachOtherAtOnceLeaveOneAdmin(t *testing.T) {
+	t.Parallel()
+	dbURL, db := ownDatabase(t)
+	s := startServer(t, map[string]string{"DATABASE_URL": dbURL})
+	env := map[string]string{"DATABASE_URL": dbURL}
+	const password = "an admin's password"
+	admins := []string{"ann@example.com", "bob@example.com"}
+	for _, a := range admins {
+		addUser(t, env, a, "", "admin", password)
+	}
+	if _, err := voucherdRun(dbURL, "user", "disable", "-email", "dev@localhost"); err != nil {
+		t.Fatal(err)
+	}
+	clients := make([]*dashboardClient, 2)
+	for i, a := range admins {
+		clients[i] = newDashboardClient(s)
+		if st := clients[i].signIn(t, a, password); st != http.StatusSeeOther {
+			t.Fatalf("signing in %s: %d", a, st)
+		}
+	}
+	for round := range 8 {
+		// Each takes its form's CSRF token first, then both post at once.
+		tokens := make([]string, 2)
+		for i, c := range clients {
+			_, body := c.get(t, "/admin/users")
+			m := csrfInput.FindStringSubmatch(body)
+			if m == nil {
+				t.Fatalf("round %d: no CSRF token on the users page of %s", round, admins[i])
+			}
+			tokens[i] = m[1]
+		}
+		statuses := make([]int, 2)
+		start := make(chan struct{})
+		done := make(chan struct{}, 2)
+		for i, c := range clients {
+			go func() {
+				defer func() { done <- struct{}{} }()
+				<-start
+				resp, err := c.http.PostForm(s.URL+"/admin/users/role", url.Values{
+					"csrf": {tokens[i]}, "email": {admins[1-i]}, "role": {"marketer"},
+				})
+				if err != nil {
+					return
+				}
+				resp.Body.Close()
+				statuses[i] = resp.StatusCode
+			}()
+		}
+		close(start)
+		<-done
+		<-done
+		var ok, refused int
+		for _, st := range statuses {
+			switch st {
+			case http.StatusSeeOther:
+				ok++
+			case http.StatusConflict:
+				refused++
+			}
+		}
+		var left int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM dashboard_user WHERE role = 'admin' AND disabled_at IS NULL`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if ok != 1 || refused != 1 || left != 1 {
+			t.Fatalf("round %d: answers %v, %d admin(s) left; want one change, one refusal, one admin", round, statuses, left)
+		}
+		// The one demoted is an admin again for the next round.
+		for _, a := range admins {
+			if _, err := voucherdRun(dbURL, "user", "role", "-email", a, "-role", "admin"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
