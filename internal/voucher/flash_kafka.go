@@ -29,6 +29,8 @@ type kafkaFlash struct {
 	// it (KafkaPath).
 	publishTimeout, lease time.Duration
 	faults                func(ctx context.Context, step FaultStep, orderID string) error
+	// decode reads a dead letter's payload as the consumer reads a record.
+	decode func([]byte) (Event, error)
 
 	mu         sync.Mutex
 	recovering map[string]time.Time // when this process last asked for a voucher's recovery
@@ -37,7 +39,7 @@ type kafkaFlash struct {
 func newKafkaFlash(s *Service, k *KafkaPath) *kafkaFlash {
 	return &kafkaFlash{
 		Service: s, publisher: k.Publisher, events: k.Store, pending: k.Pending,
-		publishTimeout: k.publishTimeout(), lease: k.lease(), faults: k.Faults,
+		publishTimeout: k.publishTimeout(), lease: k.lease(), faults: k.Faults, decode: k.Decode,
 		recovering: map[string]time.Time{},
 	}
 }
