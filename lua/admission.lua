@@ -15,6 +15,9 @@
 --   'lose'     the database refused the applied event (dead letter): the
 --              order is marked lost and its use stays taken, so neither a
 --              retry nor reconciliation hands that use out again.
+--   'revive'   an operator applies a dead letter again: lost -> live, so the
+--              consumer's check (apply_check.lua) lets its event through.
+--              The use was never given back while lost, so none is taken.
 -- ARGV[2] orderId, ARGV[3] token (createdAt, Unix ms), ARGV[4] the epoch the
 -- admission was made in, ARGV[5] "customerId:amount", ARGV[6] its discount
 -- (given back to the budget, if the voucher has one, with the use)
@@ -81,6 +84,12 @@ elseif op == 'lose' then
   end
   redis.call('HSET', KEYS[3], ARGV[2], with('lost'))
   return {'OK', with('lost')}
+elseif op == 'revive' then
+  if state ~= 'lost' then
+    return {'FAIL', known}
+  end
+  redis.call('HSET', KEYS[3], ARGV[2], with('live'))
+  return {'OK', with('live')}
 end
 
 -- forget, void

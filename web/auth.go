@@ -145,6 +145,9 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		}
 		d.renderSignIn(w, r, http.StatusTooManyRequests, email, message)
 		return
+	case e.Code == voucher.UserDisabled:
+		d.renderSignIn(w, r, http.StatusForbidden, email, "This account is disabled. Ask an admin if you need it again.")
+		return
 	case e.Code == voucher.Unavailable:
 		d.logger.WarnContext(r.Context(), "sign-in unavailable", "err", err)
 		d.renderSignIn(w, r, http.StatusServiceUnavailable, email, "Signing in is unavailable for a moment; try again.")

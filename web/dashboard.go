@@ -30,6 +30,17 @@ type Accounts interface {
 	// LockWait is how long a sign-in refused with TOO_MANY_ATTEMPTS waits.
 	LockWait(ctx context.Context, field, address, email string) (time.Duration, error)
 	LiftLocks(ctx context.Context, email, address string) (int, error)
+
+	Users(ctx context.Context) ([]voucher.User, error)
+	UserAudit(ctx context.Context) ([]voucher.UserAuditEvent, error)
+	InviteUser(ctx context.Context, in voucher.Invite) (voucher.User, voucher.PasswordLink, error)
+	ChangeRole(ctx context.Context, email string, role voucher.Role) (voucher.Role, error)
+	DisableUser(ctx context.Context, email string) (voucher.User, error)
+	ResetPassword(ctx context.Context, email string) (voucher.PasswordLink, error)
+	// PasswordLinkUser and SetPassword serve a one-time link, without a
+	// session.
+	PasswordLinkUser(ctx context.Context, token string) (voucher.User, error)
+	SetPassword(ctx context.Context, token, password string) (voucher.User, error)
 }
 
 // Vouchers is what the voucher pages call (voucher.Backoffice).
@@ -72,6 +83,8 @@ type Deps struct {
 	Drift        Drift
 	// DeadLetters counts the Kafka write path's dead letters; nil: not shown.
 	DeadLetters DeadLetterCounter
+	// DeadLetterDesk lists dead letters and acts on them; nil: no page.
+	DeadLetterDesk DeadLetterDesk
 }
 
 // Config tunes the dashboard.
@@ -115,6 +128,8 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/static/", staticFiles())
 	mux.Handle("GET /admin/sign-in", http.HandlerFunc(d.signInPage))
 	mux.Handle("POST /admin/sign-in", http.HandlerFunc(d.signIn))
+	mux.Handle("GET /admin/password/{token}", http.HandlerFunc(d.passwordPage))
+	mux.Handle("POST /admin/password/{token}", http.HandlerFunc(d.setPassword))
 
 	signedIn := func(pattern string, op voucher.Operation, h http.HandlerFunc) {
 		mux.Handle(pattern, d.requireSession(op, h))
@@ -145,8 +160,20 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("GET /admin/drift/{code}/rebuild", voucher.OpOperate, d.confirmRebuild)
 	signedIn("POST /admin/drift/{code}/rebuild", voucher.OpOperate, d.rebuild)
 
+	signedIn("GET /admin/dead-letters", voucher.OpOperate, d.deadLettersPage)
+	signedIn("GET /admin/dead-letters/{id}/apply", voucher.OpOperate, d.confirmApplyDeadLetter)
+	signedIn("POST /admin/dead-letters/{id}/apply", voucher.OpOperate, d.applyDeadLetter)
+	signedIn("GET /admin/dead-letters/{id}/discard", voucher.OpOperate, d.confirmDiscardDeadLetter)
+	signedIn("POST /admin/dead-letters/{id}/discard", voucher.OpOperate, d.discardDeadLetter)
+
 	signedIn("GET /admin/sign-in-locks", voucher.OpManageUsers, d.signInLocks)
 	signedIn("POST /admin/sign-in-locks", voucher.OpManageUsers, d.liftSignInLock)
+	signedIn("GET /admin/users", voucher.OpManageUsers, d.usersPage)
+	signedIn("POST /admin/users", voucher.OpManageUsers, d.inviteUser)
+	signedIn("POST /admin/users/role", voucher.OpManageUsers, d.changeRole)
+	signedIn("GET /admin/users/disable", voucher.OpManageUsers, d.confirmDisable)
+	signedIn("POST /admin/users/disable", voucher.OpManageUsers, d.disableUser)
+	signedIn("POST /admin/users/reset", voucher.OpManageUsers, d.resetPassword)
 
 	mux.Handle("/admin/", d.requireSession(voucher.OpRead, func(w http.ResponseWriter, r *http.Request) {
 		d.problem(w, r, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
@@ -185,13 +212,19 @@ func (d *dashboard) page(r *http.Request, title, active string) components.Page 
 // notices are the sentences a redirect after an action may show, by key, so
 // a URL can never put words of its own on the page.
 var notices = map[string]string{
-	"created":    "Voucher created.",
-	"updated":    "Voucher changed.",
-	"ended":      "Voucher ended: no new reserve is taken; held reservations keep their rules.",
-	"reconciled": "Reconciliation ran: the reports below are fresh.",
-	"unlocked":   "Sign-in lock lifted: the failures so far stop counting, and they can sign in now.",
-	"not-locked": "Nothing was locked for that email or address.",
-	"rebuilt":    "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
+	"created":      "Voucher created.",
+	"updated":      "Voucher changed.",
+	"ended":        "Voucher ended: no new reserve is taken; held reservations keep their rules.",
+	"reconciled":   "Reconciliation ran: the reports below are fresh.",
+	"unlocked":     "Sign-in lock lifted: the failures so far stop counting, and they can sign in now.",
+	"not-locked":   "Nothing was locked for that email or address.",
+	"role-changed": "Role changed: it takes effect on the user's next click.",
+	"role-same":    "The user had that role already: nothing changed.",
+	"disabled":     "User disabled: their sessions have ended and they cannot sign in.",
+	"dl-applied":   "Applied again: the event is in the database now, and the dead letter is closed.",
+	"dl-refused":   "Applying again was refused: the dead letter stays, with the new reason below.",
+	"dl-discarded": "Dead letter discarded: nothing was written.",
+	"rebuilt":      "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 
 // problem renders an error page. For htmx requests it answers the status

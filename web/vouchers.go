@@ -54,7 +54,9 @@ func (d *dashboard) voucherList(w http.ResponseWriter, r *http.Request) {
 }
 
 // voucherRows is the fragment the list polls: the figures of the page's
-// rows, each swapped out of band into its cell.
+// rows, each swapped out of band into its cell, or, when other rows match
+// than those the page shows (a voucher created since it loaded, one that
+// moved in the order), the rows themselves with the total.
 func (d *dashboard) voucherRows(w http.ResponseWriter, r *http.Request) {
 	q := listQuery(r)
 	rows, err := d.deps.Vouchers.ListVouchers(r.Context(), filterOf(q))
@@ -62,7 +64,16 @@ func (d *dashboard) voucherRows(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, components.VoucherFigures(q, rows))
+	if components.RowsKey(rows) == r.URL.Query().Get("shown") {
+		d.render(w, r, http.StatusOK, components.VoucherFigures(q, rows))
+		return
+	}
+	page, err := d.deps.Vouchers.PageVouchers(r.Context(), filterOf(q))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, components.VoucherRowsRefresh(q, page, zoneOf(r), d.cfg.Now()))
 }
 
 func (d *dashboard) voucherPage(w http.ResponseWriter, r *http.Request) {

@@ -57,6 +57,7 @@ var scenarioCatalog = []scenario{
 	{name: "graphql", title: "the sale over GraphQL", kind: kindGraphQL, flash: true},
 	{name: "db", title: "(c) the sale on a non-flash voucher (database path), REST", kind: kindREST},
 	{name: "soldout", title: "(d) sold-out flash voucher (the late crowd), REST", kind: kindREST, flash: true, presold: true},
+	{name: "soldout-graphql", title: "(d') sold-out flash voucher (the late crowd), GraphQL", kind: kindGraphQL, flash: true, presold: true},
 	{name: "winners-sync", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=sync", kind: kindREST, flash: true, big: true},
 	{name: "winners-kafka", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=kafka", kind: kindREST, flash: true, big: true, kafka: true},
 	{name: "rest-kafka", title: "the sale over REST, FLASH_WRITE_PATH=kafka", kind: kindREST, flash: true, kafka: true},

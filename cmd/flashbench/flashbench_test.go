@@ -128,8 +128,10 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	if n, _ := sold("evalsha"); n != quota {
 		t.Errorf("evalsha admitted %d orders, want %d", n, quota)
 	}
-	if n, st := sold("soldout"); n != 0 || st == nil || st.UsedCount != quota {
-		t.Errorf("soldout: the late crowd got %d, database %+v", n, st)
+	for _, name := range []string{"soldout", "soldout-graphql"} {
+		if n, st := sold(name); n != 0 || st == nil || st.UsedCount != quota {
+			t.Errorf("%s: the late crowd got %d, database %+v", name, n, st)
+		}
 	}
 	for _, name := range []string{"winners-sync", "winners-kafka"} {
 		n, st := sold(name)

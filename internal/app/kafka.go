@@ -67,7 +67,7 @@ func openKafka(ctx context.Context, cfg config, logger *slog.Logger, m *metrics.
 func (k *kafkaWritePath) deps(store voucher.EventStore, cfg config) *voucher.KafkaPath {
 	return &voucher.KafkaPath{
 		Publisher: k.producer, Store: store, Pending: k.offsets, PublishTimeout: k.cfg.PublishTimeout,
-		Lease: cfg.AdmissionLease, Faults: registeredFaults(cfg.FaultsID),
+		Lease: cfg.AdmissionLease, Faults: registeredFaults(cfg.FaultsID), Decode: events.Decode,
 	}
 }
 

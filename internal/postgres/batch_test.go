@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"voucherd/internal/testdb"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 )
@@ -325,4 +326,59 @@ func TestReservation_ConcurrentReadsShareQueriesAndGetTheirOwnAnswers(t *testing
 		t.Fatalf("%d concurrent reads took %d queries; want them coalesced", len(orders), queries)
 	}
 	t.Logf("%d concurrent reads in %d queries", len(orders), queries)
+}
+
+func TestExpireDue_GivesTheDiscountBackToTheBudget(t *testing.T) {
+	t.Parallel()
+	// A database of its own: the sweep releases every due row it finds,
+	// and other packages' servers hold gates over the shared one.
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.Own(t, databaseURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := migrations.Up(ctx, stdlib.OpenDBFromPool(pool)); err != nil {
+		t.Fatal(err)
+	}
+	s := New(pool)
+	code := strings.ToUpper(unique("BUDGET"))
+	budget := int64(1000)
+	if _, err := s.CreateVoucher(ctx, voucher.NewVoucher{
+		Code: code, DiscountType: voucher.DiscountPercent, DiscountPercent: 10, Currency: "USD", BudgetAmount: &budget,
+		TotalLimit: 10, PerUserLimit: 5, StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	short := voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("short"), OrderAmount: 4000}
+	long := voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("long"), OrderAmount: 5000}
+	if _, _, err := s.Reserve(ctx, short, time.Millisecond, voucher.PathDatabase); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Reserve(ctx, long, time.Hour, voucher.PathDatabase); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := s.Voucher(ctx, code); v.BudgetUsed != 900 {
+		t.Fatalf("budgetUsed after 400 + 500 held = %d", v.BudgetUsed)
+	}
+	// The 600 left cannot cover a third discount of 700.
+	if _, _, err := s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: 2, OrderID: unique("over"), OrderAmount: 7000}, time.Hour, voucher.PathDatabase); voucher.ErrorCodeOf(err) != voucher.BudgetExhausted {
+		t.Fatalf("a discount of 700 with 100 left: %v, want BUDGET_EXHAUSTED", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := s.ExpireDue(ctx, 10_000); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := s.Reservation(ctx, short.OrderID); err == nil && res.Status == voucher.StatusReleased {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the short reservation never expired")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if v, _ := s.Voucher(ctx, code); v.BudgetUsed != 500 || v.UsedCount != 1 {
+		t.Errorf("after the expiry of the 400: budgetUsed %d, usedCount %d; want 500 and 1", v.BudgetUsed, v.UsedCount)
+	}
 }

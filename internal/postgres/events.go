@@ -249,23 +249,116 @@ func (s *Store) SaveDeadLetter(ctx context.Context, dl voucher.DeadLetter) error
 // DeadLetters lists the latest dead letters, newest first.
 func (s *Store) DeadLetters(ctx context.Context, limit int) ([]voucher.DeadLetter, error) {
 	rows, err := s.q.DeadLetterListLatest(ctx, limit32(limit))
-	if err != nil {
-		return nil, mapError(err)
-	}
-	out := make([]voucher.DeadLetter, len(rows))
-	for i, r := range rows {
-		out[i] = voucher.DeadLetter{
-			ID: r.ID, EventID: r.EventID, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-			VoucherCode: r.VoucherCode, OrderID: r.OrderID, Kind: r.Kind, Reason: r.Reason,
-			Payload: r.Payload, CreatedAt: r.CreatedAt,
-		}
-	}
-	return out, nil
+	return toDeadLetters(rows), mapError(err)
 }
 
-// DeadLetterCount counts the dead letters kept, for the dashboard.
+// OpenDeadLetters lists the dead letters no operator closed, newest first.
+func (s *Store) OpenDeadLetters(ctx context.Context, limit int) ([]voucher.DeadLetter, error) {
+	rows, err := s.q.DeadLetterListOpen(ctx, limit32(limit))
+	return toDeadLetters(rows), mapError(err)
+}
+
+// DeadLetter reads one dead letter. Errors: NOT_FOUND.
+func (s *Store) DeadLetter(ctx context.Context, id int64) (voucher.DeadLetter, error) {
+	row, err := s.q.DeadLetterGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return voucher.DeadLetter{}, voucher.Errorf(voucher.NotFound, "no dead letter #%d", id)
+	}
+	if err != nil {
+		return voucher.DeadLetter{}, mapError(err)
+	}
+	return toDeadLetter(row), nil
+}
+
+// CloseDeadLetter closes an open dead letter and records the audit event
+// in the same transaction; of two operators at once, one closes it.
+// Errors: DEAD_LETTER_CLOSED, NOT_FOUND.
+func (s *Store) CloseDeadLetter(ctx context.Context, id int64, resolution string, audit voucher.AuditEvent) (voucher.DeadLetter, error) {
+	var row db.DeadLetter
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		var err error
+		row, err = q.DeadLetterResolve(ctx, db.DeadLetterResolveParams{ID: id, Resolution: &resolution, ResolvedBy: audit.Actor})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return deadLetterGone(ctx, q, id)
+		}
+		if err != nil {
+			return err
+		}
+		return q.VoucherAuditInsertRepair(ctx, repairAudit(audit))
+	})
+	if err != nil {
+		return voucher.DeadLetter{}, mapError(err)
+	}
+	return toDeadLetter(row), nil
+}
+
+// RefuseDeadLetterAgain keeps an open dead letter with its new reason and
+// records the audit event. Errors: DEAD_LETTER_CLOSED, NOT_FOUND.
+func (s *Store) RefuseDeadLetterAgain(ctx context.Context, id int64, reason string, audit voucher.AuditEvent) (voucher.DeadLetter, error) {
+	var row db.DeadLetter
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		var err error
+		row, err = q.DeadLetterRefusedAgain(ctx, db.DeadLetterRefusedAgainParams{ID: id, Reason: reason})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return deadLetterGone(ctx, q, id)
+		}
+		if err != nil {
+			return err
+		}
+		return q.VoucherAuditInsertRepair(ctx, repairAudit(audit))
+	})
+	if err != nil {
+		return voucher.DeadLetter{}, mapError(err)
+	}
+	return toDeadLetter(row), nil
+}
+
+// deadLetterGone says why a dead letter could not be changed: closed by
+// someone else meanwhile, or never there.
+func deadLetterGone(ctx context.Context, q *db.Queries, id int64) error {
+	row, err := q.DeadLetterGet(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return voucher.Errorf(voucher.NotFound, "no dead letter #%d", id)
+	}
+	if err != nil {
+		return err
+	}
+	return voucher.Errorf(voucher.DeadLetterClosed, "dead letter #%d was %s already by %s", id, deref(row.Resolution), row.ResolvedBy)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func repairAudit(e voucher.AuditEvent) db.VoucherAuditInsertRepairParams {
+	return db.VoucherAuditInsertRepairParams{
+		VoucherCode: e.VoucherCode, Actor: e.Actor, ActorRole: string(e.ActorRole), Action: e.Action, Detail: e.Detail,
+	}
+}
+
+func toDeadLetters(rows []db.DeadLetter) []voucher.DeadLetter {
+	out := make([]voucher.DeadLetter, len(rows))
+	for i, r := range rows {
+		out[i] = toDeadLetter(r)
+	}
+	return out
+}
+
+func toDeadLetter(r db.DeadLetter) voucher.DeadLetter {
+	return voucher.DeadLetter{
+		ID: r.ID, EventID: r.EventID, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		VoucherCode: r.VoucherCode, OrderID: r.OrderID, Kind: r.Kind, Reason: r.Reason,
+		Payload: r.Payload, CreatedAt: r.CreatedAt,
+		Resolution: deref(r.Resolution), ResolvedBy: r.ResolvedBy, ResolvedAt: r.ResolvedAt, Retries: int(r.Retries),
+	}
+}
+
+// DeadLetterCount counts the open dead letters, for the dashboard.
 func (s *Store) DeadLetterCount(ctx context.Context) (int, error) {
-	n, err := s.q.DeadLetterCount(ctx)
+	n, err := s.q.DeadLetterCountOpen(ctx)
 	if err != nil {
 		return 0, mapError(err)
 	}

@@ -13,18 +13,30 @@ import (
 
 var _ voucher.UserStore = (*Store)(nil)
 
-// CreateUser adds a dashboard user. Errors: USER_EXISTS.
-func (s *Store) CreateUser(ctx context.Context, u voucher.User) (voucher.User, error) {
-	row, err := s.q.DashboardUserInsert(ctx, db.DashboardUserInsertParams{
-		Email: u.Email, Name: u.Name, Role: string(u.Role), PasswordHash: string(u.PasswordHash),
+// CreateUser adds a dashboard user and records it. Errors: USER_EXISTS.
+func (s *Store) CreateUser(ctx context.Context, u voucher.User, audit voucher.UserAuditEvent) (voucher.User, error) {
+	var row db.DashboardUser
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		var err error
+		if row, err = insertUser(ctx, q, u); err != nil {
+			return err
+		}
+		return q.DashboardUserAuditInsert(ctx, userAudit(audit, ""))
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return voucher.User{}, voucher.Errorf(voucher.UserExists, "a user with email %s exists", u.Email)
-	}
 	if err != nil {
 		return voucher.User{}, mapError(err)
 	}
 	return toUser(row), nil
+}
+
+func insertUser(ctx context.Context, q *db.Queries, u voucher.User) (db.DashboardUser, error) {
+	row, err := q.DashboardUserInsert(ctx, db.DashboardUserInsertParams{
+		Email: u.Email, Name: u.Name, Role: string(u.Role), PasswordHash: string(u.PasswordHash),
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row, voucher.Errorf(voucher.UserExists, "a user with email %s exists", u.Email)
+	}
+	return row, err
 }
 
 // UserByEmail reads a user. Errors: NOT_FOUND.
@@ -135,6 +147,6 @@ func (s *Store) SignInLockWait(ctx context.Context, email, address string, windo
 func toUser(r db.DashboardUser) voucher.User {
 	return voucher.User{
 		ID: r.ID, Email: r.Email, Name: r.Name, Role: voucher.Role(r.Role),
-		PasswordHash: []byte(r.PasswordHash), CreatedAt: r.CreatedAt,
+		PasswordHash: []byte(r.PasswordHash), CreatedAt: r.CreatedAt, DisabledAt: r.DisabledAt,
 	}
 }

@@ -235,6 +235,7 @@ type BackofficeStore interface {
 	// SampleOpenVouchers samples the counters of every voucher whose window
 	// is open or closed less than grace ago, where they changed.
 	SampleOpenVouchers(ctx context.Context, grace time.Duration) (int, error)
+	DeadLetterStore
 }
 
 // Backoffice is what marketers and operators do beyond the contract's

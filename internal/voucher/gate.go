@@ -82,6 +82,7 @@ const (
 	SettleForget   SettleOp = "forget"   // the owner's publish surely failed
 	SettleVoid     SettleOp = "void"     // reconciliation: past its lease
 	SettleLose     SettleOp = "lose"     // the database refused its event
+	SettleRevive   SettleOp = "revive"   // an operator applies its dead letter again
 )
 
 // SettleAnswer is admission.lua's answer.

@@ -96,6 +96,12 @@ type DeadLetter struct {
 	Reason      string
 	Payload     string
 	CreatedAt   time.Time
+	// Resolution is applied or discarded once an operator closed it
+	// (ResolvedBy, at ResolvedAt); Retries counts refused "apply again"s.
+	Resolution string
+	ResolvedBy string
+	ResolvedAt *time.Time
+	Retries    int
 	// Event is the refused event when it could be read (not stored).
 	Event *Event
 }
@@ -140,6 +146,9 @@ type KafkaPath struct {
 	// retry may adopt it or reconciliation void it; default twice the
 	// publish timeout plus 5s (a claim, a publish and a settle).
 	Lease time.Duration
+	// Decode reads an event as the consumer reads a record's value
+	// (events.Decode), for a dead letter an operator applies again.
+	Decode func([]byte) (Event, error)
 	// Faults, for tests only, is called at each FaultStep of a request or
 	// of the consumer; an error stops it there as a crash would.
 	Faults func(ctx context.Context, step FaultStep, orderID string) error

@@ -2,7 +2,10 @@ package voucher
 
 // The consumer's side of the Kafka write path: it exists only in kafka mode.
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // EventApplier writes the events of the Kafka write path to the database,
 // asking the gate first (events.StartConsumer runs it).
@@ -27,32 +30,39 @@ func (s *Service) EventApplier() *EventApplier {
 // Errors: *EventRefusedError when the database refuses the event; anything
 // else is transient (apply it again).
 func (a *EventApplier) ApplyEvent(ctx context.Context, ev Event) error {
+	_, err := a.apply(ctx, ev)
+	return err
+}
+
+// apply is ApplyEvent saying whether the event was written (false: the gate
+// said it does not stand, so there was nothing to write).
+func (a *EventApplier) apply(ctx context.Context, ev Event) (written bool, err error) {
 	k := a.k
 	switch ev.Kind {
 	case EventRecover:
-		return k.recoverAtMarker(ctx, ev)
+		return true, k.recoverAtMarker(ctx, ev)
 	case EventReserved:
 		verdicts, err := k.gate.ApplyCheck(ctx, ev.Code, []Event{ev})
 		if err != nil {
-			return err
+			return false, err
 		}
 		switch verdicts[0] {
 		case ApplySkip:
 			// Its admission was voided or adopted: never answered as a
 			// success, nothing to write.
 			k.logger.InfoContext(ctx, "reserved event skipped: the gate voided or re-issued its admission", "code", ev.Code, "order", ev.OrderID)
-			return nil
+			return false, nil
 		case ApplyUnchecked:
 			k.requestRecovery(ev.Code)
 		}
 		if err := k.fault(ctx, StepApply, ev.OrderID); err != nil {
-			return err
+			return false, err
 		}
 	}
 	k.obs.DatabaseWrite(writeOp(ev.Kind))
 	status, err := k.events.ApplyEvent(ctx, ev)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if ev.Kind == EventReleased && status == StatusReleased {
 		if _, err := k.gate.Release(ctx, ev.Code, ev.OrderID, ev.DiscountAmount); err != nil {
@@ -60,7 +70,51 @@ func (a *EventApplier) ApplyEvent(ctx context.Context, ev Event) error {
 			k.logger.WarnContext(ctx, "released use not given back to the gate; reconciliation will", "code", ev.Code, "order", ev.OrderID, "err", err)
 		}
 	}
-	return nil
+	return true, nil
+}
+
+// ApplyAgain is an operator applying a dead-lettered event again, through
+// the consumer's own path (apply), so the gate and the database keep their
+// rules: a reserved event's admission, lost when the database refused it,
+// is first made live again at the gate (admission.lua revive: its use was
+// kept, none is taken), then the gate's check and the database's
+// conditional, idempotent write decide as for any event. refusal says why
+// it was not written (the database refused it again, the gate says it does
+// not stand, or the payload cannot be read); a refused reserved event is
+// marked lost again. An error is transient: nothing was decided.
+func (a *EventApplier) ApplyAgain(ctx context.Context, payload []byte) (refusal string, err error) {
+	k := a.k
+	if k.decode == nil {
+		return "", Errorf(Unavailable, "this server cannot read events")
+	}
+	ev, err := k.decode(payload)
+	if err != nil {
+		return "the event cannot be read: " + err.Error(), nil
+	}
+	o := GateOrder{OrderID: ev.OrderID, CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, CreatedAt: ev.CreatedAt, ExpiresAt: ev.ExpiresAt}
+	if ev.Kind == EventReserved {
+		// FAIL (not lost: voided, adopted, or reloaded without it) and
+		// STALE leave the verdict to apply_check.lua, as for the consumer.
+		if _, _, err := k.gate.Settle(ctx, ev.Code, SettleRevive, o, ev.Epoch, ev.DiscountAmount); err != nil {
+			return "", unavailable(err)
+		}
+	}
+	written, err := a.apply(ctx, ev)
+	var refused *EventRefusedError
+	switch {
+	case errors.As(err, &refused):
+		if ev.Kind == EventReserved {
+			if _, _, err := k.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch, ev.DiscountAmount); err != nil {
+				k.logger.ErrorContext(ctx, "dead-lettered admission not marked lost again at the gate", "code", ev.Code, "order", ev.OrderID, "err", err)
+			}
+		}
+		return refused.Reason, nil
+	case err != nil:
+		return "", unavailable(err)
+	case !written:
+		return "the gate voided or re-issued this order's admission: it was never answered as a success, so there is nothing to write", nil
+	}
+	return "", nil
 }
 
 // ApplyReservedBatch applies reserved events of one voucher in one

@@ -38,7 +38,12 @@ type User struct {
 	Role         Role
 	PasswordHash []byte
 	CreatedAt    time.Time
+	// DisabledAt is when an admin disabled the user; nil while enabled.
+	DisabledAt *time.Time
 }
+
+// Disabled reports whether an admin disabled the user.
+func (u User) Disabled() bool { return u.DisabledAt != nil }
 
 // Caller is the user as the service sees them in a request.
 func (u User) Caller() Caller { return Caller{Role: u.Role, Name: u.Email} }
@@ -102,8 +107,8 @@ type Session struct {
 
 // UserStore keeps dashboard users, sessions and failed sign-ins.
 type UserStore interface {
-	// CreateUser: USER_EXISTS.
-	CreateUser(ctx context.Context, u User) (User, error)
+	// CreateUser adds a user and records it: USER_EXISTS.
+	CreateUser(ctx context.Context, u User, audit UserAuditEvent) (User, error)
 	// UserByEmail: NOT_FOUND.
 	UserByEmail(ctx context.Context, email string) (User, error)
 	// CreateSession stores a session and forgets expired ones.
@@ -148,6 +153,8 @@ type AccountsConfig struct {
 	FailureWindow time.Duration
 	// SessionTTL is how long a session lasts; default 12h.
 	SessionTTL time.Duration
+	// LinkTTL is how long a one-time password link can be used; default 24h.
+	LinkTTL time.Duration
 }
 
 // Accounts signs dashboard users in and out.
@@ -173,6 +180,9 @@ func NewAccounts(store UserStore, cfg AccountsConfig) *Accounts {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = 12 * time.Hour
 	}
+	if cfg.LinkTTL <= 0 {
+		cfg.LinkTTL = 24 * time.Hour
+	}
 	dummy, _ := bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost)
 	return &Accounts{store: store, cfg: cfg, dummyHash: dummy}
 }
@@ -188,7 +198,8 @@ func (a *Accounts) AddUser(ctx context.Context, n NewUser) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	return a.store.CreateUser(ctx, User{Email: n.Email, Name: n.Name, Role: n.Role, PasswordHash: hash})
+	return a.store.CreateUser(ctx, User{Email: n.Email, Name: n.Name, Role: n.Role, PasswordHash: hash},
+		userAuditOf(ctx, n.Email, AuditUserAdded, "added as "+string(n.Role)+" with a password"))
 }
 
 // EnsureUser creates the user unless one with the email exists; created
@@ -212,7 +223,8 @@ func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err
 // limit is refused, even with the right password, until the window passes or
 // an admin lifts the lock (LiftLocks). The email's lock is its own: other
 // users behind the same address still sign in.
-// Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS, UNAVAILABLE.
+// A disabled user is refused (USER_DISABLED) even with the right password.
+// Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS, USER_DISABLED, UNAVAILABLE.
 func (a *Accounts) SignIn(ctx context.Context, address, email, password string) (token string, s Session, u User, err error) {
 	email = signInEmail(email)
 	attempt, err := a.store.TakeSignInAttempt(ctx, SignInLimit{
@@ -244,6 +256,11 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 	}
 	if err := finish(false); err != nil {
 		return "", Session{}, User{}, err
+	}
+	if u.Disabled() {
+		// Said only to whoever knows the password: it tells them why, and
+		// tells nobody else that the email exists.
+		return "", Session{}, User{}, Errorf(UserDisabled, "this account is disabled; ask an admin")
 	}
 	token, hashOfToken := newSessionToken()
 	s = Session{TokenHash: hashOfToken, UserID: u.ID, CSRFToken: randomToken(), ExpiresAt: time.Now().Add(a.cfg.SessionTTL)}

@@ -19,6 +19,17 @@ func (q *Queries) DashboardSessionDelete(ctx context.Context, tokenHash []byte) 
 	return err
 }
 
+const dashboardSessionDeleteByUser = `-- name: DashboardSessionDeleteByUser :exec
+DELETE FROM dashboard_session WHERE user_id = $1
+`
+
+// DashboardSessionDeleteByUser ends every session of a user (disabled, or
+// a new password set).
+func (q *Queries) DashboardSessionDeleteByUser(ctx context.Context, userID int64) error {
+	_, err := q.db.Exec(ctx, dashboardSessionDeleteByUser, userID)
+	return err
+}
+
 const dashboardSessionDeleteExpired = `-- name: DashboardSessionDeleteExpired :exec
 DELETE FROM dashboard_session WHERE expires_at <= now()
 `
@@ -31,10 +42,11 @@ func (q *Queries) DashboardSessionDeleteExpired(ctx context.Context) error {
 }
 
 const dashboardSessionGet = `-- name: DashboardSessionGet :one
-SELECT dashboard_session.token_hash, dashboard_session.user_id, dashboard_session.csrf_token, dashboard_session.created_at, dashboard_session.expires_at, dashboard_user.id, dashboard_user.email, dashboard_user.name, dashboard_user.role, dashboard_user.password_hash, dashboard_user.created_at
+SELECT dashboard_session.token_hash, dashboard_session.user_id, dashboard_session.csrf_token, dashboard_session.created_at, dashboard_session.expires_at, dashboard_user.id, dashboard_user.email, dashboard_user.name, dashboard_user.role, dashboard_user.password_hash, dashboard_user.created_at, dashboard_user.disabled_at
 FROM dashboard_session
 JOIN dashboard_user ON dashboard_user.id = dashboard_session.user_id
 WHERE dashboard_session.token_hash = $1 AND dashboard_session.expires_at > now()
+  AND dashboard_user.disabled_at IS NULL
 `
 
 type DashboardSessionGetRow struct {
@@ -42,8 +54,8 @@ type DashboardSessionGetRow struct {
 	DashboardUser    DashboardUser
 }
 
-// DashboardSessionGet reads a live session and its user; an expired one
-// reads as none.
+// DashboardSessionGet reads a live session and its user; an expired one,
+// or one of a disabled user, reads as none.
 func (q *Queries) DashboardSessionGet(ctx context.Context, tokenHash []byte) (DashboardSessionGetRow, error) {
 	row := q.db.QueryRow(ctx, dashboardSessionGet, tokenHash)
 	var i DashboardSessionGetRow
@@ -59,6 +71,7 @@ func (q *Queries) DashboardSessionGet(ctx context.Context, tokenHash []byte) (Da
 		&i.DashboardUser.Role,
 		&i.DashboardUser.PasswordHash,
 		&i.DashboardUser.CreatedAt,
+		&i.DashboardUser.DisabledAt,
 	)
 	return i, err
 }

@@ -9,8 +9,43 @@ import (
 	"context"
 )
 
+const dashboardUserCountAdmins = `-- name: DashboardUserCountAdmins :one
+SELECT count(*) FROM dashboard_user WHERE role = 'admin' AND disabled_at IS NULL
+`
+
+// DashboardUserCountAdmins counts the admins who can still sign in.
+func (q *Queries) DashboardUserCountAdmins(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, dashboardUserCountAdmins)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const dashboardUserDisable = `-- name: DashboardUserDisable :one
+UPDATE dashboard_user SET disabled_at = coalesce(disabled_at, clock_timestamp())
+WHERE email = $1
+RETURNING id, email, name, role, password_hash, created_at, disabled_at
+`
+
+// DashboardUserDisable disables a user; no row back means no such user
+// (one disabled already is returned as it is).
+func (q *Queries) DashboardUserDisable(ctx context.Context, email string) (DashboardUser, error) {
+	row := q.db.QueryRow(ctx, dashboardUserDisable, email)
+	var i DashboardUser
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.Name,
+		&i.Role,
+		&i.PasswordHash,
+		&i.CreatedAt,
+		&i.DisabledAt,
+	)
+	return i, err
+}
+
 const dashboardUserGetByEmail = `-- name: DashboardUserGetByEmail :one
-SELECT id, email, name, role, password_hash, created_at FROM dashboard_user WHERE email = $1
+SELECT id, email, name, role, password_hash, created_at, disabled_at FROM dashboard_user WHERE email = $1
 `
 
 func (q *Queries) DashboardUserGetByEmail(ctx context.Context, email string) (DashboardUser, error) {
@@ -23,6 +58,26 @@ func (q *Queries) DashboardUserGetByEmail(ctx context.Context, email string) (Da
 		&i.Role,
 		&i.PasswordHash,
 		&i.CreatedAt,
+		&i.DisabledAt,
+	)
+	return i, err
+}
+
+const dashboardUserGetByID = `-- name: DashboardUserGetByID :one
+SELECT id, email, name, role, password_hash, created_at, disabled_at FROM dashboard_user WHERE id = $1
+`
+
+func (q *Queries) DashboardUserGetByID(ctx context.Context, id int64) (DashboardUser, error) {
+	row := q.db.QueryRow(ctx, dashboardUserGetByID, id)
+	var i DashboardUser
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.Name,
+		&i.Role,
+		&i.PasswordHash,
+		&i.CreatedAt,
+		&i.DisabledAt,
 	)
 	return i, err
 }
@@ -31,7 +86,7 @@ const dashboardUserInsert = `-- name: DashboardUserInsert :one
 INSERT INTO dashboard_user (email, name, role, password_hash)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (email) DO NOTHING
-RETURNING id, email, name, role, password_hash, created_at
+RETURNING id, email, name, role, password_hash, created_at, disabled_at
 `
 
 type DashboardUserInsertParams struct {
@@ -57,6 +112,93 @@ func (q *Queries) DashboardUserInsert(ctx context.Context, arg DashboardUserInse
 		&i.Role,
 		&i.PasswordHash,
 		&i.CreatedAt,
+		&i.DisabledAt,
 	)
+	return i, err
+}
+
+const dashboardUserList = `-- name: DashboardUserList :many
+SELECT id, email, name, role, password_hash, created_at, disabled_at FROM dashboard_user
+ORDER BY disabled_at IS NOT NULL, role = 'admin' DESC, email
+LIMIT $1
+`
+
+// DashboardUserList lists every user, admins first, then by email.
+func (q *Queries) DashboardUserList(ctx context.Context, limit int32) ([]DashboardUser, error) {
+	rows, err := q.db.Query(ctx, dashboardUserList, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DashboardUser
+	for rows.Next() {
+		var i DashboardUser
+		if err := rows.Scan(
+			&i.ID,
+			&i.Email,
+			&i.Name,
+			&i.Role,
+			&i.PasswordHash,
+			&i.CreatedAt,
+			&i.DisabledAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const dashboardUserLockAdmins = `-- name: DashboardUserLockAdmins :exec
+SELECT pg_advisory_xact_lock(hashtextextended('dashboard_user admins', 0))
+`
+
+// DashboardUserLockAdmins serializes the changes that could leave no admin
+// (a role change, a disable) until the transaction ends.
+func (q *Queries) DashboardUserLockAdmins(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, dashboardUserLockAdmins)
+	return err
+}
+
+const dashboardUserSetPassword = `-- name: DashboardUserSetPassword :exec
+UPDATE dashboard_user SET password_hash = $2 WHERE id = $1
+`
+
+type DashboardUserSetPasswordParams struct {
+	ID           int64
+	PasswordHash string
+}
+
+func (q *Queries) DashboardUserSetPassword(ctx context.Context, arg DashboardUserSetPasswordParams) error {
+	_, err := q.db.Exec(ctx, dashboardUserSetPassword, arg.ID, arg.PasswordHash)
+	return err
+}
+
+const dashboardUserSetRole = `-- name: DashboardUserSetRole :one
+UPDATE dashboard_user SET role = $1
+FROM (SELECT u.id, u.role AS old_role FROM dashboard_user AS u WHERE u.email = $2 FOR UPDATE) AS before
+WHERE dashboard_user.id = before.id
+RETURNING dashboard_user.id, dashboard_user.email, before.old_role
+`
+
+type DashboardUserSetRoleParams struct {
+	Role  string
+	Email string
+}
+
+type DashboardUserSetRoleRow struct {
+	ID      int64
+	Email   string
+	OldRole string
+}
+
+// DashboardUserSetRole changes a user's role and says what it was.
+func (q *Queries) DashboardUserSetRole(ctx context.Context, arg DashboardUserSetRoleParams) (DashboardUserSetRoleRow, error) {
+	row := q.db.QueryRow(ctx, dashboardUserSetRole, arg.Role, arg.Email)
+	var i DashboardUserSetRoleRow
+	err := row.Scan(&i.ID, &i.Email, &i.OldRole)
 	return i, err
 }

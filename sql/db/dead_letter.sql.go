@@ -9,15 +9,42 @@ import (
 	"context"
 )
 
-const deadLetterCount = `-- name: DeadLetterCount :one
-SELECT count(*) FROM dead_letter
+const deadLetterCountOpen = `-- name: DeadLetterCountOpen :one
+SELECT count(*) FROM dead_letter WHERE resolution IS NULL
 `
 
-func (q *Queries) DeadLetterCount(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, deadLetterCount)
+func (q *Queries) DeadLetterCountOpen(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, deadLetterCountOpen)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const deadLetterGet = `-- name: DeadLetterGet :one
+SELECT id, event_id, topic, partition, "offset", voucher_code, order_id, kind, reason, payload, created_at, resolution, resolved_at, resolved_by, retries FROM dead_letter WHERE id = $1
+`
+
+func (q *Queries) DeadLetterGet(ctx context.Context, id int64) (DeadLetter, error) {
+	row := q.db.QueryRow(ctx, deadLetterGet, id)
+	var i DeadLetter
+	err := row.Scan(
+		&i.ID,
+		&i.EventID,
+		&i.Topic,
+		&i.Partition,
+		&i.Offset,
+		&i.VoucherCode,
+		&i.OrderID,
+		&i.Kind,
+		&i.Reason,
+		&i.Payload,
+		&i.CreatedAt,
+		&i.Resolution,
+		&i.ResolvedAt,
+		&i.ResolvedBy,
+		&i.Retries,
+	)
+	return i, err
 }
 
 const deadLetterInsert = `-- name: DeadLetterInsert :exec
@@ -54,7 +81,7 @@ func (q *Queries) DeadLetterInsert(ctx context.Context, arg DeadLetterInsertPara
 }
 
 const deadLetterListLatest = `-- name: DeadLetterListLatest :many
-SELECT id, event_id, topic, partition, "offset", voucher_code, order_id, kind, reason, payload, created_at FROM dead_letter
+SELECT id, event_id, topic, partition, "offset", voucher_code, order_id, kind, reason, payload, created_at, resolution, resolved_at, resolved_by, retries FROM dead_letter
 ORDER BY id DESC
 LIMIT $1
 `
@@ -80,6 +107,10 @@ func (q *Queries) DeadLetterListLatest(ctx context.Context, limit int32) ([]Dead
 			&i.Reason,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.Resolution,
+			&i.ResolvedAt,
+			&i.ResolvedBy,
+			&i.Retries,
 		); err != nil {
 			return nil, err
 		}
@@ -89,4 +120,122 @@ func (q *Queries) DeadLetterListLatest(ctx context.Context, limit int32) ([]Dead
 		return nil, err
 	}
 	return items, nil
+}
+
+const deadLetterListOpen = `-- name: DeadLetterListOpen :many
+SELECT id, event_id, topic, partition, "offset", voucher_code, order_id, kind, reason, payload, created_at, resolution, resolved_at, resolved_by, retries FROM dead_letter
+WHERE resolution IS NULL
+ORDER BY id DESC
+LIMIT $1
+`
+
+// DeadLetterListOpen lists the dead letters no operator has applied again
+// or discarded, newest first.
+func (q *Queries) DeadLetterListOpen(ctx context.Context, limit int32) ([]DeadLetter, error) {
+	rows, err := q.db.Query(ctx, deadLetterListOpen, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DeadLetter
+	for rows.Next() {
+		var i DeadLetter
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventID,
+			&i.Topic,
+			&i.Partition,
+			&i.Offset,
+			&i.VoucherCode,
+			&i.OrderID,
+			&i.Kind,
+			&i.Reason,
+			&i.Payload,
+			&i.CreatedAt,
+			&i.Resolution,
+			&i.ResolvedAt,
+			&i.ResolvedBy,
+			&i.Retries,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deadLetterRefusedAgain = `-- name: DeadLetterRefusedAgain :one
+UPDATE dead_letter SET reason = $2, retries = retries + 1
+WHERE id = $1 AND resolution IS NULL
+RETURNING id, event_id, topic, partition, "offset", voucher_code, order_id, kind, reason, payload, created_at, resolution, resolved_at, resolved_by, retries
+`
+
+type DeadLetterRefusedAgainParams struct {
+	ID     int64
+	Reason string
+}
+
+// DeadLetterRefusedAgain keeps an open dead letter with the reason its
+// latest "apply again" was refused for.
+func (q *Queries) DeadLetterRefusedAgain(ctx context.Context, arg DeadLetterRefusedAgainParams) (DeadLetter, error) {
+	row := q.db.QueryRow(ctx, deadLetterRefusedAgain, arg.ID, arg.Reason)
+	var i DeadLetter
+	err := row.Scan(
+		&i.ID,
+		&i.EventID,
+		&i.Topic,
+		&i.Partition,
+		&i.Offset,
+		&i.VoucherCode,
+		&i.OrderID,
+		&i.Kind,
+		&i.Reason,
+		&i.Payload,
+		&i.CreatedAt,
+		&i.Resolution,
+		&i.ResolvedAt,
+		&i.ResolvedBy,
+		&i.Retries,
+	)
+	return i, err
+}
+
+const deadLetterResolve = `-- name: DeadLetterResolve :one
+UPDATE dead_letter SET resolution = $2, resolved_at = clock_timestamp(), resolved_by = $3
+WHERE id = $1 AND resolution IS NULL
+RETURNING id, event_id, topic, partition, "offset", voucher_code, order_id, kind, reason, payload, created_at, resolution, resolved_at, resolved_by, retries
+`
+
+type DeadLetterResolveParams struct {
+	ID         int64
+	Resolution *string
+	ResolvedBy string
+}
+
+// DeadLetterResolve closes an open dead letter; no row back means it was
+// closed already (or there is none).
+func (q *Queries) DeadLetterResolve(ctx context.Context, arg DeadLetterResolveParams) (DeadLetter, error) {
+	row := q.db.QueryRow(ctx, deadLetterResolve, arg.ID, arg.Resolution, arg.ResolvedBy)
+	var i DeadLetter
+	err := row.Scan(
+		&i.ID,
+		&i.EventID,
+		&i.Topic,
+		&i.Partition,
+		&i.Offset,
+		&i.VoucherCode,
+		&i.OrderID,
+		&i.Kind,
+		&i.Reason,
+		&i.Payload,
+		&i.CreatedAt,
+		&i.Resolution,
+		&i.ResolvedAt,
+		&i.ResolvedBy,
+		&i.Retries,
+	)
+	return i, err
 }

@@ -8,6 +8,15 @@ import (
 	"time"
 )
 
+type DashboardPasswordLink struct {
+	TokenHash []byte
+	UserID    int64
+	CreatedBy string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    *time.Time
+}
+
 type DashboardSession struct {
 	TokenHash []byte
 	UserID    int64
@@ -32,6 +41,17 @@ type DashboardUser struct {
 	Role         string
 	PasswordHash string
 	CreatedAt    time.Time
+	DisabledAt   *time.Time
+}
+
+type DashboardUserAudit struct {
+	ID         int64
+	UserEmail  string
+	Actor      string
+	ActorRole  string
+	Action     string
+	Detail     string
+	OccurredAt time.Time
 }
 
 type DeadLetter struct {
@@ -46,6 +66,10 @@ type DeadLetter struct {
 	Reason      string
 	Payload     string
 	CreatedAt   time.Time
+	Resolution  *string
+	ResolvedAt  *time.Time
+	ResolvedBy  string
+	Retries     int32
 }
 
 type DriftReport struct {

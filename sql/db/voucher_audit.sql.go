@@ -33,6 +33,33 @@ func (q *Queries) VoucherAuditInsert(ctx context.Context, arg VoucherAuditInsert
 	return err
 }
 
+const voucherAuditInsertRepair = `-- name: VoucherAuditInsertRepair :exec
+INSERT INTO voucher_audit (voucher_code, actor, actor_role, action, detail)
+VALUES ((SELECT code FROM voucher WHERE code = $1::text), $2, $3, $4, $5)
+`
+
+type VoucherAuditInsertRepairParams struct {
+	VoucherCode string
+	Actor       string
+	ActorRole   string
+	Action      string
+	Detail      string
+}
+
+// VoucherAuditInsertRepair records a repair that may name no voucher (or a
+// code no voucher has: a dead letter's event can name anything), so the
+// code is kept only when a voucher has it.
+func (q *Queries) VoucherAuditInsertRepair(ctx context.Context, arg VoucherAuditInsertRepairParams) error {
+	_, err := q.db.Exec(ctx, voucherAuditInsertRepair,
+		arg.VoucherCode,
+		arg.Actor,
+		arg.ActorRole,
+		arg.Action,
+		arg.Detail,
+	)
+	return err
+}
+
 const voucherAuditListByVoucher = `-- name: VoucherAuditListByVoucher :many
 SELECT id, voucher_code, actor, actor_role, action, detail, occurred_at FROM voucher_audit
 WHERE voucher_code = $1
@@ -75,13 +102,14 @@ func (q *Queries) VoucherAuditListByVoucher(ctx context.Context, arg VoucherAudi
 
 const voucherAuditListOperations = `-- name: VoucherAuditListOperations :many
 SELECT id, voucher_code, actor, actor_role, action, detail, occurred_at FROM voucher_audit
-WHERE action IN ('gate-rebuilt', 'reconciled')
+WHERE action IN ('gate-rebuilt', 'reconciled', 'dead-letter-applied', 'dead-letter-refused', 'dead-letter-discarded')
 ORDER BY id DESC
 LIMIT $1
 `
 
-// VoucherAuditListOperations lists the latest repairs (gate rebuilds and
-// reconciliations by hand) of any voucher, newest first.
+// VoucherAuditListOperations lists the latest repairs (gate rebuilds,
+// reconciliations by hand, actions on dead letters) of any voucher, newest
+// first.
 func (q *Queries) VoucherAuditListOperations(ctx context.Context, limit int32) ([]VoucherAudit, error) {
 	rows, err := q.db.Query(ctx, voucherAuditListOperations, limit)
 	if err != nil {

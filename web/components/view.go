@@ -5,6 +5,7 @@ package components
 
 import (
 	"fmt"
+	"hash/fnv"
 
 	"github.com/a-h/templ"
 	"net/url"
@@ -695,4 +696,24 @@ func (q ReservationQuery) CSVURL() string {
 		u += "?" + e
 	}
 	return u
+}
+
+// RowsKey names the rows a page of the list shows, in order: the poll
+// sends it back, so the server can tell when other rows match now.
+func RowsKey(rows []voucher.VoucherOverview) string {
+	h := fnv.New64a()
+	for _, r := range rows {
+		_, _ = h.Write([]byte(r.Code))
+		_, _ = h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+// pollURL is where the list's poll asks for the figures of the rows shown.
+func pollURL(q ListQuery, rows []voucher.VoucherOverview) string {
+	v := q.Encode()
+	if v != "" {
+		v += "&"
+	}
+	return "/admin/vouchers/rows?" + v + "shown=" + RowsKey(rows)
 }

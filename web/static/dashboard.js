@@ -3,7 +3,8 @@
 // is already in the reader's zone), picks that zone in the voucher form's
 // select, moves the focus to the first field at fault after a refused
 // submit, echoes what an amount typed in cents means, and puts the focus
-// back where it was after a refresh swaps part of a page.
+// back where it was after a refresh swaps part of a page (in place or out
+// of band).
 (function () {
   "use strict";
   var zone = "";
@@ -77,7 +78,15 @@
     var a = document.activeElement;
     focusID = a && a.id && ev.detail.target && ev.detail.target.contains(a) ? a.id : "";
   });
-  document.addEventListener("htmx:afterSettle", function () {
+  // The same for a part swapped out of band (the list's rows, replaced
+  // when a voucher was created since the page loaded).
+  document.addEventListener("htmx:oobBeforeSwap", function (ev) {
+    var a = document.activeElement;
+    if (a && a.id && ev.detail.target && ev.detail.target.contains(a)) {
+      focusID = a.id;
+    }
+  });
+  function refocus() {
     if (!focusID) {
       return;
     }
@@ -86,7 +95,9 @@
     if (el && el !== document.activeElement) {
       el.focus({ preventScroll: true });
     }
-  });
+  }
+  document.addEventListener("htmx:oobAfterSwap", refocus);
+  document.addEventListener("htmx:afterSettle", refocus);
   function ready() {
     pickZone();
     // After a refused submit, the first field at fault has the focus.
