@@ -30,7 +30,7 @@ CONTRACT_CHECK := ../shared/tools/contract-check
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint
 
-.PHONY: help setup migrate run broker build generate verify lint test bench fuzz
+.PHONY: help setup migrate run broker build generate verify lint test bench bench-wrk fuzz
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
@@ -43,6 +43,7 @@ help:
 	@echo "make lint      golangci-lint (.golangci.yml), installed into bin/ when missing"
 	@echo "make build     bin/voucherd"
 	@echo "make bench     the flash-sale benchmark (cmd/flashbench; BENCH_FLAGS='-h' lists its flags)"
+	@echo "make bench-wrk a cross-check of the sale with wrk (bench/wrk), on a database of its own"
 	@echo "make fuzz      every fuzz target of every package for FUZZTIME each (default 30s)"
 
 setup:
@@ -142,6 +143,18 @@ test:
 bench:
 	bash scripts/setup.sh --run
 	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/flashbench $(BENCH_FLAGS)
+
+# The wrk cross-check runs on a database of its own (a sale leaves its
+# reservations behind), WRK_DATABASE on DATABASE_URL's server, made when
+# missing.
+WRK_DATABASE ?= voucher_wrk
+WRK_SECONDS  ?= 10
+bench-wrk:
+	bash scripts/setup.sh --run
+	@command -v wrk >/dev/null || { echo "apt-get install wrk"; apt-get install -y -q wrk >/dev/null; }
+	@psql '$(DATABASE_URL)' -Atc "SELECT 1 FROM pg_database WHERE datname = '$(WRK_DATABASE)'" | grep -q 1 || \
+		psql '$(DATABASE_URL)' -qc 'CREATE DATABASE $(WRK_DATABASE)'
+	bash bench/wrk/run.sh "$$(psql '$(DATABASE_URL)' -Atc "SELECT 'postgres://' || current_user || '@' || coalesce(host(inet_server_addr()), 'localhost') || ':' || current_setting('port') || '/$(WRK_DATABASE)?sslmode=disable'")" '$(REDIS_URL)' $(WRK_SECONDS)
 
 # Every Fuzz function of every package is found with `go test -list` (a new
 # one needs no change here) and run for FUZZTIME, against the same services

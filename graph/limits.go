@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -106,6 +107,9 @@ func checkDocument(query string, production bool) *gqlerror.Error {
 	}
 	if n > MaxSelections {
 		return limitError(codeSizeLimit, "the document has more than %d fields (each fragment spread counted as its fields), the limit", MaxSelections)
+	}
+	if err := refuseWideIntegers(doc); err != nil {
+		return err
 	}
 	if production {
 		for _, op := range doc.Operations {
@@ -230,4 +234,78 @@ func (c boundedCache[T]) Add(ctx context.Context, key string, value T) {
 	if c.size(key, value) <= maxCachedQueryBytes {
 		c.Cache.Add(ctx, key, value)
 	}
+}
+
+// refuseWideIntegers refuses an integer literal of the document that no
+// type of the API takes (beyond 64 bits) as INVALID_INPUT on its field, as
+// the same number in a variable is: gqlparser cannot read such a literal and
+// would refuse the whole input object as a validation failure naming no
+// field. Narrower limits (Int's 32 bits, each field's range) are the
+// scalars' and the domain's, which give their own INVALID_INPUT.
+func refuseWideIntegers(doc *ast.QueryDocument) *gqlerror.Error {
+	var found *gqlerror.Error
+	var visit func(v *ast.Value, field string)
+	visit = func(v *ast.Value, field string) {
+		if v == nil || found != nil {
+			return
+		}
+		switch v.Kind {
+		case ast.IntValue:
+			if _, err := strconv.ParseInt(v.Raw, 10, 64); err != nil {
+				found = &gqlerror.Error{
+					Message:    field + " is outside the integers this API takes (at most 9223372036854775807 in size)",
+					Extensions: map[string]any{"code": "INVALID_INPUT", "field": field},
+				}
+				if v.Position != nil {
+					found.Locations = []gqlerror.Location{{Line: v.Position.Line, Column: v.Position.Column}}
+				}
+			}
+		case ast.ObjectValue:
+			for _, c := range v.Children {
+				visit(c.Value, field+"."+c.Name)
+			}
+		case ast.ListValue:
+			for i, c := range v.Children {
+				visit(c.Value, field+"["+strconv.Itoa(i)+"]")
+			}
+		}
+	}
+	var walk func(set ast.SelectionSet)
+	args := func(list ast.ArgumentList) {
+		for _, a := range list {
+			visit(a.Value, a.Name)
+		}
+	}
+	directives := func(list ast.DirectiveList) {
+		for _, d := range list {
+			args(d.Arguments)
+		}
+	}
+	walk = func(set ast.SelectionSet) {
+		for _, sel := range set {
+			switch sel := sel.(type) {
+			case *ast.Field:
+				args(sel.Arguments)
+				directives(sel.Directives)
+				walk(sel.SelectionSet)
+			case *ast.InlineFragment:
+				directives(sel.Directives)
+				walk(sel.SelectionSet)
+			case *ast.FragmentSpread:
+				directives(sel.Directives)
+			}
+		}
+	}
+	for _, op := range doc.Operations {
+		for _, v := range op.VariableDefinitions {
+			visit(v.DefaultValue, v.Variable)
+		}
+		directives(op.Directives)
+		walk(op.SelectionSet)
+	}
+	for _, f := range doc.Fragments {
+		directives(f.Directives)
+		walk(f.SelectionSet)
+	}
+	return found
 }

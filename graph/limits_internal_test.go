@@ -80,3 +80,33 @@ func BenchmarkDocumentLimit(b *testing.B) {
 		}
 	})
 }
+
+// TestDocumentLimit_RefusesIntegerLiteralsBeyond64BitsOnTheirField: such a
+// literal anywhere in a document (an argument, an input object's field, a
+// list, a directive, a variable's default) is INVALID_INPUT naming where it
+// is; the widest integers the API takes pass.
+func TestDocumentLimit_RefusesIntegerLiteralsBeyond64BitsOnTheirField(t *testing.T) {
+	for _, tc := range []struct {
+		query, field string
+	}{
+		{`mutation { reserveVoucher(input: {code: "A", orderAmount: 9223372036854775808}) { reservation { orderId } } }`, "input.orderAmount"},
+		{`mutation { reserveVoucher(input: {code: "A", orderAmount: -9223372036854775809}) { reservation { orderId } } }`, "input.orderAmount"},
+		{`{ vouchers(first: 99999999999999999999) { edges { cursor } } }`, "first"},
+		{`{ a(in: {list: [1, {n: 18446744073709551616}]}) }`, "in.list[1].n"},
+		{`{ a @skip(n: 99999999999999999999) { b } }`, "n"},
+		{`query($n: Int = 99999999999999999999) { a(n: $n) }`, "n"},
+		{`{ ...F } fragment F on Query { a(n: 99999999999999999999) }`, "n"},
+		{`{ a(n: 9223372036854775807, m: -9223372036854775808) }`, ""},
+	} {
+		err := checkDocument(tc.query, false)
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("%s: refused (%v), want it let through", tc.query, err)
+			}
+			continue
+		}
+		if err == nil || err.Extensions["code"] != "INVALID_INPUT" || err.Extensions["field"] != tc.field {
+			t.Errorf("%s: %v, want INVALID_INPUT on %s", tc.query, err, tc.field)
+		}
+	}
+}

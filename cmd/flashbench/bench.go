@@ -35,8 +35,9 @@ type scenario struct {
 	kafka bool
 	// presold: the voucher is sold out before the measured load starts.
 	presold bool
-	// terms replace the voucher's default terms (a nil value drops one).
-	terms map[string]any
+	// terms replace the voucher's default terms for a voucher of quota uses
+	// (a nil value drops one).
+	terms func(quota int) map[string]any
 }
 
 type scenarioKind int
@@ -60,6 +61,7 @@ var scenarioCatalog = []scenario{
 	{name: "graphql", title: "the sale over GraphQL", kind: kindGraphQL, flash: true},
 	{name: "db", title: "(c) the sale on a non-flash voucher (database path), REST", kind: kindREST},
 	{name: "soldout", title: "(d) sold-out flash voucher (the late crowd), REST", kind: kindREST, flash: true, presold: true},
+	{name: "soldout-graphql", title: "(d') sold-out flash voucher (the late crowd), GraphQL", kind: kindGraphQL, flash: true, presold: true},
 	{name: "winners-sync", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=sync", kind: kindREST, flash: true, big: true},
 	{name: "winners-kafka", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=kafka", kind: kindREST, flash: true, big: true, kafka: true},
 	{name: "rest-kafka", title: "the sale over REST, FLASH_WRITE_PATH=kafka", kind: kindREST, flash: true, kafka: true},
@@ -77,14 +79,18 @@ func findScenario(name string) *scenario {
 	return nil
 }
 
-func (s scenario) sale() bool { return s.kind == kindREST || s.kind == kindGraphQL || s.kind == kindCheck }
+func (s scenario) sale() bool {
+	return s.kind == kindREST || s.kind == kindGraphQL || s.kind == kindCheck
+}
 
 // percentTerms: 10 % off, at most 20.00, and a budget of exactly the quota's
 // discounts (each order of the load is 250.00, so 25.00 capped at 20.00):
 // the budget and the stock run out together.
-var percentTerms = map[string]any{
-	"discountAmount": nil, "discountType": "PERCENT", "discountPercent": 10, "maxDiscountAmount": 2000,
-	"budgetAmount": 2000 * 1000,
+func percentTerms(quota int) map[string]any {
+	return map[string]any{
+		"discountAmount": nil, "discountType": "PERCENT", "discountPercent": 10, "maxDiscountAmount": 2000,
+		"budgetAmount": 2000 * quota,
+	}
 }
 
 // bench is one run.
@@ -332,7 +338,11 @@ func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared
 		}
 		p.api, p.server = b.kafkaAPI, b.kafka
 	}
-	if err := p.api.createVoucher(ctx, p.code, p.quota, s.flash, s.terms); err != nil {
+	var terms map[string]any
+	if s.terms != nil {
+		terms = s.terms(p.quota)
+	}
+	if err := p.api.createVoucher(ctx, p.code, p.quota, s.flash, terms); err != nil {
 		return nil, err
 	}
 	if s.presold {
@@ -565,7 +575,7 @@ func (b *bench) runEvalsha(ctx context.Context, s scenario) (*scenarioResult, er
 	defer rdb.Close()
 	code := b.code(s)
 	p := "voucher:{" + code + "}:"
-	keys := []string{p + "stock", p + "customers", p + "orders", p + "paused"}
+	keys := []string{p + "stock", p + "customers", p + "orders", p + "paused", p + "meta"}
 	defer func() { _ = rdb.Del(context.WithoutCancel(ctx), keys...).Err() }()
 	if err := rdb.Set(ctx, keys[0], b.opts.Quota, 10*time.Minute).Err(); err != nil {
 		return nil, fmt.Errorf("redis: %w", err)

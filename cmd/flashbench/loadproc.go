@@ -70,8 +70,8 @@ func (s loadSpec) validate() error {
 			errs = append(errs, errors.New("classify must be rest, graphql, check or ceiling"))
 		}
 	case "evalsha":
-		if len(s.Keys) != 4 || s.RedisURL == "" {
-			errs = append(errs, errors.New("evalsha needs redisURL and the gate's 4 keys"))
+		if len(s.Keys) != 5 || s.RedisURL == "" {
+			errs = append(errs, errors.New("evalsha needs redisURL and the gate's 5 keys"))
 		}
 	default:
 		errs = append(errs, fmt.Errorf("unknown kind %q", s.Kind))
@@ -171,7 +171,7 @@ func (s loadSpec) evalshaAttempts(ctx context.Context) (func() (attempt, func())
 		var order []byte
 		return func(j int64) (string, bool, error) {
 			order = strconv.AppendInt(append(order[:0], s.OrderPrefix...), j, 10)
-			v, err := script.Run(ctx, rdb, keys, string(order), customerBase+j+1, orderAmount, 1).Text()
+			v, err := script.Run(ctx, rdb, keys, string(order), customerBase+j+1, orderAmount, 1, "", "", 1000).Text()
 			if err != nil {
 				return "REDIS_ERROR", false, err
 			}

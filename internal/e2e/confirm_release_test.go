@@ -170,7 +170,8 @@ func TestExpiry_ReleasesDueReservationsOnceAcrossInstances(t *testing.T) {
 		deadline := time.Now().Add(15 * time.Second)
 		for !settled() {
 			if time.Now().After(deadline) {
-				t.Fatalf("reservations not expired: %+v", readVoucher(t, a, code))
+				st := readVoucher(t, a, code)
+				t.Fatalf("reservations not expired: %+v (gate %v)", st, deref(st.GateRemaining))
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

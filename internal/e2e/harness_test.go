@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"voucherd/internal/app"
+	"voucherd/internal/testdb"
 )
 
 const (
@@ -338,26 +339,11 @@ func num(t testing.TB, v any) int64 {
 // back to the wrong gate), or one that reconciles or sweeps every second.
 func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(databaseURL)
+	url := testdb.Own(t, databaseURL)
+	db, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := strings.ToLower(strings.ReplaceAll(uniqueCode("voucher_own"), "-", "_"))
-	if _, err := database(t).Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	url := strings.Replace(databaseURL, "/"+cfg.ConnConfig.Database+"?", "/"+name+"?", 1)
-	if url == databaseURL {
-		t.Fatalf("cannot derive a database URL from %s", databaseURL)
-	}
-	db, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		db.Close()
-		_, _ = database(t).Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
+	t.Cleanup(db.Close) // before the database is dropped: cleanups run last first
 	return url, db
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"voucherd/internal/events"
+	"voucherd/internal/testdb"
 	"voucherd/internal/testproc"
 )
 
@@ -86,26 +87,7 @@ func serveEnv(databaseURL, redisURL string, extra map[string]string) map[string]
 // only this test's vouchers.
 func ownDatabase(t testing.TB) string {
 	t.Helper()
-	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, databaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := admin.Config().ConnConfig
-	name := "faults_" + strings.ReplaceAll(randomHex(6), "-", "_")
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		admin.Close()
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-		admin.Close()
-	})
-	url := strings.Replace(databaseURL, "/"+cfg.Database+"?", "/"+name+"?", 1)
-	if url == databaseURL {
-		t.Fatalf("cannot derive a database URL from %s", databaseURL)
-	}
-	return url
+	return testdb.Own(t, databaseURL)
 }
 
 func openDB(t testing.TB, url string) *pgxpool.Pool {

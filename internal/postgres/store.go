@@ -3,12 +3,15 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -402,23 +405,69 @@ func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind
 	return q.ReservationEventInsert(ctx, event(row, kind, path))
 }
 
-// ExpireDue releases up to limit reservations past their deadline, each in
-// its own transaction whose conditional update lets exactly one sweeping
-// instance release it.
+// ExpireDue releases up to limit reservations past their deadline in one
+// transaction and gives their uses back, in the lock order of every writer
+// (redemptions, customers, events, vouchers last, each set sorted). Rows
+// another instance's sweep, a confirm or a release holds are skipped, so any
+// number of instances may sweep at once and each row is released once. One
+// transaction a batch, not a row: the unconfirmed winners of a big sale are
+// released within a pass, not over many minutes.
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation, error) {
-	due, err := s.q.VoucherRedemptionListDue(ctx, limit32(limit))
+	var expired []voucher.Reservation
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		expired = nil // a retried transaction starts again
+		rows, err := q.VoucherRedemptionExpireDue(ctx, limit32(limit))
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		type holder struct {
+			code     string
+			customer int64
+		}
+		customers := map[holder]int32{}
+		type given struct {
+			uses     int32
+			discount int64
+		}
+		vouchers := map[string]given{}
+		events := db.ReservationEventInsertKindsParams{Kind: "expired", Path: string(voucher.PathExpiry)}
+		for _, r := range rows {
+			customers[holder{r.VoucherCode, r.CustomerID}]++
+			g := vouchers[r.VoucherCode]
+			vouchers[r.VoucherCode] = given{g.uses + 1, g.discount + r.DiscountAmount}
+			events.OrderIds = append(events.OrderIds, r.OrderID)
+			events.Codes = append(events.Codes, r.VoucherCode)
+			events.CustomerIds = append(events.CustomerIds, r.CustomerID)
+			expired = append(expired, toReservation(r))
+		}
+		held := slices.SortedFunc(maps.Keys(customers), func(a, b holder) int {
+			return cmp.Or(strings.Compare(a.code, b.code), cmp.Compare(a.customer, b.customer))
+		})
+		var back db.VoucherCustomerUsesGiveBackParams
+		for _, h := range held {
+			back.Codes = append(back.Codes, h.code)
+			back.CustomerIds = append(back.CustomerIds, h.customer)
+			back.Uses = append(back.Uses, customers[h])
+		}
+		if err := q.VoucherCustomerLockMany(ctx, db.VoucherCustomerLockManyParams{Codes: back.Codes, CustomerIds: back.CustomerIds}); err != nil {
+			return err
+		}
+		if err := q.VoucherCustomerUsesGiveBack(ctx, back); err != nil {
+			return err
+		}
+		if err := q.ReservationEventInsertKinds(ctx, events); err != nil {
+			return err
+		}
+		for _, code := range slices.Sorted(maps.Keys(vouchers)) {
+			g := vouchers[code]
+			if err := q.VoucherUsesGiveBack(ctx, db.VoucherUsesGiveBackParams{Code: code, N: g.uses, Discount: g.discount}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, mapError(err)
-	}
-	var expired []voucher.Reservation
-	for _, orderID := range due {
-		res, ok, err := s.ExpireReservation(ctx, orderID)
-		if err != nil {
-			return expired, err
-		}
-		if ok { // else confirmed, released or expired by another instance meanwhile
-			expired = append(expired, res)
-		}
 	}
 	return expired, nil
 }

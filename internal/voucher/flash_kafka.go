@@ -375,59 +375,75 @@ func (k *kafkaFlash) claimOrdinary(ctx context.Context, r ReserveRequest) {
 // confirms or is refused, never both. The gate outlives every reservation
 // of its voucher (ExpireAt is past endsAt + the TTL), so it decides after
 // the sale too.
-func (k *kafkaFlash) expireDue(ctx context.Context, limit int) (int, error) {
-	due, err := k.events.DueReservations(ctx, limit)
+func (k *kafkaFlash) expireDue(pass context.Context, limit int) (int, error) {
+	due, err := k.events.DueReservations(pass, limit)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	defer func() { k.obs.ReservationsExpired(n) }()
 	for _, d := range due {
-		if d.Flash {
-			decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, time.Now(), true)
-			if err != nil {
-				k.logger.WarnContext(ctx, "expiry: gate did not answer; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
-				continue
-			}
-			switch decision {
-			case DecisionPaused, DecisionNotDue, DecisionPending:
-				continue
-			case DecisionNotLoaded, DecisionStale:
-				if k.gateOutlived(ctx, d.VoucherCode) {
-					break // the gate is gone for good: only the database knows
-				}
-				k.requestRecovery(d.VoucherCode)
-				continue // after the recovery, which applies the decisions in flight first
-			case DecisionConfirmed:
-				if o.decidedAtGate() {
-					// Confirmed at the gate; its event is late or was not
-					// published: send it (again) rather than expire.
-					if err := k.publish(ctx, NewEvent(EventConfirmed, d.Reservation, time.Now())); err != nil {
-						k.logger.WarnContext(ctx, "expiry: confirmed event not published; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
-					}
-					continue
-				}
-			}
-			// RELEASED_NOW, RELEASED (its event late or lost), UNKNOWN,
-			// LEGACY: the database releases the row.
-		}
-		if err := k.fault(ctx, StepSweep, d.OrderID); err != nil {
-			return n, err
-		}
-		res, expired, err := k.events.ExpireReservation(ctx, d.OrderID)
+		ctx, cancel, err := sweepStep(pass)
 		if err != nil {
 			return n, err
 		}
+		expired, err := k.expireOne(ctx, d)
+		cancel()
 		if expired {
 			n++
-		} else {
-			res = d.Reservation
 		}
-		// Whether this sweep or the consumer released the row, the database
-		// no longer counts the use: the gate may give it back (once).
-		k.releaseGate(ctx, res)
+		if err != nil {
+			return n, err
+		}
 	}
 	return n, nil
+}
+
+// expireOne releases one due reservation unless the gate says otherwise
+// (confirmed there, or not decidable now: a later pass tries again).
+func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, error) {
+	if d.Flash {
+		decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, time.Now(), true)
+		if err != nil {
+			k.logger.WarnContext(ctx, "expiry: gate did not answer; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
+			return false, nil
+		}
+		switch decision {
+		case DecisionPaused, DecisionNotDue, DecisionPending:
+			return false, nil
+		case DecisionNotLoaded, DecisionStale:
+			if k.gateOutlived(ctx, d.VoucherCode) {
+				break // the gate is gone for good: only the database knows
+			}
+			k.requestRecovery(d.VoucherCode)
+			return false, nil // after the recovery, which applies the decisions in flight first
+		case DecisionConfirmed:
+			if o.decidedAtGate() {
+				// Confirmed at the gate; its event is late or was not
+				// published: send it (again) rather than expire.
+				if err := k.publish(ctx, NewEvent(EventConfirmed, d.Reservation, time.Now())); err != nil {
+					k.logger.WarnContext(ctx, "expiry: confirmed event not published; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
+				}
+				return false, nil
+			}
+		}
+		// RELEASED_NOW, RELEASED (its event late or lost), UNKNOWN,
+		// LEGACY: the database releases the row.
+	}
+	if err := k.fault(ctx, StepSweep, d.OrderID); err != nil {
+		return false, err
+	}
+	res, expired, err := k.events.ExpireReservation(ctx, d.OrderID)
+	if err != nil {
+		return false, err
+	}
+	if !expired {
+		res = d.Reservation
+	}
+	// Whether this sweep or the consumer released the row, the database
+	// no longer counts the use: the gate may give it back (once).
+	k.releaseGate(ctx, res)
+	return expired, nil
 }
 
 // gateOutlived reports whether a voucher's gate has expired for good (past

@@ -99,7 +99,12 @@ func (s *syncFlash) release(context.Context, string, string) (Reservation, bool,
 
 // expireDue has the database release what is due, then gives the uses back
 // to the gate.
-func (s *syncFlash) expireDue(ctx context.Context, limit int) (int, error) {
+func (s *syncFlash) expireDue(pass context.Context, limit int) (int, error) {
+	ctx, cancel, err := sweepStep(pass)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
 	expired, err := s.store.ExpireDue(ctx, limit)
 	for _, res := range expired {
 		s.releaseGate(ctx, res)

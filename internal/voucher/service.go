@@ -314,9 +314,31 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 	if s.flash != nil {
 		return s.flash.expireDue(ctx, limit)
 	}
-	expired, err := s.store.ExpireDue(ctx, limit)
+	step, cancel, err := sweepStep(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	expired, err := s.store.ExpireDue(step, limit)
 	s.obs.ReservationsExpired(len(expired))
 	return len(expired), err
+}
+
+// sweepStepTimeout bounds one step of the expiry sweep once begun: a batch
+// released in the database with its give-backs to the gate, or, in kafka
+// mode, one reservation.
+const sweepStepTimeout = 30 * time.Second
+
+// sweepStep starts a step of the expiry sweep unless the pass is over. The
+// step runs to its end past the pass's deadline: a release that commits
+// while its caller has stopped waiting for the answer leaves the sweep not
+// knowing it released, and the use out of the gate until reconciliation.
+func sweepStep(pass context.Context) (context.Context, context.CancelFunc, error) {
+	if err := pass.Err(); err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(pass), sweepStepTimeout)
+	return ctx, cancel, nil
 }
 
 // metadataCache keeps vouchers' terms for a short while so the flash path can

@@ -33,6 +33,36 @@ func (q *Queries) ReservationEventInsert(ctx context.Context, arg ReservationEve
 	return err
 }
 
+const reservationEventInsertKinds = `-- name: ReservationEventInsertKinds :exec
+INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
+SELECT o.order_id, o.voucher_code, o.customer_id, $1, $2
+FROM (SELECT unnest($3::text[]) AS order_id,
+             unnest($4::text[]) AS voucher_code,
+             unnest($5::bigint[]) AS customer_id) AS o
+ORDER BY o.order_id
+`
+
+type ReservationEventInsertKindsParams struct {
+	Kind        string
+	Path        string
+	OrderIds    []string
+	Codes       []string
+	CustomerIds []int64
+}
+
+// ReservationEventInsertKinds records one kind of event for several orders
+// of any vouchers (the expiry sweep's batch).
+func (q *Queries) ReservationEventInsertKinds(ctx context.Context, arg ReservationEventInsertKindsParams) error {
+	_, err := q.db.Exec(ctx, reservationEventInsertKinds,
+		arg.Kind,
+		arg.Path,
+		arg.OrderIds,
+		arg.Codes,
+		arg.CustomerIds,
+	)
+	return err
+}
+
 const reservationEventInsertMany = `-- name: ReservationEventInsertMany :exec
 INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
 SELECT o.order_id, $1, o.customer_id, 'reserved', $2

@@ -372,6 +372,26 @@ func (q *Queries) VoucherUseTake(ctx context.Context, arg VoucherUseTakeParams) 
 	return i, err
 }
 
+const voucherUsesGiveBack = `-- name: VoucherUsesGiveBack :exec
+UPDATE voucher
+SET used_count = used_count - $1::integer, reserved_count = reserved_count - $1::integer,
+    budget_used = budget_used - $2::bigint
+WHERE code = $3
+`
+
+type VoucherUsesGiveBackParams struct {
+	N        int32
+	Discount int64
+	Code     string
+}
+
+// VoucherUsesGiveBack gives n released reserved uses back at once, with
+// their discounts.
+func (q *Queries) VoucherUsesGiveBack(ctx context.Context, arg VoucherUsesGiveBackParams) error {
+	_, err := q.db.Exec(ctx, voucherUsesGiveBack, arg.N, arg.Discount, arg.Code)
+	return err
+}
+
 const voucherUsesRecord = `-- name: VoucherUsesRecord :execrows
 UPDATE voucher
 SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,

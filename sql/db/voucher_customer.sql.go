@@ -57,6 +57,28 @@ func (q *Queries) VoucherCustomerListHolding(ctx context.Context, voucherCode st
 	return items, nil
 }
 
+const voucherCustomerLockMany = `-- name: VoucherCustomerLockMany :exec
+SELECT 1 FROM voucher_customer vc
+JOIN (SELECT unnest($1::text[]) AS voucher_code,
+             unnest($2::bigint[]) AS customer_id) AS g
+  ON vc.voucher_code = g.voucher_code AND vc.customer_id = g.customer_id
+ORDER BY vc.voucher_code, vc.customer_id
+FOR UPDATE OF vc
+`
+
+type VoucherCustomerLockManyParams struct {
+	Codes       []string
+	CustomerIds []int64
+}
+
+// VoucherCustomerLockMany locks customers' counts in (voucher, customer)
+// order, the fixed order of a batch, before VoucherCustomerUsesGiveBack
+// changes them (an UPDATE ... FROM takes its rows in no promised order).
+func (q *Queries) VoucherCustomerLockMany(ctx context.Context, arg VoucherCustomerLockManyParams) error {
+	_, err := q.db.Exec(ctx, voucherCustomerLockMany, arg.Codes, arg.CustomerIds)
+	return err
+}
+
 const voucherCustomerUseGiveBack = `-- name: VoucherCustomerUseGiveBack :exec
 UPDATE voucher_customer
 SET used_count = used_count - 1
@@ -95,6 +117,28 @@ func (q *Queries) VoucherCustomerUseTake(ctx context.Context, arg VoucherCustome
 	var used_count int32
 	err := row.Scan(&used_count)
 	return used_count, err
+}
+
+const voucherCustomerUsesGiveBack = `-- name: VoucherCustomerUsesGiveBack :exec
+UPDATE voucher_customer vc
+SET used_count = vc.used_count - g.uses
+FROM (SELECT unnest($1::text[]) AS voucher_code,
+             unnest($2::bigint[]) AS customer_id,
+             unnest($3::integer[]) AS uses) AS g
+WHERE vc.voucher_code = g.voucher_code AND vc.customer_id = g.customer_id
+`
+
+type VoucherCustomerUsesGiveBackParams struct {
+	Codes       []string
+	CustomerIds []int64
+	Uses        []int32
+}
+
+// VoucherCustomerUsesGiveBack gives uses[i] back to customer_ids[i] of
+// codes[i], each pair once.
+func (q *Queries) VoucherCustomerUsesGiveBack(ctx context.Context, arg VoucherCustomerUsesGiveBackParams) error {
+	_, err := q.db.Exec(ctx, voucherCustomerUsesGiveBack, arg.Codes, arg.CustomerIds, arg.Uses)
+	return err
 }
 
 const voucherCustomerUsesRecord = `-- name: VoucherCustomerUsesRecord :exec

@@ -167,6 +167,56 @@ func (q *Queries) VoucherRedemptionExpire(ctx context.Context, orderID string) (
 	return i, err
 }
 
+const voucherRedemptionExpireDue = `-- name: VoucherRedemptionExpireDue :many
+WITH due AS (
+    SELECT order_id FROM voucher_redemption
+    WHERE status = 'RESERVED' AND expires_at <= now()
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE voucher_redemption r
+SET status = 'RELEASED', released_at = clock_timestamp()
+FROM due
+WHERE r.order_id = due.order_id AND r.status = 'RESERVED'
+RETURNING r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status, r.created_at, r.expires_at, r.confirmed_at, r.released_at
+`
+
+// VoucherRedemptionExpireDue releases up to n reservations past their
+// deadline at once (the expiry sweep of the database and sync paths). SKIP
+// LOCKED: rows another sweep, a confirm or a release holds are left to it,
+// so any number of instances sweep at once and each row is released once.
+func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]VoucherRedemption, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionExpireDue, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemption
+	for rows.Next() {
+		var i VoucherRedemption
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.VoucherCode,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.DiscountAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.ConfirmedAt,
+			&i.ReleasedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherRedemptionGetByOrderID = `-- name: VoucherRedemptionGetByOrderID :one
 SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = $1
 `
@@ -415,33 +465,6 @@ func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucher
 			return nil, err
 		}
 		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const voucherRedemptionListDue = `-- name: VoucherRedemptionListDue :many
-SELECT order_id FROM voucher_redemption
-WHERE status = 'RESERVED' AND expires_at <= now()
-ORDER BY expires_at
-LIMIT $1
-`
-
-func (q *Queries) VoucherRedemptionListDue(ctx context.Context, limit int32) ([]string, error) {
-	rows, err := q.db.Query(ctx, voucherRedemptionListDue, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var order_id string
-		if err := rows.Scan(&order_id); err != nil {
-			return nil, err
-		}
-		items = append(items, order_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

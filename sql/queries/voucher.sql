@@ -66,6 +66,14 @@ SET used_count = used_count - 1, reserved_count = reserved_count - 1,
     budget_used = budget_used - sqlc.arg(discount)::bigint
 WHERE code = sqlc.arg(code);
 
+-- VoucherUsesGiveBack gives n released reserved uses back at once, with
+-- their discounts.
+-- name: VoucherUsesGiveBack :exec
+UPDATE voucher
+SET used_count = used_count - sqlc.arg(n)::integer, reserved_count = reserved_count - sqlc.arg(n)::integer,
+    budget_used = budget_used - sqlc.arg(discount)::bigint
+WHERE code = sqlc.arg(code);
+
 -- name: VoucherUseConfirm :exec
 UPDATE voucher
 SET reserved_count = reserved_count - 1, confirmed_count = confirmed_count + 1

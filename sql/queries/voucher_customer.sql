@@ -42,6 +42,27 @@ UPDATE voucher_customer
 SET used_count = used_count - 1
 WHERE voucher_code = $1 AND customer_id = $2;
 
+-- VoucherCustomerLockMany locks customers' counts in (voucher, customer)
+-- order, the fixed order of a batch, before VoucherCustomerUsesGiveBack
+-- changes them (an UPDATE ... FROM takes its rows in no promised order).
+-- name: VoucherCustomerLockMany :exec
+SELECT 1 FROM voucher_customer vc
+JOIN (SELECT unnest(sqlc.arg(codes)::text[]) AS voucher_code,
+             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id) AS g
+  ON vc.voucher_code = g.voucher_code AND vc.customer_id = g.customer_id
+ORDER BY vc.voucher_code, vc.customer_id
+FOR UPDATE OF vc;
+
+-- VoucherCustomerUsesGiveBack gives uses[i] back to customer_ids[i] of
+-- codes[i], each pair once.
+-- name: VoucherCustomerUsesGiveBack :exec
+UPDATE voucher_customer vc
+SET used_count = vc.used_count - g.uses
+FROM (SELECT unnest(sqlc.arg(codes)::text[]) AS voucher_code,
+             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+             unnest(sqlc.arg(uses)::integer[]) AS uses) AS g
+WHERE vc.voucher_code = g.voucher_code AND vc.customer_id = g.customer_id;
+
 -- VoucherCustomerGetUses reads how many uses a customer holds of a voucher
 -- (a check); no row means none.
 -- name: VoucherCustomerGetUses :one

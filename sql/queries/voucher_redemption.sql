@@ -47,11 +47,23 @@ SET status = 'RELEASED', released_at = clock_timestamp()
 WHERE order_id = $1 AND status = 'RESERVED' AND expires_at <= now()
 RETURNING *;
 
--- name: VoucherRedemptionListDue :many
-SELECT order_id FROM voucher_redemption
-WHERE status = 'RESERVED' AND expires_at <= now()
-ORDER BY expires_at
-LIMIT $1;
+-- VoucherRedemptionExpireDue releases up to n reservations past their
+-- deadline at once (the expiry sweep of the database and sync paths). SKIP
+-- LOCKED: rows another sweep, a confirm or a release holds are left to it,
+-- so any number of instances sweep at once and each row is released once.
+-- name: VoucherRedemptionExpireDue :many
+WITH due AS (
+    SELECT order_id FROM voucher_redemption
+    WHERE status = 'RESERVED' AND expires_at <= now()
+    ORDER BY expires_at
+    LIMIT sqlc.arg(n)
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE voucher_redemption r
+SET status = 'RELEASED', released_at = clock_timestamp()
+FROM due
+WHERE r.order_id = due.order_id AND r.status = 'RESERVED'
+RETURNING r.*;
 
 -- name: VoucherRedemptionListLive :many
 SELECT order_id, customer_id, order_amount FROM voucher_redemption
