@@ -33,7 +33,7 @@ func Own(t testing.TB, baseURL string) string {
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	defer admin.Close(ctx)
+	defer func() { _ = admin.Close(ctx) }()
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("testdb: create database: %v", err)
 	}
@@ -43,7 +43,7 @@ func Own(t testing.TB, baseURL string) string {
 			t.Logf("testdb: database %s not dropped: %v", name, err)
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 			t.Logf("testdb: database %s not dropped: %v", name, err)
 		}
