@@ -35,6 +35,9 @@ type scenario struct {
 	kafka bool
 	// presold: the voucher is sold out before the measured load starts.
 	presold bool
+	// terms replace the voucher's default terms for a voucher of quota uses
+	// (a nil value drops one).
+	terms func(quota int) map[string]any
 }
 
 type scenarioKind int
@@ -45,6 +48,7 @@ const (
 	kindEvalsha
 	kindREST
 	kindGraphQL
+	kindCheck // checkVoucher over REST: nothing is held
 )
 
 // scenarioCatalog is every scenario, in the order they run: the baselines
@@ -61,6 +65,9 @@ var scenarioCatalog = []scenario{
 	{name: "winners-sync", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=sync", kind: kindREST, flash: true, big: true},
 	{name: "winners-kafka", title: "winners: flash voucher too big to sell out, FLASH_WRITE_PATH=kafka", kind: kindREST, flash: true, big: true, kafka: true},
 	{name: "rest-kafka", title: "the sale over REST, FLASH_WRITE_PATH=kafka", kind: kindREST, flash: true, kafka: true},
+	{name: "check-soldout", title: "(e) checkVoucher on a sold-out flash voucher, REST", kind: kindCheck, flash: true, presold: true},
+	{name: "check-live", title: "(e') checkVoucher on a live flash voucher, REST", kind: kindCheck, flash: true},
+	{name: "rest-percent", title: "the sale on a PERCENT voucher with a budget, REST", kind: kindREST, flash: true, terms: percentTerms},
 }
 
 func findScenario(name string) *scenario {
@@ -72,7 +79,19 @@ func findScenario(name string) *scenario {
 	return nil
 }
 
-func (s scenario) sale() bool { return s.kind == kindREST || s.kind == kindGraphQL }
+func (s scenario) sale() bool {
+	return s.kind == kindREST || s.kind == kindGraphQL || s.kind == kindCheck
+}
+
+// percentTerms: 10 % off, at most 20.00, and a budget of exactly the quota's
+// discounts (each order of the load is 250.00, so 25.00 capped at 20.00):
+// the budget and the stock run out together.
+func percentTerms(quota int) map[string]any {
+	return map[string]any{
+		"discountAmount": nil, "discountType": "PERCENT", "discountPercent": 10, "maxDiscountAmount": 2000,
+		"budgetAmount": 2000 * quota,
+	}
+}
 
 // bench is one run.
 type bench struct {
@@ -319,7 +338,11 @@ func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared
 		}
 		p.api, p.server = b.kafkaAPI, b.kafka
 	}
-	if err := p.api.createVoucher(ctx, p.code, p.quota, s.flash); err != nil {
+	var terms map[string]any
+	if s.terms != nil {
+		terms = s.terms(p.quota)
+	}
+	if err := p.api.createVoucher(ctx, p.code, p.quota, s.flash, terms); err != nil {
 		return nil, err
 	}
 	if s.presold {
@@ -614,8 +637,11 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		Name: s.name, Kind: "http", Base: p.api.base, Path: "/vouchers/" + p.code + "/reservations", Token: p.api.storefront,
 		Body: "rest", Classify: "rest", Code: p.code, OrderPrefix: p.orderPrefix, Requests: requests, MaxTime: maxTime,
 	}
-	if s.kind == kindGraphQL {
+	switch s.kind {
+	case kindGraphQL:
 		spec.Path, spec.Body, spec.Classify = "/graphql", "graphql", "graphql"
+	case kindCheck:
+		spec.Path, spec.Body, spec.Classify = "/vouchers/"+p.code+"/checks", "check", "check"
 	}
 
 	b.settle(ctx)
@@ -722,10 +748,21 @@ func (b *bench) checkSale(res *scenarioResult, s scenario, p *prepared, lr *load
 	}
 	res.check("each success is a live row and each live row a success", lost == 0 && notAnswered == 0 && st.foreignOrders == int(extra),
 		fmt.Sprintf("%d successes not in the database, %d rows never answered success, %d other rows (want %d)", lost, notAnswered, st.foreignOrders, extra))
+	if st.BudgetAmount != nil {
+		res.check("budget held: the live discounts are budget_used, within budgetAmount", st.BudgetUsed == st.LiveDiscounts && st.BudgetUsed <= *st.BudgetAmount,
+			fmt.Sprintf("budget_used %d, live discounts %d, budget %d", st.BudgetUsed, st.LiveDiscounts, *st.BudgetAmount))
+	}
 	res.check("per-customer bound held", st.OverLimit == 0, fmt.Sprintf("%d customers over %d (max %d)", st.OverLimit, st.PerUserLimit, st.MaxPerCust))
 
 	fresh := lr.Requests - retries(lr)
 	switch {
+	case s.kind == kindCheck:
+		want, answers := "DISCOUNT", lr.Outcomes["DISCOUNT"]+lr.Outcomes["retry DISCOUNT"]
+		if s.presold {
+			want, answers = "OUT_OF_STOCK", lr.Outcomes["OUT_OF_STOCK"]+lr.Outcomes["retry OUT_OF_STOCK"]
+		}
+		res.check("checks held nothing and each answered "+want, sold == 0 && int64(st.UsedCount) == extra && int64(st.LiveRows) == extra && answers == lr.Requests,
+			fmt.Sprintf("%d of %d answered %s; used_count %d, live rows %d, want %d", answers, lr.Requests, want, st.UsedCount, st.LiveRows, extra))
 	case s.presold:
 		res.check("late crowd gets nothing", sold == 0, fmt.Sprintf("%d successes", sold))
 	case s.big:

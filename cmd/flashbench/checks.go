@@ -176,6 +176,9 @@ type saleState struct {
 	PerUserLimit  int            `json:"perUserLimit"`
 	Reserved      int            `json:"reservedEvents"` // reservation_event rows of kind reserved
 	WriteByPath   map[string]int `json:"reserveWritesByPath"`
+	BudgetUsed    int64          `json:"budgetUsed"`             // voucher.budget_used
+	BudgetAmount  *int64         `json:"budgetAmount,omitempty"` // voucher.budget_amount (nil: no budget)
+	LiveDiscounts int64          `json:"liveDiscounts"`          // the live rows' discounts, summed
 	liveOrderJ    []int64        // the order numbers of the live rows (prefix stripped)
 	foreignOrders int            // live rows whose orderId the harness did not make
 }
@@ -185,6 +188,12 @@ func (p *pg) sale(ctx context.Context, code, orderPrefix string) (saleState, err
 	if err := p.conn.QueryRow(ctx, `SELECT used_count, total_limit, per_user_limit FROM voucher WHERE code = $1`, code).
 		Scan(&s.UsedCount, &s.TotalLimit, &s.PerUserLimit); err != nil {
 		return s, fmt.Errorf("voucher %s: %w", code, err)
+	}
+	p.own++
+	if err := p.conn.QueryRow(ctx, `SELECT budget_used, budget_amount,
+  (SELECT coalesce(sum(discount_amount), 0) FROM voucher_redemption WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED'))
+FROM voucher WHERE code = $1`, code).Scan(&s.BudgetUsed, &s.BudgetAmount, &s.LiveDiscounts); err != nil {
+		return s, fmt.Errorf("voucher %s budget: %w", code, err)
 	}
 	p.own++
 	if err := p.conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE n > $2), coalesce(max(n), 0) FROM (

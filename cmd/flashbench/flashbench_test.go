@@ -110,6 +110,14 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 			t.Errorf("%s: Little's law not computed: connections %d, C/X %.3f ms, mean %.3f ms", s.Name, s.Connections, s.LittleMs, s.Mean)
 		}
 	}
+	stateOf := func(name string) *saleState {
+		for _, s := range rep.Scenarios {
+			if s.Name == name {
+				return s.State
+			}
+		}
+		return nil
+	}
 	sold := func(name string) (int64, *saleState) {
 		for _, s := range rep.Scenarios {
 			if s.Name == name && s.Sold != nil {
@@ -119,7 +127,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 		t.Fatalf("%s: no sold count", name)
 		return 0, nil
 	}
-	for _, name := range []string{"rest", "graphql", "db"} {
+	for _, name := range []string{"rest", "graphql", "db", "rest-percent"} {
 		n, st := sold(name)
 		if n != quota || st == nil || st.UsedCount != quota || st.LiveRows != quota || st.TotalLimit != quota {
 			t.Errorf("%s: sold %d, database %+v; want exactly %d everywhere", name, n, st, quota)
@@ -128,7 +136,13 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	if n, _ := sold("evalsha"); n != quota {
 		t.Errorf("evalsha admitted %d orders, want %d", n, quota)
 	}
-	for _, name := range []string{"soldout", "soldout-graphql"} {
+	if n, st := sold("check-live"); n != 0 || st == nil || st.UsedCount != 0 || st.LiveRows != 0 {
+		t.Errorf("check-live: checks took %d, database %+v; want nothing", n, st)
+	}
+	if st := stateOf("rest-percent"); st == nil || st.BudgetAmount == nil || st.BudgetUsed != *st.BudgetAmount || st.LiveDiscounts != st.BudgetUsed {
+		t.Errorf("rest-percent: %+v; want the whole budget spent by the quota's discounts", st)
+	}
+	for _, name := range []string{"soldout", "soldout-graphql", "check-soldout"} {
 		if n, st := sold(name); n != 0 || st == nil || st.UsedCount != quota {
 			t.Errorf("%s: the late crowd got %d, database %+v", name, n, st)
 		}

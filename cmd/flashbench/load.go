@@ -319,6 +319,15 @@ func restBody(orderPrefix string) func([]byte, int64) []byte {
 	}
 }
 
+// checkBody is a checkVoucher's REST body: the reserve's without orderId.
+func checkBody(dst []byte, j int64) []byte {
+	dst = append(dst, `{"customerId":`...)
+	dst = strconv.AppendInt(dst, customerBase+j+1, 10)
+	dst = append(dst, `,"orderAmount":`...)
+	dst = strconv.AppendInt(dst, orderAmount, 10)
+	return append(dst, '}')
+}
+
 // reserveMutation is the storefront's reserve over GraphQL: one operation
 // text, so the server's parsed-query cache always hits.
 const reserveMutation = `mutation Reserve($input: ReserveVoucherInput!) { reserveVoucher(input: $input) { reservation { orderId status discountAmount expiresAt } error { code } } }`
@@ -360,6 +369,15 @@ func classifyGraphQL(status int, body []byte) (string, bool) {
 		return "GRAPHQL_ERROR", false
 	}
 	return intern([]byte("HTTP_" + strconv.Itoa(status))), false
+}
+
+// classifyCheck: 200 is the discount a reserve would get (nothing held, so
+// never a success to count as sold); a refusal names its code.
+func classifyCheck(status int, body []byte) (string, bool) {
+	if status == http.StatusOK && bytes.Contains(body, []byte(`"discountAmount":`)) {
+		return "DISCOUNT", false
+	}
+	return classifyREST(status, body)
 }
 
 // classifyCeiling: the trivial handler answers 201.

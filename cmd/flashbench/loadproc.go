@@ -33,7 +33,7 @@ type loadSpec struct {
 	Base        string        `json:"base"`   // loopback URL of the server (http)
 	Path        string        `json:"path"`
 	Token       string        `json:"token,omitempty"`
-	Body        string        `json:"body"`               // rest or graphql (http)
+	Body        string        `json:"body"`               // rest, graphql or check (http)
 	Code        string        `json:"code,omitempty"`     // the voucher, in a GraphQL body
 	Classify    string        `json:"classify,omitempty"` // rest, graphql or ceiling (http)
 	OrderPrefix string        `json:"orderPrefix"`
@@ -63,11 +63,11 @@ func (s loadSpec) validate() error {
 		if s.Client != "raw" && s.Client != "nethttp" {
 			errs = append(errs, errors.New("client must be raw or nethttp"))
 		}
-		if s.Body != "rest" && s.Body != "graphql" {
-			errs = append(errs, errors.New("body must be rest or graphql"))
+		if s.Body != "rest" && s.Body != "graphql" && s.Body != "check" {
+			errs = append(errs, errors.New("body must be rest, graphql or check"))
 		}
 		if classifier(s.Classify) == nil {
-			errs = append(errs, errors.New("classify must be rest, graphql or ceiling"))
+			errs = append(errs, errors.New("classify must be rest, graphql, check or ceiling"))
 		}
 	case "evalsha":
 		if len(s.Keys) != 5 || s.RedisURL == "" {
@@ -85,6 +85,8 @@ func classifier(name string) func(int, []byte) (string, bool) {
 		return classifyREST
 	case "graphql":
 		return classifyGraphQL
+	case "check":
+		return classifyCheck
 	case "ceiling":
 		return classifyCeiling
 	}
@@ -134,8 +136,11 @@ func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(
 		return s.evalshaAttempts(ctx)
 	}
 	build := restBody(s.OrderPrefix)
-	if s.Body == "graphql" {
+	switch s.Body {
+	case "graphql":
 		build = graphqlBody(s.Code, s.OrderPrefix)
+	case "check":
+		build = checkBody
 	}
 	classify := classifier(s.Classify)
 	if s.Client == "nethttp" {

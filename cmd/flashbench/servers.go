@@ -184,8 +184,19 @@ func (a *api) graphql(ctx context.Context, token, query string, vars map[string]
 
 // createVoucher creates a voucher open from a minute ago for half an hour:
 // long enough for any run, short enough that no warm-up reloads it later.
-func (a *api) createVoucher(ctx context.Context, code string, total int, flash bool) error {
+func (a *api) createVoucher(ctx context.Context, code string, total int, flash bool, terms map[string]any) error {
 	now := time.Now().UTC()
+	input := map[string]any{
+		"code": code, "discountAmount": 1000, "minOrderAmount": 0, "totalLimit": total, "perUserLimit": 1,
+		"startsAt": now.Add(-time.Minute).Format(time.RFC3339), "endsAt": now.Add(30 * time.Minute).Format(time.RFC3339), "flash": flash,
+	}
+	for k, v := range terms {
+		if v == nil {
+			delete(input, k)
+		} else {
+			input[k] = v
+		}
+	}
 	var out struct {
 		CreateVoucher struct {
 			Voucher *struct{ Code string }
@@ -193,10 +204,7 @@ func (a *api) createVoucher(ctx context.Context, code string, total int, flash b
 		}
 	}
 	err := a.graphql(ctx, a.admin, `mutation Create($input: CreateVoucherInput!) {
-  createVoucher(input: $input) { voucher { code } error { code message } } }`, map[string]any{"input": map[string]any{
-		"code": code, "discountAmount": 1000, "minOrderAmount": 0, "totalLimit": total, "perUserLimit": 1,
-		"startsAt": now.Add(-time.Minute).Format(time.RFC3339), "endsAt": now.Add(30 * time.Minute).Format(time.RFC3339), "flash": flash,
-	}}, &out)
+  createVoucher(input: $input) { voucher { code } error { code message } } }`, map[string]any{"input": input}, &out)
 	if err != nil {
 		return fmt.Errorf("create voucher %s: %w", code, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"voucherd/internal/gate"
 )
@@ -210,4 +211,47 @@ func TestBudget_ARebuiltGateKeepsWhatTheHeldDiscountsSpent(t *testing.T) {
 func TestBudget_ARebuiltGateKeepsWhatTheHeldDiscountsSpentInKafkaMode(t *testing.T) {
 	t.Parallel()
 	rebuiltGateKeepsTheBudget(t, kafkaServer(t, nil), true)
+}
+
+// The expiry sweep gives a reservation's discount back to the budget, in the
+// database and at the flash gate: a budget spent by reservations that
+// expired serves new orders again.
+func TestExpiry_GivesTheDiscountsBackToTheBudget(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := ownDatabase(t) // the sweep acts on every row of its database
+	s := startServer(t, map[string]string{"RESERVATION_TTL": "1s", "EXPIRY_INTERVAL": "200ms", "DATABASE_URL": dbURL})
+	kinds(t, func(t *testing.T, flash bool) {
+		api := restAPI{s}
+		code := discountVoucher(t, s, flash, map[string]any{"discountType": "PERCENT", "discountPercent": 10, "budgetAmount": 1000})
+		for i := range 10 {
+			if r := api.reserve(t, code, int64(i+1), uniqueOrder(), 1000); r.Error != "" {
+				t.Fatalf("reserve %d of 10 discounts of 100 on a budget of 1,000: %s", i+1, r.Error)
+			}
+		}
+		if r := api.reserve(t, code, 11, uniqueOrder(), 1000); r.Error != "BUDGET_EXHAUSTED" {
+			t.Fatalf("the 11th discount of 100 on a spent budget: %q, want BUDGET_EXHAUSTED", r.Error)
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for budgetUsed(t, s, code) != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("budgetUsed %d after the reservations expired, want 0", budgetUsed(t, s, code))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// The gate's budget is given back after the database's: a reserve
+		// may still hear BUDGET_EXHAUSTED for a moment.
+		for {
+			r := api.reserve(t, code, 12, uniqueOrder(), 1000)
+			if r.Error == "" {
+				if d := num(t, r.Reservation["discountAmount"]); d != 100 {
+					t.Errorf("discount after the budget came back: %d, want 100", d)
+				}
+				break
+			}
+			if r.Error != "BUDGET_EXHAUSTED" || time.Now().After(deadline) {
+				t.Fatalf("a reserve after the budget came back: %q", r.Error)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 }

@@ -90,7 +90,8 @@ func TestExpireDue_ConcurrentSweepsReleaseEachReservationOnceInBatches(t *testin
 	}
 	for _, code := range codes {
 		var used, reserved, holding, events int
-		if err := pool.QueryRow(ctx, `SELECT used_count, reserved_count FROM voucher WHERE code = $1`, code).Scan(&used, &reserved); err != nil {
+		var budgetUsed int64
+		if err := pool.QueryRow(ctx, `SELECT used_count, reserved_count, budget_used FROM voucher WHERE code = $1`, code).Scan(&used, &reserved, &budgetUsed); err != nil {
 			t.Fatal(err)
 		}
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM voucher_customer WHERE voucher_code = $1 AND used_count <> 0`, code).Scan(&holding); err != nil {
@@ -99,8 +100,8 @@ func TestExpireDue_ConcurrentSweepsReleaseEachReservationOnceInBatches(t *testin
 		if err := pool.QueryRow(ctx, `SELECT count(DISTINCT order_id) FROM reservation_event WHERE voucher_code = $1 AND kind = 'expired'`, code).Scan(&events); err != nil {
 			t.Fatal(err)
 		}
-		if used != 0 || reserved != 0 || holding != 0 || events != 150 {
-			t.Errorf("voucher %s after expiry: used %d, reserved %d, customers holding %d, expired events %d; want 0, 0, 0, 150", code, used, reserved, holding, events)
+		if used != 0 || reserved != 0 || budgetUsed != 0 || holding != 0 || events != 150 {
+			t.Errorf("voucher %s after expiry: used %d, reserved %d, budget used %d, customers holding %d, expired events %d; want 0, 0, 0, 0, 150", code, used, reserved, budgetUsed, holding, events)
 		}
 	}
 	var writers int
