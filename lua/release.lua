@@ -7,7 +7,12 @@
 -- ARGV[2] 'release' (default): mark the order released, so a retry of it is
 --         answered RELEASED; 'forget': delete the order, so a retry is
 --         decided from scratch (the database refused it, or it never reached
---         the database: it holds no reservation to answer a retry with).
+--         the database: it holds no reservation to answer a retry with);
+--         'drop': as forget, but the use is not given back: the database
+--         refused the order as sold out although the gate admitted it, so
+--         the gate was one use too high (a rebuild raced winners in
+--         flight). Giving it back would keep the gate too high and send
+--         every later request to the database; dropping it converges.
 -- ARGV[3] the order's discount, given back to the budget with the use.
 --
 -- Returns 1 when this call took the order out of the live set and gave its
@@ -37,14 +42,16 @@ if f[3] == 'released' or f[3] == 'void' or f[3] == 'lost' then
 end
 
 local customer = f[1]
-if ARGV[2] == 'forget' then
+if ARGV[2] == 'forget' or ARGV[2] == 'drop' then
   redis.call('HDEL', KEYS[3], ARGV[1])
 elseif f[4] then
   redis.call('HSET', KEYS[3], ARGV[1], f[1] .. ':' .. f[2] .. ':released:' .. f[4] .. ':' .. f[5])
 else
   redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
 end
-redis.call('INCR', KEYS[1])
+if ARGV[2] ~= 'drop' then
+  redis.call('INCR', KEYS[1])
+end
 if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
   redis.call('HINCRBY', KEYS[4], 'budget', ARGV[3])
 end

@@ -169,6 +169,12 @@ func (g *Gate) Forget(ctx context.Context, code, orderID string, discount int64)
 	return g.giveBack(ctx, code, orderID, "forget", discount)
 }
 
+// Drop deletes an order the database refused as sold out, keeping its use
+// out of the gate (release.lua's drop: the gate was a use too high).
+func (g *Gate) Drop(ctx context.Context, code, orderID string, discount int64) (bool, error) {
+	return g.giveBack(ctx, code, orderID, "drop", discount)
+}
+
 // giveBack runs release.lua; discount goes back to the budget with the use.
 func (g *Gate) giveBack(ctx context.Context, code, orderID, mode string, discount int64) (bool, error) {
 	k := keysOf(code)

@@ -348,6 +348,38 @@ func TestRelease_GivesTheUseBackOnce(t *testing.T) {
 	}
 }
 
+// Drop takes out an order the database refused as sold out: its customer's
+// count and discount come back, its use does not (the gate was a use too
+// high), and a retry of the order is decided afresh.
+func TestDrop_KeepsTheUseOutAndGivesTheCustomerAndBudgetBack(t *testing.T) {
+	t.Parallel()
+	g, _ := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	snap := snapshot(code, 2, 1)
+	budget := int64(1000)
+	snap.Budget = &budget
+	load(t, g, snap)
+	if got, err := g.Reserve(ctx, code, 1, 300, req(code, "o1", 1, 3000)); err != nil || got != voucher.GateAdmitted {
+		t.Fatalf("Reserve(o1) = %q, %v", got, err)
+	}
+	if ok, err := g.Drop(ctx, code, "o1", 300); err != nil || !ok {
+		t.Fatalf("Drop(o1) = %v, %v", ok, err)
+	}
+	after := snapshotOf(t, g, code)
+	if after.Remaining != 1 || len(after.Customers) != 0 || len(after.Orders) != 0 || after.Budget == nil || *after.Budget != 1000 {
+		t.Errorf("after Drop: remaining %d (want 1: the use stays out), customers %v, orders %v, budget %v (want 1000)",
+			after.Remaining, after.Customers, after.Orders, deref(after.Budget))
+	}
+	if ok, err := g.Drop(ctx, code, "o1", 300); err != nil || ok {
+		t.Errorf("a second Drop(o1) = %v, %v; want nothing", ok, err)
+	}
+	// The customer may try again: decided afresh, on the one use left.
+	if got, err := g.Reserve(ctx, code, 1, 300, req(code, "o1", 1, 3000)); err != nil || got != voucher.GateAdmitted {
+		t.Errorf("Reserve(o1) again = %q, %v; want ADMITTED", got, err)
+	}
+}
+
 func TestRelease_UnknownOrderGivesNothing(t *testing.T) {
 	t.Parallel()
 	g, _ := newGate(t)
@@ -703,4 +735,11 @@ func TestAvailability_ReadsStockCustomerAndBudgetAndChangesNothing(t *testing.T)
 	if a, _, _ := g.Availability(ctx, code, 8); a.CustomerUses != 0 {
 		t.Errorf("a customer with no use has %d", a.CustomerUses)
 	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

@@ -69,6 +69,15 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 			// or the gate was loaded from a snapshot taken before the row
 			// was written; either way this gate use backs it.
 			return res, nil
+		case ErrorCodeOf(err) == OutOfStock:
+			// The database is sold out, yet the gate admitted: the gate
+			// was a use too high (a rebuild raced winners in flight).
+			// Giving the use back would keep it too high and send every
+			// later request here; keeping it out converges the gate.
+			if _, gerr := s.gate.Drop(ctx, v.Code, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+				s.logger.ErrorContext(ctx, "order refused by the database not dropped from the gate", "code", v.Code, "order", r.OrderID, "err", gerr)
+			}
+			return Reservation{}, err
 		case IsRefusal(err) && ErrorCodeOf(err) != Unavailable:
 			// The database said no: the use goes back and the order is
 			// forgotten, so a retry is decided afresh.

@@ -149,6 +149,10 @@ type Gate interface {
 	// Forget gives a live order's use back like Release but deletes the
 	// order, so a retry of it is decided from scratch.
 	Forget(ctx context.Context, code, orderID string, discount int64) (bool, error)
+	// Drop deletes an order the database refused as sold out after the gate
+	// admitted it, giving its customer's count and discount back but not
+	// its use: the gate was a use too high, and is one lower now.
+	Drop(ctx context.Context, code, orderID string, discount int64) (bool, error)
 	// Load installs a snapshot atomically unless the gate already holds the
 	// voucher; false when it did, so two instances warming at once load once.
 	Load(ctx context.Context, snap GateSnapshot) (bool, error)

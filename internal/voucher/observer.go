@@ -60,6 +60,13 @@ func (g observedGate) Forget(ctx context.Context, code, orderID string, discount
 	return ok, err
 }
 
+func (g observedGate) Drop(ctx context.Context, code, orderID string, discount int64) (bool, error) {
+	start := time.Now()
+	ok, err := g.Gate.Drop(ctx, code, orderID, discount)
+	g.obs.GateCall("drop", err, time.Since(start))
+	return ok, err
+}
+
 func (g observedGate) Load(ctx context.Context, snap GateSnapshot) (bool, error) {
 	start := time.Now()
 	ok, err := g.Gate.Load(ctx, snap)
