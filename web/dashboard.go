@@ -6,6 +6,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -95,6 +96,10 @@ type Config struct {
 	Logger        *slog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// DefaultCurrency is the currency of a voucher created without one
+	// (DEFAULT_CURRENCY), the form's amounts' when none is typed; default
+	// USD, as the service's.
+	DefaultCurrency string
 }
 
 // dashboard holds the handlers' dependencies.
@@ -112,6 +117,7 @@ func New(deps Deps, cfg Config) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg.DefaultCurrency = cmp.Or(cfg.DefaultCurrency, "USD")
 	d := &dashboard{deps: deps, cfg: cfg, logger: cfg.Logger}
 	mux := http.NewServeMux()
 	d.routes(mux)

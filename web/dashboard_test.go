@@ -73,7 +73,7 @@ type fixture struct {
 func newFixture(t *testing.T, cfg web.Config) fixture {
 	t.Helper()
 	store := postgres.New(pool)
-	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{})
+	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{DefaultCurrency: cfg.DefaultCurrency}) // one DEFAULT_CURRENCY, as in voucherd
 	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
 	bo := voucher.NewBackoffice(svc, store)
 	f := fixture{
@@ -340,7 +340,7 @@ func TestAuth_MarketerCannotReachOperatorActions(t *testing.T) {
 func voucherForm(code, csrf string, start time.Duration) url.Values {
 	now := time.Now().UTC()
 	return url.Values{
-		"csrf": {csrf}, "code": {code}, "discountAmount": {"1000"}, "minOrderAmount": {"0"},
+		"csrf": {csrf}, "code": {code}, "discountAmount": {"10"}, "minOrderAmount": {"0"},
 		"totalLimit": {"10"}, "perUserLimit": {"1"}, "tz": {"UTC"},
 		"startsAt": {now.Add(start).Format("2006-01-02T15:04")}, "endsAt": {now.Add(start + 2*time.Hour).Format("2006-01-02T15:04")},
 	}
@@ -786,9 +786,9 @@ func TestCreateVoucher_TakesPercentCapCurrencyAndBudgetAndShowsThemInTheCurrency
 	form.Set("discountType", "PERCENT")
 	form.Set("discountAmount", "")
 	form.Set("discountPercent", "15")
-	form.Set("maxDiscountAmount", "700")
+	form.Set("maxDiscountAmount", "7")
 	form.Set("currency", "EUR")
-	form.Set("budgetAmount", "500000")
+	form.Set("budgetAmount", "5 000")
 	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, form, nil); rec.Code != http.StatusSeeOther {
 		t.Fatalf("creating a PERCENT voucher: %d: %s", rec.Code, rec.Body)
 	}

@@ -97,7 +97,7 @@ func (d *dashboard) voucherFigures(w http.ResponseWriter, r *http.Request) {
 
 func (d *dashboard) newVoucher(w http.ResponseWriter, r *http.Request) {
 	zone := zoneOf(r)
-	f := components.VoucherForm{PerUserLimit: "1", MinOrderAmount: "0"}
+	f := components.VoucherForm{PerUserLimit: "1", MinOrderAmount: "0", DefaultCurrency: d.cfg.DefaultCurrency}
 	if zone != time.UTC {
 		f.Zone = zone.String()
 	}
@@ -130,8 +130,10 @@ func (d *dashboard) preview(startsAt, endsAt, zoneName string) components.Window
 }
 
 // voucherForm reads the form as typed; parse errors become field messages
-// in the contract's words, and the domain's rules add theirs.
-func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
+// in the contract's words, and the domain's rules add theirs. Amounts are
+// typed in the currency's units, the currency being the form's, else
+// defaultCurrency (the one the voucher gets without one).
+func voucherForm(r *http.Request, defaultCurrency string) (components.VoucherForm, voucher.NewVoucher) {
 	f := components.VoucherForm{
 		Code:              strings.TrimSpace(r.PostFormValue("code")),
 		DiscountType:      strings.TrimSpace(r.PostFormValue("discountType")),
@@ -139,6 +141,7 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 		DiscountPercent:   strings.TrimSpace(r.PostFormValue("discountPercent")),
 		MaxDiscountAmount: strings.TrimSpace(r.PostFormValue("maxDiscountAmount")),
 		Currency:          strings.TrimSpace(r.PostFormValue("currency")),
+		DefaultCurrency:   defaultCurrency,
 		BudgetAmount:      strings.TrimSpace(r.PostFormValue("budgetAmount")),
 		MinOrderAmount:    strings.TrimSpace(r.PostFormValue("minOrderAmount")),
 		TotalLimit:        strings.TrimSpace(r.PostFormValue("totalLimit")),
@@ -163,27 +166,44 @@ func voucherForm(r *http.Request) (components.VoucherForm, voucher.NewVoucher) {
 		}
 		return v
 	}
+	// amount parses an amount in the currency's units into minor units
+	// (components.ParseAmount): its refusal says the rule, unless the field
+	// should not be there at all (instead).
+	currency := f.AmountCurrency()
+	amount := func(field, raw, def, instead string) int64 {
+		if raw == "" {
+			raw = def
+		}
+		v, err := components.ParseAmount(raw, currency)
+		switch {
+		case err != nil && instead != "":
+			parseErrs[field] = instead
+		case err != nil:
+			parseErrs[field] = field + " " + err.Error()
+		}
+		return v
+	}
 	percent := n.DiscountType == voucher.DiscountPercent
 	if percent {
-		n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "0", 64, "discountAmount must be empty for a percentage")
+		n.DiscountAmount = amount("discountAmount", f.DiscountAmount, "0", "discountAmount must be empty for a percentage")
 		n.DiscountPercent = int(integer("discountPercent", f.DiscountPercent, "", 32, "discountPercent must be a whole number from 1 to 100"))
 		if f.MaxDiscountAmount != "" {
-			limit := integer("maxDiscountAmount", f.MaxDiscountAmount, "", 64, "maxDiscountAmount must be a whole number of minor units, greater than 0")
+			limit := amount("maxDiscountAmount", f.MaxDiscountAmount, "", "")
 			n.MaxDiscountAmount = &limit
 		}
 	} else {
-		n.DiscountAmount = integer("discountAmount", f.DiscountAmount, "", 64, "discountAmount must be a whole number of cents (minor units: 5000 is 50.00), greater than 0")
+		n.DiscountAmount = amount("discountAmount", f.DiscountAmount, "", "")
 		n.DiscountPercent = int(integer("discountPercent", f.DiscountPercent, "0", 32, "discountPercent is for a percentage only"))
 		if f.MaxDiscountAmount != "" {
-			limit := integer("maxDiscountAmount", f.MaxDiscountAmount, "", 64, "maxDiscountAmount is for a percentage only")
+			limit := amount("maxDiscountAmount", f.MaxDiscountAmount, "", "maxDiscountAmount is for a percentage only")
 			n.MaxDiscountAmount = &limit
 		}
 	}
 	if f.BudgetAmount != "" {
-		budget := integer("budgetAmount", f.BudgetAmount, "", 64, "budgetAmount must be a whole number of minor units, greater than 0")
+		budget := amount("budgetAmount", f.BudgetAmount, "", "")
 		n.BudgetAmount = &budget
 	}
-	n.MinOrderAmount = integer("minOrderAmount", f.MinOrderAmount, "0", 64, "minOrderAmount must be a whole number of cents (minor units), 0 or more")
+	n.MinOrderAmount = amount("minOrderAmount", f.MinOrderAmount, "0", "")
 	// int of a value parsed as 32 bits: it fits on every platform.
 	n.TotalLimit = int(integer("totalLimit", f.TotalLimit, "", 32, "totalLimit must be a whole number, at least 1 and at most 2147483647"))
 	n.PerUserLimit = int(integer("perUserLimit", f.PerUserLimit, "1", 32, "perUserLimit must be a whole number, at least 1 and at most 2147483647"))
@@ -241,7 +261,7 @@ func inLabels(message string) string {
 }
 
 func (d *dashboard) createVoucher(w http.ResponseWriter, r *http.Request) {
-	f, n := voucherForm(r)
+	f, n := voucherForm(r, d.cfg.DefaultCurrency)
 	if len(f.Errors) > 0 {
 		d.renderForm(w, r, http.StatusUnprocessableEntity, f)
 		return
@@ -289,12 +309,13 @@ func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
 		Editing:           o.Code,
 		Code:              o.Code,
 		DiscountType:      string(o.DiscountType),
-		DiscountAmount:    strconv.FormatInt(o.DiscountAmount, 10),
+		DiscountAmount:    components.FormatAmount(o.DiscountAmount, o.Currency),
 		DiscountPercent:   optionalInt(int64(o.DiscountPercent)),
-		MaxDiscountAmount: optionalAmount(o.MaxDiscountAmount),
+		MaxDiscountAmount: optionalAmount(o.MaxDiscountAmount, o.Currency),
 		Currency:          o.Currency,
-		BudgetAmount:      optionalAmount(o.BudgetAmount),
-		MinOrderAmount:    strconv.FormatInt(o.MinOrderAmount, 10),
+		DefaultCurrency:   o.Currency,
+		BudgetAmount:      optionalAmount(o.BudgetAmount, o.Currency),
+		MinOrderAmount:    components.FormatAmount(o.MinOrderAmount, o.Currency),
 		TotalLimit:        strconv.Itoa(o.TotalLimit),
 		PerUserLimit:      strconv.Itoa(o.PerUserLimit),
 		StartsAt:          o.StartsAt.In(zone).Format(components.DateTimeLocal),
@@ -307,7 +328,16 @@ func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
 // updateVoucher saves every field of the form as the voucher's new terms.
 func (d *dashboard) updateVoucher(w http.ResponseWriter, r *http.Request) {
 	code := r.PathValue("code")
-	f, n := voucherForm(r)
+	currency := strings.TrimSpace(r.PostFormValue("currency"))
+	if currency == "" { // empty keeps the voucher's, so its amounts are in it
+		o, err := d.deps.Vouchers.Voucher(r.Context(), code)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		currency = o.Currency
+	}
+	f, n := voucherForm(r, currency)
 	f.Editing = code
 	if len(f.Errors) > 0 {
 		d.renderForm(w, r, http.StatusUnprocessableEntity, f)
@@ -389,10 +419,11 @@ func optionalInt(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// optionalAmount shows an optional amount for a form field; nil is empty.
-func optionalAmount(n *int64) string {
+// optionalAmount shows an optional amount for a form field in the
+// currency's units; nil is empty.
+func optionalAmount(n *int64, currency string) string {
 	if n == nil {
 		return ""
 	}
-	return strconv.FormatInt(*n, 10)
+	return components.FormatAmount(*n, currency)
 }

@@ -67,7 +67,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		deps.DeadLetters = dl
 	}
 	return dashboard{
-		handler:    web.New(deps, web.Config{SecureCookies: cfg.Production, Logger: logger}),
+		handler:    web.New(deps, web.Config{SecureCookies: cfg.Production, Logger: logger, DefaultCurrency: cfg.DefaultCurrency}),
 		backoffice: backoffice,
 		sampler: &job.Periodic{
 			Name:     "sample-counters",

@@ -131,8 +131,8 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 	}
 	step("fill in the voucher form",
 		fill(`#code`, code),
-		fill(`#discountAmount`, "1500"),
-		fill(`#minOrderAmount`, "5000"),
+		fill(`#discountAmount`, "15"),    // 15.00 USD, 1500 minor units
+		fill(`#minOrderAmount`, "50.00"), // 5000 minor units: the orders below are of 80.00
 		fill(`#totalLimit`, "40"),
 		fill(`#perUserLimit`, "1"),
 		fill(`#startsAt`, now.Add(-time.Hour).Format("2006-01-02T15:04")),

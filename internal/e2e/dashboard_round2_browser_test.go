@@ -212,10 +212,41 @@ func TestDashboard_Round2(t *testing.T) {
 		t.Errorf("after a refused submit the focus is on %q, want the code field, invalid, described by its message", got)
 	}
 	checked("the voucher form with errors")
-	step("type an amount in cents",
-		chromedp.SendKeys(chromedp.CSS(`#discountAmount`), "5000"),
-		chromedp.Poll[chromedp.Void](`(document.querySelector("[data-testid=echo-discountAmount]") || {}).textContent === "5000 = 50.00"`,
-			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second)),
+	// Amounts are typed in the currency's units, echoed as read; the
+	// currency typed changes how (yen have no decimals, dinars three).
+	echoIs := func(id, want string) chromedp.Action[chromedp.Void] {
+		return chromedp.Poll[chromedp.Void](fmt.Sprintf(`(document.querySelector("[data-testid=echo-%s]") || {}).textContent === %q`, id, want),
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second))
+	}
+	clear := func(sel string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).value = ""`, sel))
+	}
+	step("type an amount in the default currency",
+		chromedp.SendKeys(chromedp.CSS(`#discountAmount`), "50"),
+		echoIs("discountAmount", "50 = 50.00 USD"),
+		clear(`#minOrderAmount`),
+		chromedp.SendKeys(chromedp.CSS(`#minOrderAmount`), "1 000.5"),
+		echoIs("minOrderAmount", "1 000.5 = 1,000.50 USD"),
+	)
+	// (The discount's hint gave way to its message at the refused submit.)
+	if got := text(`[data-testid=hint-budgetAmount]`); !strings.Contains(got, "in USD") || strings.Contains(got, "minor") || strings.Contains(got, "cents") {
+		t.Errorf("the budget's hint = %q, want it in USD", got)
+	}
+	step("change the currency to yen",
+		chromedp.SendKeys(chromedp.CSS(`#currency`), "JPY"),
+		echoIs("discountAmount", "50 = 50 JPY"),
+		echoIs("minOrderAmount", ""), // 1 000.5 yen is not an amount
+	)
+	if got := text(`[data-testid=hint-budgetAmount]`); !strings.Contains(got, "in JPY") {
+		t.Errorf("the budget's hint with JPY typed = %q, want it in JPY", got)
+	}
+	step("change the currency to dinars",
+		clear(`#currency`),
+		chromedp.SendKeys(chromedp.CSS(`#currency`), "BHD"),
+		echoIs("discountAmount", "50 = 50.000 BHD"),
+		echoIs("minOrderAmount", "1 000.5 = 1,000.500 BHD"),
+		chromedp.SendKeys(chromedp.CSS(`#discountAmount`), ".1234"),
+		echoIs("discountAmount", ""),
 	)
 	step("open the live sale", chromedp.Navigate(s.URL+"/admin/vouchers/"+live), chromedp.WaitVisible(chromedp.CSS(`[data-testid=remaining-chart]`)))
 	if a := text(`[data-testid=audit]`); !strings.Contains(a, "created") {

@@ -1,6 +1,10 @@
 package voucher
 
-import "golang.org/x/text/currency"
+import (
+	"sync"
+
+	"golang.org/x/text/currency"
+)
 
 // ValidateCurrency checks an ISO 4217 code: three capital letters naming a
 // currency the CLDR tables of golang.org/x/text know.
@@ -30,3 +34,18 @@ func CurrencyDigits(code string) int {
 	scale, _ := currency.Standard.Rounding(u)
 	return scale
 }
+
+// UncommonCurrencyDigits maps every currency golang.org/x/text knows
+// (historical and non-tender ones too) whose minor unit is not 2 decimals to
+// its CurrencyDigits (JPY 0, BHD 3): the dashboard's script reads amounts
+// with it as the server does, whatever currency is typed.
+var UncommonCurrencyDigits = sync.OnceValue(func() map[string]int {
+	out := map[string]int{}
+	for it := currency.Query(currency.Historical, currency.NonTender); it.Next(); {
+		code := it.Unit().String()
+		if d := CurrencyDigits(code); d != 2 {
+			out[code] = d
+		}
+	}
+	return out
+})

@@ -353,6 +353,27 @@ func TestCurrencyDigits_ComeFromTheCurrencyTable(t *testing.T) {
 	}
 }
 
+// The dashboard's script reads a typed currency's decimals from this table
+// (2 for a code not in it), so it must agree with CurrencyDigits.
+func TestUncommonCurrencyDigits_ListsTheCurrenciesWithoutTwoDecimals(t *testing.T) {
+	table := UncommonCurrencyDigits()
+	for code, want := range map[string]int{"JPY": 0, "KRW": 0, "BHD": 3, "KWD": 3} {
+		if got, ok := table[code]; !ok || got != want {
+			t.Errorf("the table has %s = %d (%v), want %d", code, got, ok, want)
+		}
+	}
+	for _, code := range []string{"USD", "EUR", "GBP"} {
+		if _, ok := table[code]; ok {
+			t.Errorf("the table lists %s, which has 2 decimals", code)
+		}
+	}
+	for code, digits := range table {
+		if CurrencyDigits(code) != digits || digits == 2 {
+			t.Errorf("the table has %s = %d, CurrencyDigits says %d", code, digits, CurrencyDigits(code))
+		}
+	}
+}
+
 func TestVoucher_CheckDecidesInTheReservesOrderOfRules(t *testing.T) {
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	v := Voucher{Code: "V", DiscountType: DiscountPercent, DiscountPercent: 10, Currency: "USD", MinOrderAmount: 100,

@@ -465,13 +465,19 @@ func TestWords_PlainForMarketersTechnicalForOperators(t *testing.T) {
 	if PathLabel(voucher.PathGateSync, false) == "gate-sync" || PathLabel(voucher.PathGateSync, true) != "gate-sync" {
 		t.Error("the path gate-sync is not in plain words for a marketer and by its name for an operator")
 	}
-	if got := Echo("5000"); got != "You typed 5000 = 50.00." {
-		t.Errorf("Echo(5000) = %q", got)
+	if got := Echo("50", "USD"); got != "You typed 50 = 50.00 USD." {
+		t.Errorf("Echo(50, USD) = %q", got)
 	}
-	if got := Echo("50"); got != "You typed 50 = 0.50." {
-		t.Errorf("Echo(50) = %q", got)
+	if got := Echo(" 1_000.5 ", "USD"); got != "You typed 1_000.5 = 1,000.50 USD." {
+		t.Errorf("Echo(1_000.5, USD) = %q", got)
 	}
-	if Echo("fifty") != "" {
+	if got := Echo("500", "JPY"); got != "You typed 500 = 500 JPY." {
+		t.Errorf("Echo(500, JPY) = %q", got)
+	}
+	if Echo("500.5", "JPY") != "" {
+		t.Error("an echo of a yen amount with decimals")
+	}
+	if Echo("fifty", "USD") != "" {
 		t.Error("an echo of what is not a number")
 	}
 }

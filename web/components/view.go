@@ -74,19 +74,7 @@ func Money(minor int64) string {
 // as many decimals as the currency has (voucher.CurrencyDigits: 5000 USD is
 // "50.00 USD", 500 JPY "500 JPY", 5000 BHD "5.000 BHD").
 func MoneyIn(minor int64, currency string) string {
-	sign := ""
-	if minor < 0 {
-		sign, minor = "-", -minor
-	}
-	digits := voucher.CurrencyDigits(currency)
-	unit := int64(1)
-	for range digits {
-		unit *= 10
-	}
-	if digits == 0 {
-		return sign + thousands(minor) + " " + currency
-	}
-	return fmt.Sprintf("%s%s.%0*d %s", sign, thousands(minor/unit), digits, minor%unit, currency)
+	return units(minor, voucher.CurrencyDigits(currency), true) + " " + currency
 }
 
 // DiscountOf says a voucher's discount for people: "10.00 USD off" or
@@ -111,17 +99,7 @@ func BudgetOf(v voucher.Voucher) string {
 	return MoneyIn(v.BudgetUsed, v.Currency) + " of " + MoneyIn(*v.BudgetAmount, v.Currency)
 }
 
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func thousands(n int64) string { return group(strconv.FormatInt(n, 10)) }
 
 // Count formats a number of uses with thousands separators.
 func Count(n int) string { return thousands(int64(n)) }
@@ -362,15 +340,18 @@ type VoucherForm struct {
 	DiscountPercent   string
 	MaxDiscountAmount string
 	Currency          string
-	BudgetAmount      string
-	MinOrderAmount    string
-	TotalLimit        string
-	PerUserLimit      string
-	StartsAt          string // datetime-local, in Zone
-	EndsAt            string
-	Zone              string // an IANA zone name
-	Flash             bool
-	Errors            map[string]string
+	// DefaultCurrency is the amounts' currency when Currency is empty: the
+	// service's default on create, the voucher's own on edit.
+	DefaultCurrency string
+	BudgetAmount    string
+	MinOrderAmount  string
+	TotalLimit      string
+	PerUserLimit    string
+	StartsAt        string // datetime-local, in Zone
+	EndsAt          string
+	Zone            string // an IANA zone name
+	Flash           bool
+	Errors          map[string]string
 	// Form is a message about the whole form (e.g. an unexpected failure).
 	Form string
 }
@@ -605,16 +586,6 @@ func fieldAttrs(name string, errs map[string]string) templ.Attributes {
 		return templ.Attributes{"aria-invalid": "true", "aria-describedby": name + "-error"}
 	}
 	return templ.Attributes{"aria-describedby": name + "-hint"}
-}
-
-// Echo says what an amount typed in minor units means: "5000 = 50.00".
-// Nothing for what is not a whole number (its field says so on submit).
-func Echo(raw string) string {
-	n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(raw), "_", ""), 10, 64)
-	if err != nil {
-		return ""
-	}
-	return "You typed " + strconv.FormatInt(n, 10) + " = " + Money(n) + "."
 }
 
 func gateName(technical bool) string {

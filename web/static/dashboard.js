@@ -2,9 +2,9 @@
 // browser's time zone (from the sign-in page on, so the first page after it
 // is already in the reader's zone), picks that zone in the voucher form's
 // select, moves the focus to the first field at fault after a refused
-// submit, echoes what an amount typed in cents means, and puts the focus
-// back where it was after a refresh swaps part of a page (in place or out
-// of band).
+// submit, echoes what an amount typed in the currency's units means, and
+// puts the focus back where it was after a refresh swaps part of a page (in
+// place or out of band).
 (function () {
   "use strict";
   var zone = "";
@@ -48,17 +48,52 @@
       msg.remove();
     }
   });
-  // An amount in minor units, echoed as typed: "5000 = 50.00".
-  function money(minor) {
-    var whole = Math.floor(minor / 100).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ",");
-    var cents = (minor % 100).toString();
-    return whole + "." + (cents.length < 2 ? "0" + cents : cents);
+  // An amount typed in the currency's own units, echoed as understood:
+  // "50 = 50.00 USD". The rules are components.ParseAmount's: a space or _
+  // between digits groups them, "." is the decimal point, at most the
+  // currency's decimals (the server's table, on the currency field: a code
+  // not in it has 2), and the minor units must fit int64.
+  function currency() {
+    var field = document.getElementById("currency");
+    var code = field ? field.value.trim() : "";
+    return code || (field && field.getAttribute("data-default-currency")) || "USD";
   }
-  document.addEventListener("input", function (ev) {
-    var el = ev.target;
-    if (!el.hasAttribute || !el.hasAttribute("data-minor")) {
-      return;
+  function digitsOf(code) {
+    var field = document.getElementById("currency");
+    var table = {};
+    try {
+      table = JSON.parse((field && field.getAttribute("data-digits")) || "{}");
+    } catch (e) {
+      table = {};
     }
+    var d = table[code.toUpperCase()];
+    return typeof d === "number" ? d : 2;
+  }
+  var maxMinor = BigInt("9223372036854775807");
+  function parseAmount(raw, digits) {
+    var m = /^(\d+(?:[ _]\d+)*)(?:\.(\d+(?:[ _]\d+)*))?$/.exec(raw);
+    if (!m) {
+      return null;
+    }
+    var frac = (m[2] || "").replace(/[ _]/g, "");
+    if (frac.length > digits) {
+      return null;
+    }
+    while (frac.length < digits) {
+      frac += "0";
+    }
+    var minor = BigInt(m[1].replace(/[ _]/g, "") + frac);
+    return minor > maxMinor ? null : minor;
+  }
+  function moneyIn(minor, digits, code) {
+    var s = minor.toString();
+    while (s.length <= digits) {
+      s = "0" + s;
+    }
+    var whole = s.slice(0, s.length - digits).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return (digits > 0 ? whole + "." + s.slice(s.length - digits) : whole) + " " + code;
+  }
+  function echoAmount(el) {
     var echo = document.getElementById(el.id + "-echo");
     if (!echo) {
       echo = document.createElement("p");
@@ -68,8 +103,30 @@
       echo.setAttribute("data-testid", "echo-" + el.id);
       el.insertAdjacentElement("afterend", echo);
     }
-    var raw = el.value.replace(/_/g, "").trim();
-    echo.textContent = /^\d{1,15}$/.test(raw) ? raw + " = " + money(parseInt(raw, 10)) : "";
+    var raw = el.value.trim();
+    var code = currency();
+    var digits = digitsOf(code);
+    var minor = parseAmount(raw, digits);
+    echo.textContent = minor === null ? "" : raw + " = " + moneyIn(minor, digits, code);
+  }
+  document.addEventListener("input", function (ev) {
+    var el = ev.target;
+    if (el.id === "currency") {
+      // Another currency: the hints say it, the amounts are read in it.
+      var code = currency();
+      document.querySelectorAll("[data-currency-unit]").forEach(function (u) {
+        u.textContent = code;
+      });
+      document.querySelectorAll("input[data-amount]").forEach(function (a) {
+        if (a.value.trim() !== "" || document.getElementById(a.id + "-echo")) {
+          echoAmount(a);
+        }
+      });
+      return;
+    }
+    if (el.hasAttribute && el.hasAttribute("data-amount")) {
+      echoAmount(el);
+    }
   });
   // A refresh that replaces the part of the page holding the focus gives it
   // back to the element of the same id, without scrolling.
