@@ -132,3 +132,32 @@ func TestCheck_AgreesWithTheReserveThatFollowsInKafkaMode(t *testing.T) {
 	s := kafkaServer(t, nil)
 	kafkaEach(t, s, func(t *testing.T, api checkoutAPI) { checkRules(t, s, api, true) })
 }
+
+// The late crowd's checks of a sold-out flash voucher are answered from the
+// instance's sold-out snapshot, as its reserves are: the gate is asked a few
+// times, not once a check.
+func TestCheck_TheLateCrowdOfASoldOutFlashVoucherIsAnsweredFromMemory(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil) // its own counters
+	api := restAPI{s}
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 3, Flash: true})
+	for i := range 3 {
+		if r := api.reserve(t, code, int64(1+i), uniqueOrder(), 1000); r.Error != "" {
+			t.Fatalf("reserve %d of 3: %s", i+1, r.Error)
+		}
+	}
+	const calls = `voucher_gate_calls_total{op="availability",result="ok"}`
+	before := metricValue(t, s, calls)
+	for i := range 200 {
+		if _, errCode := check(t, api, code, int64(100+i), 1000, ""); errCode != "OUT_OF_STOCK" {
+			t.Fatalf("check %d on a sold-out voucher = %q, want OUT_OF_STOCK", i, errCode)
+		}
+	}
+	// A customer who holds a use is still told so, from the snapshot.
+	if _, errCode := check(t, api, code, 1, 1000, ""); errCode != "ALREADY_USED" {
+		t.Errorf("check of a customer at their limit = %q, want ALREADY_USED", errCode)
+	}
+	if got := metricValue(t, s, calls) - before; got > 10 {
+		t.Errorf("201 checks of a sold-out voucher asked the gate %v times; want them answered from the sold-out snapshot", got)
+	}
+}

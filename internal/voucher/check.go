@@ -99,5 +99,10 @@ func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (i
 	if !loaded {
 		return 0, Errorf(Unavailable, "the sale of %s is being prepared; check again shortly", v.Code)
 	}
+	if a.Remaining <= 0 {
+		// Sold out: the late crowd's next checks, like its reserves, are
+		// answered from this instance's snapshot, not the gate.
+		s.noteSoldOut(ctx, v.Code)
+	}
 	return v.Check(now, c, a)
 }
