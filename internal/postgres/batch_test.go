@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"voucherd/internal/testdb"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 )
@@ -333,15 +332,7 @@ func TestExpireDue_GivesTheDiscountBackToTheBudget(t *testing.T) {
 	// A database of its own: the sweep releases every due row it finds,
 	// and other packages' servers hold gates over the shared one.
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testdb.Own(t, databaseURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := migrations.Up(ctx, stdlib.OpenDBFromPool(pool)); err != nil {
-		t.Fatal(err)
-	}
-	s := New(pool)
+	s := New(ownDatabase(t))
 	code := strings.ToUpper(unique("BUDGET"))
 	budget := int64(1000)
 	if _, err := s.CreateVoucher(ctx, voucher.NewVoucher{

@@ -415,7 +415,6 @@ func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind
 func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation, error) {
 	var expired []voucher.Reservation
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		expired = nil // a retried transaction starts again
 		rows, err := q.VoucherRedemptionExpireDue(ctx, limit32(limit))
 		if err != nil || len(rows) == 0 {
 			return err
