@@ -145,16 +145,16 @@ bench:
 	DATABASE_URL='$(DATABASE_URL)' REDIS_URL='$(REDIS_URL)' go run ./cmd/flashbench $(BENCH_FLAGS)
 
 # The wrk cross-check runs on a database of its own (a sale leaves its
-# reservations behind), WRK_DATABASE on DATABASE_URL's server, made when
-# missing.
-WRK_DATABASE ?= voucher_wrk
-WRK_SECONDS  ?= 10
+# reservations behind): WRK_DATABASE_URL, made on DATABASE_URL's server
+# when missing.
+WRK_DATABASE_URL ?= postgres://voucher@127.0.0.1:5432/voucher_wrk?sslmode=disable
+WRK_SECONDS      ?= 10
 bench-wrk:
 	bash scripts/setup.sh --run
 	@command -v wrk >/dev/null || { echo "apt-get install wrk"; apt-get install -y -q wrk >/dev/null; }
-	@psql '$(DATABASE_URL)' -Atc "SELECT 1 FROM pg_database WHERE datname = '$(WRK_DATABASE)'" | grep -q 1 || \
-		psql '$(DATABASE_URL)' -qc 'CREATE DATABASE $(WRK_DATABASE)'
-	bash bench/wrk/run.sh "$$(psql '$(DATABASE_URL)' -Atc "SELECT 'postgres://' || current_user || '@' || coalesce(host(inet_server_addr()), 'localhost') || ':' || current_setting('port') || '/$(WRK_DATABASE)?sslmode=disable'")" '$(REDIS_URL)' $(WRK_SECONDS)
+	@psql '$(WRK_DATABASE_URL)' -Atc 'SELECT 1' >/dev/null 2>&1 || \
+		psql '$(DATABASE_URL)' -qc "CREATE DATABASE $$(basename '$(WRK_DATABASE_URL)' | cut -d'?' -f1)"
+	bash bench/wrk/run.sh '$(WRK_DATABASE_URL)' '$(REDIS_URL)' $(WRK_SECONDS)
 
 # Every Fuzz function of every package is found with `go test -list` (a new
 # one needs no change here) and run for FUZZTIME, against the same services
