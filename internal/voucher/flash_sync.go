@@ -109,17 +109,7 @@ func (s *syncFlash) release(context.Context, string, string) (Reservation, bool,
 // expireDue has the database release what is due, then gives the uses back
 // to the gate.
 func (s *syncFlash) expireDue(pass context.Context, limit int) (int, error) {
-	ctx, cancel, err := sweepStep(pass)
-	if err != nil {
-		return 0, err
-	}
-	defer cancel()
-	expired, err := s.store.ExpireDue(ctx, limit)
-	for _, res := range expired {
-		s.releaseGate(ctx, res)
-	}
-	s.obs.ReservationsExpired(len(expired))
-	return len(expired), err
+	return s.expireInDatabase(pass, limit, s.releaseGate)
 }
 
 // warm loads each gate that is not loaded from the database.

@@ -314,12 +314,24 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 	if s.flash != nil {
 		return s.flash.expireDue(ctx, limit)
 	}
-	step, cancel, err := sweepStep(ctx)
+	return s.expireInDatabase(ctx, limit, nil)
+}
+
+// expireInDatabase is a step of the sweep where the database decides: a
+// batch released there, then each released reservation handed to then
+// (nil: nothing more to do).
+func (s *Service) expireInDatabase(pass context.Context, limit int, then func(context.Context, Reservation)) (int, error) {
+	ctx, cancel, err := sweepStep(pass)
 	if err != nil {
 		return 0, err
 	}
 	defer cancel()
-	expired, err := s.store.ExpireDue(step, limit)
+	expired, err := s.store.ExpireDue(ctx, limit)
+	if then != nil {
+		for _, res := range expired {
+			then(ctx, res)
+		}
+	}
 	s.obs.ReservationsExpired(len(expired))
 	return len(expired), err
 }
