@@ -28,7 +28,7 @@ var axeSource string
 // every page has no serious or critical axe-core violation and fits a
 // 390 px phone (a screenshot of each).
 func TestDashboard_Round2(t *testing.T) {
-	chromium := chromiumPath(t)
+	chromiumPath(t) // fails now, not after the long set-up, when Chromium is missing
 	dbURL, _ := ownDatabase(t)
 	s := startServer(t, map[string]string{"DATABASE_URL": dbURL})
 	env := map[string]string{"DATABASE_URL": dbURL}
@@ -56,71 +56,14 @@ func TestDashboard_Round2(t *testing.T) {
 		create(fmt.Sprintf("R2-SOON-%03d", i), time.Duration(24+i)*time.Hour, false)
 	}
 
-	ctx := browser(t, chromium)
-	shots := newShots(t)
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		c, cancel := context.WithTimeout(ctx, 45*time.Second)
-		defer cancel()
-		if err := chromedp.Do(c, actions...); err != nil {
-			shots.take(ctx, "r2-failed-"+strings.ReplaceAll(what, " ", "-"))
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	eval := func(js string) string {
-		t.Helper()
-		c, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(c, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("evaluating %s: %v", js, err)
-		}
-		return v
-	}
-	text := func(sel string) string {
-		t.Helper()
-		return strings.TrimSpace(eval(fmt.Sprintf(`(document.querySelector(%q) || {textContent: "(none)"}).textContent`, sel)))
-	}
-	// checked runs axe-core on the page and fails on any serious or
-	// critical violation, naming the rule and the elements.
-	checked := func(page string) {
-		t.Helper()
-		c, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		if _, err := chromedp.Run(c, chromedp.Evaluate[bool](axeSource+";true")); err != nil {
-			t.Fatalf("injecting axe-core into %s: %v", page, err)
-		}
-		out, err := chromedp.Run(c, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ["violations"]}).then(r => JSON.stringify(
-			r.violations.filter(v => v.impact === "serious" || v.impact === "critical")
-				.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(" "))}))))`, chromedp.EvalAwaitPromise))
-		if err != nil {
-			t.Fatalf("running axe-core on %s: %v", page, err)
-		}
-		var violations []struct {
-			ID, Impact string
-			Nodes      []string
-		}
-		if err := json.Unmarshal([]byte(out), &violations); err != nil {
-			t.Fatalf("axe-core's answer on %s: %v (%s)", page, err, out)
-		}
-		for _, v := range violations {
-			t.Errorf("axe-core on %s: %s violation %s at %v", page, v.Impact, v.ID, v.Nodes)
-		}
-	}
+	b := newTab(t, s, "r2")
+	ctx, shots := b.ctx, b.shots
+	step, eval, text, checked := b.step, b.eval, b.text, b.axe
 
 	// The sign-in page already tells the server the browser's zone.
 	step("open the sign-in page", chromedp.Navigate(s.URL+"/admin/sign-in"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=sign-in-form]`)))
 	checked("the sign-in page")
-	signIn := func(email string) {
-		step("sign in as "+email,
-			chromedp.Navigate(s.URL+"/admin/sign-in"),
-			chromedp.WaitVisible(chromedp.CSS(`[data-testid=sign-in-form]`)),
-			chromedp.SendKeys(chromedp.CSS(`#email`), email),
-			chromedp.SendKeys(chromedp.CSS(`#password`), password),
-			chromedp.Click(chromedp.CSS(`[data-testid=sign-in-submit]`)),
-			chromedp.WaitVisible(chromedp.CSS(`[data-testid=voucher-table]`)),
-		)
-	}
+	signIn := func(email string) { b.signIn(email, password) }
 	signIn("mia@example.com")
 	if got := text(`[data-testid=voucher-table] thead th:nth-child(4)`); !strings.Contains(got, "Europe/Berlin") {
 		t.Errorf("the first page after sign-in heads its window column %q, want the browser's zone (Europe/Berlin)", got)
