@@ -46,7 +46,7 @@ func (q *Queries) VoucherEndNow(ctx context.Context, code string) (Voucher, erro
 }
 
 const voucherRedemptionPage = `-- name: VoucherRedemptionPage :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption
 WHERE voucher_code = $1
   AND ($2::text = '' OR status = $2::text)
   AND ($3::bigint = 0 OR customer_id = $3::bigint)
@@ -98,6 +98,7 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 			&i.ExpiresAt,
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
+			&i.CampaignCode,
 		); err != nil {
 			return nil, err
 		}
@@ -111,7 +112,8 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 
 const voucherSearch = `-- name: VoucherSearch :many
 SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
-WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
+WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
+  AND ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
   AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
   AND (NOT $3::boolean OR flash)
 ORDER BY
@@ -194,7 +196,8 @@ func (q *Queries) VoucherSearch(ctx context.Context, arg VoucherSearchParams) ([
 
 const voucherSearchCount = `-- name: VoucherSearchCount :one
 SELECT count(*) FROM voucher
-WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
+WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
+  AND ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
   AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
   AND (NOT $3::boolean OR flash)
 `
