@@ -72,7 +72,7 @@ func handleCampaignCodes(svc *voucher.Service, logger *slog.Logger) http.Handler
 // requireTokenOrSession lets a request through with a bearer token (as
 // require does) or, without an Authorization header, with a signed-in
 // dashboard user's session; else 401.
-func (a *tokenAuth) requireTokenOrSession(session SessionCaller, next http.Handler) http.Handler {
+func (a *tokenAuth) requireTokenOrSession(session SessionCaller, logger *slog.Logger, next http.Handler) http.Handler {
 	withToken := a.require(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if session == nil || r.Header.Get("Authorization") != "" {
@@ -81,7 +81,7 @@ func (a *tokenAuth) requireTokenOrSession(session SessionCaller, next http.Handl
 		}
 		caller, ok, err := session(r)
 		if err != nil {
-			writeError(w, r, slog.Default(), err)
+			writeError(w, r, logger, err)
 			return
 		}
 		if !ok {

@@ -112,6 +112,9 @@ func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, erro
 	if err != nil {
 		return voucher.Voucher{}, mapError(err)
 	}
+	if cc == nil {
+		return v, nil // a voucher created meanwhile
+	}
 	return cc.asCode(v), nil
 }
 
