@@ -25,6 +25,10 @@
 --         database's clock. The server's run_id is stored too: a gate read
 --         on another server (a failover, a restart that restored older data)
 --         is STALE for admit.lua and rebuilt.
+--         A campaign's gate (reserve.lua) also has usesPerCode, and
+--         codes and orderCodes: how many code counts and order codes were
+--         staged (stage.lua, into KEYS[10] and KEYS[11]) for KEYS[8] and
+--         KEYS[9]; without them those hashes are left empty.
 -- then n, then n customer pairs (customerId, count), then order pairs
 --         (orderId, value): the last chunk of the snapshot, inline.
 --
@@ -47,6 +51,7 @@
 
 local stock, customers, orders, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stagedCustomers, stagedOrders, paused = KEYS[5], KEYS[6], KEYS[7]
+local codes, orderCodes, stagedCodes, stagedOrderCodes = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
 
 local k = tonumber(ARGV[7])
 local extra = {}
@@ -63,14 +68,17 @@ if ARGV[1] == 'replace' and extra['epoch'] and redis.call('HGET', meta, 'epoch')
   skip = true
 end
 if skip then
-  redis.call('DEL', stagedCustomers, stagedOrders)
+  redis.call('DEL', stagedCustomers, stagedOrders, stagedCodes, stagedOrderCodes)
   return 0
 end
 
 -- A staged chunk that expired before this commit would install half a gate.
+local nCodes, nOrderCodes = tonumber(extra['codes'] or '0'), tonumber(extra['orderCodes'] or '0')
 if redis.call('HLEN', stagedCustomers) ~= tonumber(ARGV[5])
-  or redis.call('HLEN', stagedOrders) ~= tonumber(ARGV[6]) then
-  redis.call('DEL', stagedCustomers, stagedOrders)
+  or redis.call('HLEN', stagedOrders) ~= tonumber(ARGV[6])
+  or redis.call('HLEN', stagedCodes) ~= nCodes
+  or redis.call('HLEN', stagedOrderCodes) ~= nOrderCodes then
+  redis.call('DEL', stagedCustomers, stagedOrders, stagedCodes, stagedOrderCodes)
   return redis.error_reply('GATE_LOAD staged chunks are missing; load again')
 end
 
@@ -92,7 +100,13 @@ end
 
 -- What the gate held (or leftovers of an evicted stock key) must not leak
 -- into the new gate.
-redis.call('DEL', customers, orders, meta)
+redis.call('DEL', customers, orders, meta, codes, orderCodes)
+if nCodes > 0 then
+  redis.call('RENAME', stagedCodes, codes)
+end
+if nOrderCodes > 0 then
+  redis.call('RENAME', stagedOrderCodes, orderCodes)
+end
 if tonumber(ARGV[5]) > 0 then
   redis.call('RENAME', stagedCustomers, customers)
 end
@@ -109,6 +123,9 @@ if extra['budget'] then
   -- never hands out more than the database's budget_amount - budget_used.
   redis.call('HSET', meta, 'budget', extra['budget'])
 end
+if extra['usesPerCode'] then
+  redis.call('HSET', meta, 'usesPerCode', extra['usesPerCode'])
+end
 if extra['epoch'] then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -119,7 +136,7 @@ if extra['epoch'] then
 end
 redis.call('SET', stock, ARGV[2])
 
-for _, key in ipairs({stock, customers, orders, meta}) do
+for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes}) do
   if tonumber(ARGV[4]) > 0 then
     redis.call('PEXPIREAT', key, ARGV[4])
   else

@@ -14,6 +14,14 @@
 --         flight). Giving it back would keep the gate too high and send
 --         every later request to the database; dropping it converges.
 -- ARGV[3] the order's discount, given back to the budget with the use.
+-- KEYS[5] voucher:{CODE}:codes, KEYS[6] voucher:{CODE}:ordercodes (a
+--         campaign's gate, reserve.lua): the campaign code the order holds
+--         gets its use back too, except in mode 'dropcode': the database
+--         refused the order because that code is used up, so the gate's
+--         count of the code was too low; the campaign's use, the customer's
+--         and the budget go back, the code's stays taken (converges).
+--         In mode 'drop' the code's use does go back: the database had
+--         room on the code and refused the campaign's use.
 --
 -- Returns 1 when this call took the order out of the live set and gave its
 -- use back, 0 otherwise: the voucher is not loaded (a later load rebuilds it
@@ -42,14 +50,22 @@ if f[3] == 'released' or f[3] == 'void' or f[3] == 'lost' then
 end
 
 local customer = f[1]
-if ARGV[2] == 'forget' or ARGV[2] == 'drop' then
+local mode = ARGV[2]
+local code = KEYS[6] and redis.call('HGET', KEYS[6], ARGV[1])
+if code then
+  redis.call('HDEL', KEYS[6], ARGV[1])
+  if mode ~= 'dropcode' and redis.call('HINCRBY', KEYS[5], code, -1) <= 0 then
+    redis.call('HDEL', KEYS[5], code)
+  end
+end
+if mode == 'forget' or mode == 'drop' or mode == 'dropcode' then
   redis.call('HDEL', KEYS[3], ARGV[1])
 elseif f[4] then
   redis.call('HSET', KEYS[3], ARGV[1], f[1] .. ':' .. f[2] .. ':released:' .. f[4] .. ':' .. f[5])
 else
   redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
 end
-if ARGV[2] ~= 'drop' then
+if mode ~= 'drop' then
   redis.call('INCR', KEYS[1])
 end
 if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then

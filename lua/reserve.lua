@@ -17,6 +17,17 @@
 -- ARGV[7] the order's discount (Voucher.DiscountFor), taken from the budget
 --         with the use.
 --
+-- A flash campaign has one gate, its voucher row's (CODE = ~C<id>), for all
+-- its codes; then also:
+-- KEYS[6] voucher:{CODE}:codes       hash campaign code -> uses held or
+--                                    confirmed (no zero counts); meta's
+--                                    usesPerCode bounds each
+-- KEYS[7] voucher:{CODE}:ordercodes  hash orderId -> the campaign code it
+--                                    holds a use of (live orders)
+-- ARGV[8] the campaign code reserved (empty for a voucher): a code used up
+--         is CODE_USED_UP (the caller's OUT_OF_STOCK), decided with the
+--         stock, the customer and the budget in this one script.
+--
 -- Returns one verdict of voucher.GateVerdict. Every check runs before the
 -- first write because Redis does not roll a script back on error.
 
@@ -36,7 +47,8 @@ if known then
   for part in string.gmatch(known, '[^:]+') do
     f[#f + 1] = part
   end
-  if f[1] .. ':' .. f[2] ~= live then
+  local heldCode = ARGV[8] and ARGV[8] ~= '' and redis.call('HGET', KEYS[7], ARGV[1])
+  if f[1] .. ':' .. f[2] ~= live or (heldCode and heldCode ~= ARGV[8]) then
     return 'ORDER_CONFLICT'
   elseif f[3] == 'released' or f[3] == 'releasing' then
     return 'RELEASED'
@@ -51,6 +63,16 @@ end
 if tonumber(stock) <= 0 then
   return 'OUT_OF_STOCK'
 end
+local campaignCode = ARGV[8] or ''
+if campaignCode ~= '' then
+  local perCode = redis.call('HGET', KEYS[5], 'usesPerCode')
+  if not perCode then
+    return redis.error_reply('GATE_CODES the gate holds no usesPerCode: not a campaign gate')
+  end
+  if tonumber(redis.call('HGET', KEYS[6], campaignCode) or '0') >= tonumber(perCode) then
+    return 'CODE_USED_UP'
+  end
+end
 local discount = tonumber(ARGV[7] or '0')
 local budget = redis.call('HGET', KEYS[5], 'budget')
 if budget and tonumber(budget) < discount then
@@ -63,6 +85,10 @@ if budget and discount > 0 then
   redis.call('HINCRBY', KEYS[5], 'budget', '-' .. ARGV[7])
 end
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+if campaignCode ~= '' then
+  redis.call('HINCRBY', KEYS[6], campaignCode, 1)
+  redis.call('HSET', KEYS[7], ARGV[1], campaignCode)
+end
 if ARGV[5] and ARGV[5] ~= '' then
   redis.call('HSET', KEYS[3], ARGV[1], live .. ':live:' .. ARGV[5] .. ':' .. ARGV[6])
 else
@@ -74,5 +100,9 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[2], ttl)
   redis.call('PEXPIRE', KEYS[3], ttl)
+  if campaignCode ~= '' then
+    redis.call('PEXPIRE', KEYS[6], ttl)
+    redis.call('PEXPIRE', KEYS[7], ttl)
+  end
 end
 return 'ADMITTED'

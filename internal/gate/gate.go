@@ -14,6 +14,13 @@
 //	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never)
 //	voucher:{CODE}:paused     present while an operator rebuilds the gate
 //
+// A flash campaign has one gate, its voucher row's (CODE = ~C<id>), with
+// two more hashes in the same slot:
+//
+//	voucher:{CODE}:codes       hash campaign code -> uses held or confirmed
+//	                           (no zero counts); meta's usesPerCode bounds each
+//	voucher:{CODE}:ordercodes  hash orderId -> the code a live order holds
+//
 // and, during a large load, voucher:{CODE}:load:TOKEN:{customers,orders}.
 // The first four expire at the snapshot's ExpireAt, so a sold voucher does
 // not stay in Redis for good; a pause and staged chunks lapse sooner.
@@ -124,11 +131,13 @@ func (g *Gate) AutoPipelined() bool {
 type keys struct {
 	prefix                                 string
 	stock, customers, orders, meta, paused string
+	codes, orderCodes                      string // a campaign's gate's
 }
 
 func keysOf(code string) keys {
 	p := "voucher:{" + code + "}:"
-	return keys{prefix: p, stock: p + "stock", customers: p + "customers", orders: p + "orders", meta: p + "meta", paused: p + "paused"}
+	return keys{prefix: p, stock: p + "stock", customers: p + "customers", orders: p + "orders", meta: p + "meta", paused: p + "paused",
+		codes: p + "codes", orderCodes: p + "ordercodes"}
 }
 
 // Reserve decides one reserve in one script: PAUSED, NOT_LOADED, DUPLICATE,
@@ -142,14 +151,19 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int, disco
 // path's, empty in sync mode.
 func (g *Gate) reserve(ctx context.Context, code string, perUserLimit int, discount int64, r voucher.ReserveRequest, createdAt, expiresAt any) (voucher.GateVerdict, error) {
 	k := keysOf(code)
-	args := []any{r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit, createdAt, expiresAt, discount}
-	answer, err := reserveScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.paused, k.meta}, args...).Text()
+	campaignCode := ""
+	if voucher.IsCampaignGate(code) {
+		campaignCode = r.Code
+	}
+	args := []any{r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit, createdAt, expiresAt, discount, campaignCode}
+	answer, err := reserveScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.paused, k.meta, k.codes, k.orderCodes}, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, err)
 	}
 	switch v := voucher.GateVerdict(answer); v {
 	case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
-		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused:
+		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused,
+		voucher.GateCodeUsedUp:
 		return v, nil
 	}
 	return "", fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", r.OrderID, code, answer)
@@ -175,10 +189,17 @@ func (g *Gate) Drop(ctx context.Context, code, orderID string, discount int64) (
 	return g.giveBack(ctx, code, orderID, "drop", discount)
 }
 
+// DropCode deletes an order of a campaign's gate the database refused as
+// its code used up, keeping the code's use out of the gate (release.lua's
+// dropcode) and giving the rest back.
+func (g *Gate) DropCode(ctx context.Context, code, orderID string, discount int64) (bool, error) {
+	return g.giveBack(ctx, code, orderID, "dropcode", discount)
+}
+
 // giveBack runs release.lua; discount goes back to the budget with the use.
 func (g *Gate) giveBack(ctx context.Context, code, orderID, mode string, discount int64) (bool, error) {
 	k := keysOf(code)
-	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta}, orderID, mode, discount).Int()
+	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes}, orderID, mode, discount).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: %s %s on %s: %w", mode, orderID, code, err)
 	}
@@ -201,7 +222,7 @@ func (g *Gate) Load(ctx context.Context, snap voucher.GateSnapshot) (bool, error
 func (g *Gate) Replace(ctx context.Context, snap voucher.GateSnapshot) error {
 	if expired(snap) {
 		k := keysOf(snap.Code)
-		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused).Err(); err != nil {
+		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused, k.codes, k.orderCodes).Err(); err != nil {
 			return fmt.Errorf("gate: replace %s: %w", snap.Code, err)
 		}
 		return nil
@@ -277,10 +298,30 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 	if snap.Budget != nil {
 		meta = append(meta, "budget", *snap.Budget)
 	}
+	// A campaign's code counts and order codes are all staged (stage.lua
+	// stages any two hashes), in chunks, and renamed in by load.lua.
+	stagedCodes, stagedOrderCodes := k.prefix+"load:"+token+":codes", k.prefix+"load:"+token+":ordercodes"
+	if voucher.IsCampaignGate(snap.Code) {
+		codeChunks := split(codeEntries(snap.Codes), orderCodeEntries(snap.OrderCodes))
+		nCodes, nOrderCodes := 0, 0
+		for _, c := range codeChunks {
+			if len(c.customers)+len(c.orders) == 0 {
+				continue
+			}
+			args := append([]any{stagingTTL.Milliseconds()}, c.args()...)
+			if err := stageScript.Run(ctx, g.rdb, []string{stagedCodes, stagedOrderCodes}, args...).Err(); err != nil {
+				return false, fmt.Errorf("gate: %s %s: stage codes: %w", mode, snap.Code, err)
+			}
+			nCodes += len(c.customers)
+			nOrderCodes += len(c.orders)
+		}
+		meta = append(meta, "usesPerCode", snap.UsesPerCode, "codes", nCodes, "orderCodes", nOrderCodes)
+	}
 	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders, len(meta) / 2}, meta...)
 	args = append(args, last.args()...)
 	n, err := loadScript.Run(ctx, g.rdb,
-		[]string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused}, args...).Int()
+		[]string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused,
+			k.codes, k.orderCodes, stagedCodes, stagedOrderCodes}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: %s %s: %w", mode, snap.Code, err)
 	}
@@ -296,6 +337,10 @@ func (g *Gate) Snapshot(ctx context.Context, code string) (voucher.GateSnapshot,
 	meta := pipe.HGetAll(ctx, k.meta)
 	customers := pipe.HGetAll(ctx, k.customers)
 	orders := pipe.HGetAll(ctx, k.orders)
+	var codes, orderCodes *redis.MapStringStringCmd
+	if voucher.IsCampaignGate(code) {
+		codes, orderCodes = pipe.HGetAll(ctx, k.codes), pipe.HGetAll(ctx, k.orderCodes)
+	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return voucher.GateSnapshot{}, false, fmt.Errorf("gate: snapshot %s: %w", code, err)
 	}
@@ -308,6 +353,9 @@ func (g *Gate) Snapshot(ctx context.Context, code string) (voucher.GateSnapshot,
 		}
 	}
 	snap, err := parseSnapshot(code, stock.Val(), meta.Val(), customers.Val(), orders.Val())
+	if err == nil && codes != nil {
+		err = parseCodes(&snap, meta.Val(), codes, orderCodes)
+	}
 	if err != nil {
 		return voucher.GateSnapshot{}, false, fmt.Errorf("gate: snapshot %s: %w", code, err)
 	}
@@ -364,7 +412,7 @@ func (g *Gate) Availability(ctx context.Context, code string, customerID int64) 
 // a pause stays until Replace or its timeout.
 func (g *Gate) Unload(ctx context.Context, code string) error {
 	k := keysOf(code)
-	if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta).Err(); err != nil {
+	if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes).Err(); err != nil {
 		return fmt.Errorf("gate: unload %s: %w", code, err)
 	}
 	return nil
@@ -402,6 +450,47 @@ func split(customers, orders []entry) []chunk {
 		}
 	}
 	return chunks
+}
+
+func codeEntries(codes map[string]int) []entry {
+	var es []entry
+	for code, n := range codes {
+		if n > 0 { // no zero counts, as for customers
+			es = append(es, entry{code, strconv.Itoa(n)})
+		}
+	}
+	return es
+}
+
+func orderCodeEntries(orderCodes map[string]string) []entry {
+	es := make([]entry, 0, len(orderCodes))
+	for id, code := range orderCodes {
+		es = append(es, entry{id, code})
+	}
+	return es
+}
+
+// parseCodes reads a campaign's gate's code counts and order codes.
+func parseCodes(snap *voucher.GateSnapshot, meta map[string]string, codes, orderCodes *redis.MapStringStringCmd) error {
+	for _, c := range []*redis.MapStringStringCmd{codes, orderCodes} {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	var err error
+	if snap.UsesPerCode, err = strconv.Atoi(meta["usesPerCode"]); err != nil {
+		return fmt.Errorf("usesPerCode %q: %w", meta["usesPerCode"], err)
+	}
+	snap.Codes = make(map[string]int, len(codes.Val()))
+	for code, v := range codes.Val() {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("code %q: uses %q: %w", code, v, err)
+		}
+		snap.Codes[code] = n
+	}
+	snap.OrderCodes = orderCodes.Val()
+	return nil
 }
 
 func customerEntries(customers map[int64]int) []entry {

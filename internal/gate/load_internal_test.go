@@ -20,7 +20,8 @@ func TestLoad_MissingStagedChunkLoadsNothing(t *testing.T) {
 	defer rdb.Close()
 	ctx := context.Background()
 	k := keysOf("HALF")
-	keys := []string{k.stock, k.customers, k.orders, k.meta, k.prefix + "load:t:customers", k.prefix + "load:t:orders", k.paused}
+	keys := []string{k.stock, k.customers, k.orders, k.meta, k.prefix + "load:t:customers", k.prefix + "load:t:orders", k.paused,
+		k.codes, k.orderCodes, k.prefix + "load:t:codes", k.prefix + "load:t:ordercodes"}
 	// Claims 2000 staged orders that are not there.
 	err = loadScript.Run(ctx, rdb, keys, "load", 10, 1, 0, 0, 2000, 1, "7", "1", "o1", "7:100").Err()
 	if err == nil || !strings.Contains(err.Error(), "staged chunks are missing") {

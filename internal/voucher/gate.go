@@ -2,6 +2,8 @@ package voucher
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,7 +23,22 @@ const (
 	GateBudgetExhausted GateVerdict = "BUDGET_EXHAUSTED"
 	GateNotLoaded       GateVerdict = "NOT_LOADED" // the gate holds nothing for the voucher: warm it up
 	GatePaused          GateVerdict = "PAUSED"     // an operator is rebuilding the gate: try again shortly
+	// GateCodeUsedUp: on a campaign's gate, the code reserved has no use
+	// left (the campaign may have): OUT_OF_STOCK for the caller.
+	GateCodeUsedUp GateVerdict = "CODE_USED_UP"
 )
+
+// campaignGatePrefix starts the code of a campaign's voucher row, '~C<id>'
+// (migration 00060), which no caller can type.
+const campaignGatePrefix = "~C"
+
+// CampaignGateCode is the code of campaign id's voucher row, which names
+// the campaign's one gate (keys voucher:{~C<id>}:...) for all its codes.
+func CampaignGateCode(id int64) string { return campaignGatePrefix + strconv.FormatInt(id, 10) }
+
+// IsCampaignGate reports whether code names a campaign's gate (its voucher
+// row) rather than a voucher's.
+func IsCampaignGate(code string) bool { return strings.HasPrefix(code, campaignGatePrefix) }
 
 // GateOrder is an orderId the gate remembers with the values it was reserved with.
 type GateOrder struct {
@@ -135,12 +152,21 @@ type GateSnapshot struct {
 	// Budget is the budget left (budgetAmount - budgetUsed) of a voucher
 	// with one; nil: no budget.
 	Budget *int64
+	// A campaign's gate (IsCampaignGate(Code)) also holds UsesPerCode, the
+	// uses held or confirmed of each of its codes that has any (Codes), and
+	// the code each live order holds a use of (OrderCodes). Zero and nil for
+	// a voucher's.
+	UsesPerCode int
+	Codes       map[string]int
+	OrderCodes  map[string]string
 }
 
 // Gate is the Redis gate of flash vouchers: each call is one atomic script.
 type Gate interface {
 	// Reserve decides one reserve: duplicate orderId, per-customer count,
 	// stock, then the budget, which the discount is taken from with the use.
+	// On a campaign's gate (IsCampaignGate(code)) r.Code is the campaign
+	// code reserved, whose uses the same script counts (GateCodeUsedUp).
 	Reserve(ctx context.Context, code string, perUserLimit int, discount int64, r ReserveRequest) (GateVerdict, error)
 	// Release gives the order's use (and discount, to the budget) back if the
 	// gate holds it live; false when it did not (unknown or already
@@ -153,6 +179,10 @@ type Gate interface {
 	// admitted it, giving its customer's count and discount back but not
 	// its use: the gate was a use too high, and is one lower now.
 	Drop(ctx context.Context, code, orderID string, discount int64) (bool, error)
+	// DropCode deletes an order of a campaign's gate the database refused
+	// because its campaign code is used up: everything but the code's use
+	// goes back (the gate's count of that code was too low).
+	DropCode(ctx context.Context, code, orderID string, discount int64) (bool, error)
 	// Load installs a snapshot atomically unless the gate already holds the
 	// voucher; false when it did, so two instances warming at once load once.
 	Load(ctx context.Context, snap GateSnapshot) (bool, error)

@@ -67,6 +67,13 @@ func (g observedGate) Drop(ctx context.Context, code, orderID string, discount i
 	return ok, err
 }
 
+func (g observedGate) DropCode(ctx context.Context, code, orderID string, discount int64) (bool, error) {
+	start := time.Now()
+	ok, err := g.Gate.DropCode(ctx, code, orderID, discount)
+	g.obs.GateCall("drop", err, time.Since(start))
+	return ok, err
+}
+
 func (g observedGate) Load(ctx context.Context, snap GateSnapshot) (bool, error) {
 	start := time.Now()
 	ok, err := g.Gate.Load(ctx, snap)
