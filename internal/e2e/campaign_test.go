@@ -9,10 +9,13 @@ import (
 	"net/url"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // campaignSpec is a campaign to create; zero values take test defaults.
@@ -25,6 +28,7 @@ type campaignSpec struct {
 	TotalLimit   int // 0: the default (codeCount * usesPerCode)
 	PerUserLimit int
 	Discount     int64
+	Flash        bool // one gate for the whole campaign (sync write path)
 }
 
 const campaignFields = `id name status codeCount generatedCount codePrefix codeLength usesPerCode totalLimit perUserLimit usedCount reservedCount confirmedCount remaining budgetUsed failure`
@@ -58,6 +62,9 @@ func createCampaign(t testing.TB, s *server, c campaignSpec) map[string]any {
 	}
 	if c.Discount != 0 {
 		in["discountAmount"] = c.Discount
+	}
+	if c.Flash {
+		in["flash"] = true
 	}
 	r := gql(t, s, adminToken, `mutation($in: CreateCampaignInput!) { createCampaign(input: $in) { campaign { `+campaignFields+` } error { code message field } } }`,
 		map[string]any{"in": in})
@@ -158,10 +165,24 @@ func readyCampaign(t testing.TB, s *server, c campaignSpec) (id string, codes []
 }
 
 // The issue's scenario: 100 codes of one use each, totalLimit 50,
-// perUserLimit 1, on both transports.
+// perUserLimit 1, on both transports, on the database path and on a flash
+// campaign (one gate for all its codes, FLASH_WRITE_PATH=sync).
 func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
 	s := sharedServer(t)
-	spec := campaignSpec{CodeCount: 100, UsesPerCode: 1, TotalLimit: 50, PerUserLimit: 1}
+	for _, flash := range []bool{false, true} {
+		kind := "database"
+		if flash {
+			kind = "flash"
+		}
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			campaignLimitsHoldTogether(t, s, flash)
+		})
+	}
+}
+
+func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
+	spec := campaignSpec{CodeCount: 100, UsesPerCode: 1, TotalLimit: 50, PerUserLimit: 1, Flash: flash}
 	for _, api := range transports(s) {
 		t.Run(api.name(), func(t *testing.T) {
 			t.Parallel()
@@ -195,6 +216,14 @@ func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
 				var used int
 				if err := database(t).QueryRow(context.Background(), `SELECT sum(used_count) FROM voucher_code WHERE campaign_id = $1`, id).Scan(&used); err != nil || used != 50 {
 					t.Errorf("codes' uses add up to %d (%v), want 50", used, err)
+				}
+				if flash {
+					// The campaign's one gate agrees: no use left, 50 codes
+					// holding one each.
+					g := campaignGate(t, redisURL, id)
+					if g.stock != 0 || len(g.codes) != 50 || g.sumCodes() != 50 {
+						t.Errorf("the campaign's gate after the stampede: stock %d, %d codes holding %d uses; want 0, 50, 50", g.stock, len(g.codes), g.sumCodes())
+					}
 				}
 			})
 
@@ -252,7 +281,7 @@ func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
 
 			t.Run("ReleaseFreesTheCodeAndTheCampaign", func(t *testing.T) {
 				t.Parallel()
-				id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 3, UsesPerCode: 1, TotalLimit: 1, PerUserLimit: 1})
+				id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 3, UsesPerCode: 1, TotalLimit: 1, PerUserLimit: 1, Flash: flash})
 				base := time.Now().UnixNano()%1_000_000_000*10 + 1
 				order := uniqueOrder()
 				if r := api.reserve(t, codes[0], base, order, 5000); r.status() != "RESERVED" {
@@ -274,8 +303,19 @@ func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
 					t.Errorf("the campaign after the release: %v", c)
 				}
 				// The customer's use came back too: they may use another code.
-				if r := api.reserve(t, codes[1], base, uniqueOrder(), 5000); r.status() != "RESERVED" {
+				order1 := uniqueOrder()
+				if r := api.reserve(t, codes[1], base, order1, 5000); r.status() != "RESERVED" {
 					t.Fatalf("the same customer on another code after the release: %+v", r)
+				}
+				// And the freed code sells again once the campaign has a use.
+				if r := api.release(t, codes[1], order1); r.status() != "RELEASED" {
+					t.Fatalf("release of the second code: %+v", r)
+				}
+				if r := api.reserve(t, codes[0], base+2, uniqueOrder(), 5000); r.status() != "RESERVED" {
+					t.Fatalf("the freed code re-reserved: %+v", r)
+				}
+				if v := readVoucher(t, s, codes[0]); v.Used != 1 {
+					t.Errorf("the re-reserved code: %+v", v)
 				}
 				order2 := uniqueOrder()
 				if r := api.confirm(t, codes[1], order2); r.Error != "NOT_FOUND" {
@@ -288,7 +328,7 @@ func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
 
 			t.Run("ConfirmIsPerCode", func(t *testing.T) {
 				t.Parallel()
-				id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 2, UsesPerCode: 2, PerUserLimit: 2})
+				id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 2, UsesPerCode: 2, PerUserLimit: 2, Flash: flash})
 				base := time.Now().UnixNano()%1_000_000_000*10 + 1
 				order := uniqueOrder()
 				if r := api.reserve(t, codes[0], base, order, 5000); r.status() != "RESERVED" || str(r.Reservation["voucherCode"]) != codes[0] {
@@ -464,7 +504,6 @@ func TestCampaign_BadInputIsRefusedAndChangesNothing(t *testing.T) {
 		{"budgetAmount", map[string]any{"budgetAmount": 0}},
 		{"minOrderAmount", map[string]any{"minOrderAmount": -1}},
 		{"endsAt", map[string]any{"endsAt": "2025-01-01T00:00:00Z"}},
-		{"flash", map[string]any{"flash": true}},
 	}
 	for _, c := range cases {
 		name := "bad " + uniqueCode("n")
@@ -774,6 +813,51 @@ func TestCampaign_ExportWithADashboardSession(t *testing.T) {
 	if len(lines) != len(codes) || !strings.HasPrefix(lines[0], codes[0]+",") {
 		t.Errorf("export with a session: %v, want %v", lines, codes)
 	}
+}
+
+// gateFigures is what a campaign's gate holds in Redis.
+type gateFigures struct {
+	stock int
+	codes map[string]int
+}
+
+func (g gateFigures) sumCodes() int {
+	n := 0
+	for _, u := range g.codes {
+		n += u
+	}
+	return n
+}
+
+// campaignGate reads campaign id's gate (keys voucher:{~C<id>}:...) from the
+// Redis at url.
+func campaignGate(t testing.TB, url, id string) gateFigures {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	prefix := "voucher:{~C" + id + "}:"
+	stock, err := rdb.Get(ctx, prefix+"stock").Int()
+	if err != nil {
+		t.Fatalf("campaign %s's gate stock: %v", id, err)
+	}
+	raw, err := rdb.HGetAll(ctx, prefix+"codes").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gateFigures{stock: stock, codes: map[string]int{}}
+	for code, v := range raw {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("code %s holds %q", code, v)
+		}
+		g.codes[code] = n
+	}
+	return g
 }
 
 // With FLASH_WRITE_PATH=kafka a campaign (not flash) takes the database path

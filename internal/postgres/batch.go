@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,8 +35,11 @@ const (
 )
 
 type pendingWinner struct {
-	ctx  context.Context
-	r    voucher.ReserveRequest
+	ctx context.Context
+	// owner is the voucher row the batch writes on: the code's own, or a
+	// campaign's (r.Code being one of its codes).
+	owner string
+	r     voucher.ReserveRequest
 	ttl  time.Duration
 	path voucher.Path
 	done chan winnerOutcome // buffered: a writer never waits for the request
@@ -58,13 +63,27 @@ func (p *pendingWinner) answer(res voucher.Reservation, created bool, err error)
 // its commit; all of it when it cannot be written whole (a customer at the
 // limit, fewer uses left than winners, any error: rolled back and split).
 func (s *Store) ReserveAdmitted(ctx context.Context, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
-	q, ok := s.winnerQueues.Load(r.Code)
+	return s.reserveAdmitted(ctx, r.Code, r, ttl, path)
+}
+
+// ReserveAdmittedCode is ReserveAdmitted for a code of the campaign whose
+// voucher row is campaignGate: the campaign's winners of the moment, of
+// any of its codes, are written in one transaction, which takes each
+// code's uses (its CHECK the last line of defence) before the campaign's.
+// A code that is not the campaign's, or of a campaign not READY, is left to
+// Reserve, which answers it.
+func (s *Store) ReserveAdmittedCode(ctx context.Context, campaignGate string, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
+	return s.reserveAdmitted(ctx, campaignGate, r, ttl, path)
+}
+
+func (s *Store) reserveAdmitted(ctx context.Context, owner string, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
+	q, ok := s.winnerQueues.Load(owner)
 	if !ok {
-		q, _ = s.winnerQueues.LoadOrStore(r.Code, newCoalescer(winnerWriters, MaxWinnerBatch, func(batch []*pendingWinner) {
+		q, _ = s.winnerQueues.LoadOrStore(owner, newCoalescer(winnerWriters, MaxWinnerBatch, func(batch []*pendingWinner) {
 			s.writeBatch(batch, batchSplits)
 		}))
 	}
-	p := &pendingWinner{ctx: ctx, r: r, ttl: ttl, path: path, done: make(chan winnerOutcome, 1)}
+	p := &pendingWinner{ctx: ctx, owner: owner, r: r, ttl: ttl, path: path, done: make(chan winnerOutcome, 1)}
 	q.(*coalescer[*pendingWinner]).add(p)
 	select {
 	case out := <-p.done:
@@ -137,7 +156,7 @@ func (s *Store) writeBatch(batch []*pendingWinner, splits int) {
 			// are decided one by one (OUT_OF_STOCK unless uses come back).
 			// (Enough left now: another batch gave uses back or rolled
 			// back meanwhile; try them all again.)
-			left := min(s.usesLeft(together[0].ctx, together[0].r.Code), len(together))
+			left := min(s.usesLeft(together[0].ctx, together[0].owner), len(together))
 			if left > 0 {
 				alone = append(alone, together[left:]...)
 				next = together[:left]
@@ -166,13 +185,15 @@ func (s *Store) writeBatch(batch []*pendingWinner, splits int) {
 func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedemption, []bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), winnerBatchTimeout)
 	defer cancel()
-	code, ttl, path := batch[0].r.Code, batch[0].ttl, batch[0].path
+	code, ttl, path := batch[0].owner, batch[0].ttl, batch[0].path
+	campaign := voucher.IsCampaignGate(code)
 
 	orderIDs := make([]string, len(batch))
 	customerIDs := make([]int64, len(batch))
 	amounts := make([]int64, len(batch))
+	campaignCodes := make([]string, len(batch))
 	for i, p := range batch {
-		orderIDs[i], customerIDs[i], amounts[i] = p.r.OrderID, p.r.CustomerID, p.r.OrderAmount
+		orderIDs[i], customerIDs[i], amounts[i], campaignCodes[i] = p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.r.Code
 	}
 
 	var rows map[string]db.VoucherRedemption
@@ -192,10 +213,18 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 		for i, p := range batch {
 			discounts[i] = v.DiscountFor(p.r.OrderAmount)
 		}
-		claimed, err := q.VoucherRedemptionClaimEligible(ctx, db.VoucherRedemptionClaimEligibleParams{
-			Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CustomerIds: customerIDs, OrderAmounts: amounts,
-			DiscountAmounts: discounts,
-		})
+		var claimed []db.VoucherRedemption
+		if campaign {
+			claimed, err = q.CampaignRedemptionClaimEligible(ctx, db.CampaignRedemptionClaimEligibleParams{
+				Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CampaignCodes: campaignCodes, CustomerIds: customerIDs,
+				OrderAmounts: amounts, DiscountAmounts: discounts,
+			})
+		} else {
+			claimed, err = q.VoucherRedemptionClaimEligible(ctx, db.VoucherRedemptionClaimEligibleParams{
+				Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CustomerIds: customerIDs, OrderAmounts: amounts,
+				DiscountAmounts: discounts,
+			})
+		}
 		if err != nil {
 			return err
 		}
@@ -230,6 +259,23 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 		}); err != nil {
 			return err
 		}
+		if campaign {
+			// The codes' uses before the campaign's row, as a single
+			// reserve takes them; a code without the uses leaves its
+			// reserves to Reserve (CODE used up: OUT_OF_STOCK there).
+			full, err := takeCodeUses(ctx, q, claimed)
+			if err != nil {
+				return err
+			}
+			if len(full) > 0 {
+				suspects = make([]bool, len(batch))
+				for i, p := range batch {
+					_, claimed := rows[p.r.OrderID]
+					suspects[i] = claimed && full[p.r.Code]
+				}
+				return errBatchSplit
+			}
+		}
 		// The hot row last, as a single reserve does.
 		var held int64
 		for _, row := range claimed {
@@ -243,6 +289,42 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 		return nil
 	})
 	return rows, suspects, err
+}
+
+// takeCodeUses holds the campaign codes' uses of a batch's rows, the codes
+// locked in code order first (the order of every writer of several codes),
+// and returns the codes that had too few left (nothing is then taken: the
+// batch rolls back).
+func takeCodeUses(ctx context.Context, q *db.Queries, claimed []db.VoucherRedemption) (map[string]bool, error) {
+	uses := map[string]int32{}
+	for _, row := range claimed {
+		if row.CampaignCode != nil {
+			uses[*row.CampaignCode]++
+		}
+	}
+	var take db.CampaignCodeUsesTakeParams
+	for _, code := range slices.Sorted(maps.Keys(uses)) {
+		take.Codes = append(take.Codes, code)
+		take.Uses = append(take.Uses, uses[code])
+	}
+	if err := q.CampaignCodeLockMany(ctx, take.Codes); err != nil {
+		return nil, err
+	}
+	taken, err := q.CampaignCodeUsesTake(ctx, take)
+	if err != nil {
+		return nil, err
+	}
+	if len(taken) == len(take.Codes) {
+		return nil, nil
+	}
+	full := make(map[string]bool, len(take.Codes)-len(taken))
+	for _, code := range take.Codes {
+		full[code] = true
+	}
+	for _, code := range taken {
+		delete(full, code)
+	}
+	return full, nil
 }
 
 // usesLeft is how many uses the voucher has left now; 0 when unknown.

@@ -287,6 +287,47 @@ func (cc *campaignCode) asCode(v voucher.Voucher) voucher.Voucher {
 	return v
 }
 
+// campaignGateSnapshot adds to a campaign's gate snapshot what its gate
+// holds besides a voucher's, in the snapshot's transaction: the uses per
+// code, the codes with uses held or confirmed, and each live order's code.
+func campaignGateSnapshot(ctx context.Context, q *db.Queries, snap *voucher.GateSnapshot) error {
+	terms, err := q.CampaignGateTerms(ctx, snap.Code)
+	if err != nil {
+		return err
+	}
+	snap.UsesPerCode = int(terms.UsesPerCode)
+	uses, err := q.CampaignGateCodeUses(ctx, &terms.ID)
+	if err != nil {
+		return err
+	}
+	snap.Codes = make(map[string]int, len(uses))
+	for _, u := range uses {
+		snap.Codes[u.Code] = int(u.UsedCount)
+	}
+	orders, err := q.CampaignGateOrderCodes(ctx, snap.Code)
+	if err != nil {
+		return err
+	}
+	snap.OrderCodes = make(map[string]string, len(orders))
+	for _, o := range orders {
+		snap.OrderCodes[o.OrderID] = o.CampaignCode
+	}
+	return nil
+}
+
+// CampaignOfCode says which campaign a code is of. Errors: NOT_FOUND (no
+// campaign's code).
+func (s *Store) CampaignOfCode(ctx context.Context, code string) (voucher.CodeCampaign, error) {
+	row, err := s.q.CampaignOfCode(ctx, code)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return voucher.CodeCampaign{}, voucherNotFound(code)
+	}
+	if err != nil {
+		return voucher.CodeCampaign{}, mapError(err)
+	}
+	return voucher.CodeCampaign{ID: row.ID, Status: voucher.CampaignStatus(row.Status), Flash: row.Flash}, nil
+}
+
 // slotKey is the voucher row whose reserve slots a code's reserve takes: the
 // code's own, or its campaign's for a campaign code (all codes of a campaign
 // end on its one row). An unknown code keeps its own (it is refused).

@@ -298,7 +298,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		// customers on one code queue here, not on the campaign.
 		if cc != nil {
 			if _, err := q.CampaignCodeUseTake(ctx, cc.code); errors.Is(err, pgx.ErrNoRows) {
-				return voucher.Errorf(voucher.OutOfStock, "code %s is used up", cc.code)
+				return voucher.CodeUsedUp(cc.code)
 			} else if err != nil {
 				return err
 			}
@@ -569,6 +569,11 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 		for _, c := range customers {
 			snap.Customers[c.CustomerID] = int(c.UsedCount)
 		}
+		if voucher.IsCampaignGate(code) {
+			if err := campaignGateSnapshot(ctx, q, &snap); err != nil {
+				return err
+			}
+		}
 		if snap.TakenAt, err = q.VoucherClock(ctx); err != nil {
 			return err
 		}
@@ -635,7 +640,7 @@ func mapError(err error) error {
 			// The registry of codes: a campaign's code (or a voucher's) has it.
 			return voucher.Errorf(voucher.VoucherExists, "the code is taken")
 		case pgErr.ConstraintName == "voucher_code_used_within_limit":
-			return voucher.Errorf(voucher.OutOfStock, "the code is used up")
+			return voucher.CodeUsedUp("the code")
 		case pgErr.Code == "23505" && strings.HasPrefix(pgErr.ConstraintName, "voucher_redemption"):
 			return voucher.Errorf(voucher.OrderConflict, "the orderId was already used")
 		}

@@ -69,7 +69,9 @@ func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, erro
 		if err != nil {
 			return 0, err
 		}
-		if v.Flash {
+		// A campaign code's check is read from the database, which holds
+		// the code's uses and its campaign's together.
+		if v.Flash && v.CampaignID == 0 {
 			return s.checkAtGate(ctx, v, c)
 		}
 	}

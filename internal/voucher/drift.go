@@ -56,7 +56,7 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 	if s.flash == nil {
 		return nil, nil
 	}
-	vouchers, err := s.store.FlashVouchers(ctx)
+	vouchers, err := s.flashVouchers(ctx)
 	if err != nil {
 		return nil, err
 	}

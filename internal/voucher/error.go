@@ -52,6 +52,16 @@ func (e *Error) Error() string {
 	return msg
 }
 
+// ErrCodeUsedUp is the cause of an OUT_OF_STOCK for a campaign code with
+// no use left (its campaign may have some): the flash path tells it apart
+// from a campaign sold out to converge its gate (Gate.DropCode).
+var ErrCodeUsedUp = errors.New("the campaign code is used up")
+
+// CodeUsedUp is OUT_OF_STOCK for a campaign code with no use left.
+func CodeUsedUp(code string) error {
+	return &Error{Code: OutOfStock, Message: fmt.Sprintf("code %s is used up", code), Cause: ErrCodeUsedUp}
+}
+
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Cause }
 

@@ -92,7 +92,7 @@ func (s *Service) WarmGates(ctx context.Context) error {
 	if s.flash == nil {
 		return nil
 	}
-	vouchers, err := s.store.FlashVouchers(ctx)
+	vouchers, err := s.flashVouchers(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,6 +104,22 @@ func (s *Service) WarmGates(ctx context.Context) error {
 		}
 	}
 	return s.flash.warm(ctx, live)
+}
+
+// flashVouchers lists the vouchers with a gate: every flash voucher, and
+// the flash campaigns' voucher rows when this write path runs them.
+func (s *Service) flashVouchers(ctx context.Context) ([]Voucher, error) {
+	vouchers, err := s.store.FlashVouchers(ctx)
+	if err != nil || s.runsCampaigns() {
+		return vouchers, err
+	}
+	out := vouchers[:0]
+	for _, v := range vouchers {
+		if !IsCampaignGate(v.Code) {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }
 
 // reserveKnown answers a reserve of an order that passed a sync-mode gate
@@ -122,6 +138,8 @@ func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservati
 // refusedAtGate answers the gate's refusals that are the same on every path.
 func (s *Service) refusedAtGate(v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
 	switch verdict {
+	case GateCodeUsedUp:
+		return Reservation{}, CodeUsedUp(v.Code)
 	case GateAlreadyUsed:
 		return Reservation{}, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
 	case GateOutOfStock:
@@ -158,10 +176,10 @@ func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 		s.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
 		return
 	}
-	if !v.Flash {
+	if !v.Flash || (v.CampaignID != 0 && !s.runsCampaigns()) {
 		return
 	}
-	s.useBack(ctx, res.VoucherCode, res.OrderID, res.DiscountAmount)
+	s.useBack(ctx, gateCode(v), res.OrderID, res.DiscountAmount)
 }
 
 // retryBriefly runs fn again after a transient failure, with short pauses,

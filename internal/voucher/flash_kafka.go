@@ -284,7 +284,9 @@ func (k *kafkaFlash) flashVoucher(ctx context.Context, code string) (Voucher, bo
 		}
 		return Voucher{}, false, unavailable(err)
 	}
-	return v, v.Flash, nil
+	// A campaign code takes the database path in kafka mode (its gate is
+	// the sync path's).
+	return v, v.Flash && v.CampaignID == 0, nil
 }
 
 // undecided handles the decisions that leave the call to the database or

@@ -8,6 +8,7 @@ package voucher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -26,16 +27,17 @@ func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, pa
 	if err := v.CheckEligible(time.Now(), r); err != nil {
 		return Reservation{}, err
 	}
-	if verdict, ok := s.soldOut.verdict(v.Code, r); ok {
+	gk := gateCode(v) // a campaign code's campaign's gate
+	if verdict, ok := s.soldOut.verdict(gk, r); ok {
 		*path = PathGateMemory
 		return s.afterGate(ctx, v, r, verdict)
 	}
 	*path = PathGateSync
 	discount := v.DiscountFor(r.OrderAmount)
-	verdict, err := s.gate.Reserve(ctx, v.Code, v.PerUserLimit, discount, r)
+	verdict, err := s.gate.Reserve(ctx, gk, v.PerUserLimit, discount, r)
 	if err == nil && verdict == GateNotLoaded {
-		if err = s.loadGate(ctx, v.Code); err == nil {
-			verdict, err = s.gate.Reserve(ctx, v.Code, v.PerUserLimit, discount, r)
+		if err = s.loadGate(ctx, gk); err == nil {
+			verdict, err = s.gate.Reserve(ctx, gk, v.PerUserLimit, discount, r)
 		}
 		if err == nil && verdict == GateNotLoaded {
 			return Reservation{}, Errorf(Unavailable, "the sale is starting; retry with the same orderId")
@@ -49,7 +51,7 @@ func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, pa
 	}
 	switch verdict {
 	case GateOutOfStock:
-		s.noteSoldOut(ctx, v.Code)
+		s.noteSoldOut(ctx, gk)
 	case GatePaused:
 		return Reservation{}, Errorf(Unavailable, "voucher %s is being rebuilt; retry with the same orderId", v.Code)
 	}
@@ -58,10 +60,17 @@ func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, pa
 
 // afterGate turns the gate's verdict into the answer.
 func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
+	gk := gateCode(v)
 	switch verdict {
 	case GateAdmitted:
 		s.obs.DatabaseWrite("reserve")
-		res, _, err := s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
+		var res Reservation
+		var err error
+		if v.CampaignID != 0 {
+			res, _, err = s.store.ReserveAdmittedCode(ctx, gk, r, s.ttl, PathGateSync)
+		} else {
+			res, _, err = s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
+		}
 		switch {
 		case err == nil:
 			// A success for an order the database already held keeps the
@@ -69,19 +78,27 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 			// or the gate was loaded from a snapshot taken before the row
 			// was written; either way this gate use backs it.
 			return res, nil
+		case errors.Is(err, ErrCodeUsedUp):
+			// The database's count of the campaign code is higher than
+			// the gate's: the code's use stays out, the campaign's comes
+			// back (its row was not reached).
+			if _, gerr := s.gate.DropCode(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+				s.logger.ErrorContext(ctx, "order refused by the database not dropped from the gate", "code", v.Code, "order", r.OrderID, "err", gerr)
+			}
+			return Reservation{}, err
 		case ErrorCodeOf(err) == OutOfStock:
 			// The database is sold out, yet the gate admitted: the gate
 			// was a use too high (a rebuild raced winners in flight).
 			// Giving the use back would keep it too high and send every
 			// later request here; keeping it out converges the gate.
-			if _, gerr := s.gate.Drop(ctx, v.Code, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+			if _, gerr := s.gate.Drop(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
 				s.logger.ErrorContext(ctx, "order refused by the database not dropped from the gate", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
 			return Reservation{}, err
 		case IsRefusal(err) && ErrorCodeOf(err) != Unavailable:
 			// The database said no: the use goes back and the order is
 			// forgotten, so a retry is decided afresh.
-			if _, gerr := s.gate.Forget(ctx, v.Code, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+			if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
 				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
 			return Reservation{}, err
@@ -112,11 +129,15 @@ func (s *syncFlash) expireDue(pass context.Context, limit int) (int, error) {
 	return s.expireInDatabase(pass, limit, s.releaseGate)
 }
 
-// warm loads each gate that is not loaded from the database.
+// warm loads each gate that is not loaded from the database; a READY
+// flash campaign's codes are streamed into this instance's map of them.
 func (s *syncFlash) warm(ctx context.Context, live []Voucher) error {
 	for _, v := range live {
 		if err := s.loadGate(ctx, v.Code); err != nil {
 			return err
+		}
+		if id, ok := campaignOfGate(v.Code); ok {
+			s.fillCampaignCodes(ctx, id)
 		}
 	}
 	return nil

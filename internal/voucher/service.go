@@ -107,6 +107,8 @@ type Service struct {
 	soldOut *soldOutCache
 	// gens are the campaign generators running in this process.
 	gens *generators
+	// flashCodes maps the codes of READY flash campaigns to their campaign.
+	flashCodes *flashCodes
 }
 
 // NewService returns the service over its dependencies.
@@ -143,6 +145,8 @@ func NewService(deps Deps, cfg Config) *Service {
 		meta:     newMetadataCache(cfg.MetadataTTL),
 		soldOut:  newSoldOutCache(cfg.SoldOutTTL),
 		gens:     newGenerators(),
+
+		flashCodes: newFlashCodes(),
 	}
 	switch {
 	case deps.Gate == nil:
@@ -240,11 +244,11 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 			res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
 			return res, err
 		}
-		v, err := s.meta.get(ctx, r.Code, s.store.Voucher)
+		v, flash, err := s.reserveTerms(ctx, r.Code)
 		if err != nil {
 			return Reservation{}, err
 		}
-		if v.Flash {
+		if flash {
 			return s.flash.reserve(ctx, v, r, &path)
 		}
 		if err := s.flash.claimedElsewhere(ctx, r); err != nil {

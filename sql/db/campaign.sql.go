@@ -146,6 +146,43 @@ func (q *Queries) CampaignCodeUsesGiveBack(ctx context.Context, arg CampaignCode
 	return err
 }
 
+const campaignCodeUsesTake = `-- name: CampaignCodeUsesTake :many
+UPDATE voucher_code vc
+SET used_count = vc.used_count + g.uses
+FROM (SELECT unnest($1::text[]) AS code,
+             unnest($2::integer[]) AS uses) AS g
+WHERE vc.code = g.code AND vc.used_count + g.uses <= vc.use_limit
+RETURNING vc.code
+`
+
+type CampaignCodeUsesTakeParams struct {
+	Codes []string
+	Uses  []int32
+}
+
+// CampaignCodeUsesTake holds uses[i] more of codes[i] (each code once,
+// locked before by CampaignCodeLockMany) where that many are left; a code
+// without them gets no row back.
+func (q *Queries) CampaignCodeUsesTake(ctx context.Context, arg CampaignCodeUsesTakeParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, campaignCodeUsesTake, arg.Codes, arg.Uses)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var code string
+		if err := rows.Scan(&code); err != nil {
+			return nil, err
+		}
+		items = append(items, code)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const campaignFail = `-- name: CampaignFail :exec
 UPDATE campaign SET status = 'FAILED', failure = $2
 WHERE id = $1 AND status = 'GENERATING'
@@ -159,6 +196,88 @@ type CampaignFailParams struct {
 func (q *Queries) CampaignFail(ctx context.Context, arg CampaignFailParams) error {
 	_, err := q.db.Exec(ctx, campaignFail, arg.ID, arg.Failure)
 	return err
+}
+
+const campaignGateCodeUses = `-- name: CampaignGateCodeUses :many
+SELECT code, used_count FROM voucher_code
+WHERE campaign_id = $1 AND used_count > 0
+`
+
+type CampaignGateCodeUsesRow struct {
+	Code      string
+	UsedCount int32
+}
+
+// CampaignGateCodeUses lists the codes of a campaign that have uses held or
+// confirmed, for its gate (the others need no field there).
+func (q *Queries) CampaignGateCodeUses(ctx context.Context, campaignID *int64) ([]CampaignGateCodeUsesRow, error) {
+	rows, err := q.db.Query(ctx, campaignGateCodeUses, campaignID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CampaignGateCodeUsesRow
+	for rows.Next() {
+		var i CampaignGateCodeUsesRow
+		if err := rows.Scan(&i.Code, &i.UsedCount); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const campaignGateOrderCodes = `-- name: CampaignGateOrderCodes :many
+SELECT order_id, campaign_code::text AS campaign_code FROM voucher_redemption
+WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED') AND campaign_code IS NOT NULL
+`
+
+type CampaignGateOrderCodesRow struct {
+	OrderID      string
+	CampaignCode string
+}
+
+// CampaignGateOrderCodes lists the code each live order of a campaign
+// holds a use of, for its gate.
+func (q *Queries) CampaignGateOrderCodes(ctx context.Context, voucherCode string) ([]CampaignGateOrderCodesRow, error) {
+	rows, err := q.db.Query(ctx, campaignGateOrderCodes, voucherCode)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CampaignGateOrderCodesRow
+	for rows.Next() {
+		var i CampaignGateOrderCodesRow
+		if err := rows.Scan(&i.OrderID, &i.CampaignCode); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const campaignGateTerms = `-- name: CampaignGateTerms :one
+SELECT id, uses_per_code FROM campaign WHERE voucher_code = $1
+`
+
+type CampaignGateTermsRow struct {
+	ID          int64
+	UsesPerCode int32
+}
+
+// CampaignGateTerms reads what a campaign's gate holds besides a voucher's:
+// its uses per code (no row: the voucher row is no campaign's).
+func (q *Queries) CampaignGateTerms(ctx context.Context, voucherCode string) (CampaignGateTermsRow, error) {
+	row := q.db.QueryRow(ctx, campaignGateTerms, voucherCode)
+	var i CampaignGateTermsRow
+	err := row.Scan(&i.ID, &i.UsesPerCode)
+	return i, err
 }
 
 const campaignGet = `-- name: CampaignGet :one
@@ -448,6 +567,29 @@ func (q *Queries) CampaignNextID(ctx context.Context) (int64, error) {
 	return id, err
 }
 
+const campaignOfCode = `-- name: CampaignOfCode :one
+SELECT c.id, c.status, v.flash
+FROM voucher_code vc
+JOIN campaign c ON c.id = vc.campaign_id
+JOIN voucher v ON v.code = c.voucher_code
+WHERE vc.code = $1
+`
+
+type CampaignOfCodeRow struct {
+	ID     int64
+	Status string
+	Flash  bool
+}
+
+// CampaignOfCode reads which campaign a code is of, its status and whether
+// it is flash (the flash path's lookup of a code it has not seen).
+func (q *Queries) CampaignOfCode(ctx context.Context, code string) (CampaignOfCodeRow, error) {
+	row := q.db.QueryRow(ctx, campaignOfCode, code)
+	var i CampaignOfCodeRow
+	err := row.Scan(&i.ID, &i.Status, &i.Flash)
+	return i, err
+}
+
 const campaignProgress = `-- name: CampaignProgress :one
 UPDATE campaign
 SET generated_count = generated_count + $2::integer,
@@ -480,4 +622,77 @@ func (q *Queries) CampaignProgress(ctx context.Context, arg CampaignProgressPara
 		&i.CreatedAt,
 	)
 	return i, err
+}
+
+const campaignRedemptionClaimEligible = `-- name: CampaignRedemptionClaimEligible :many
+INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
+       now() + $1::bigint * interval '1 millisecond'
+FROM (SELECT unnest($2::text[]) AS order_id,
+             unnest($3::text[]) AS campaign_code,
+             unnest($4::bigint[]) AS customer_id,
+             unnest($5::bigint[]) AS order_amount,
+             unnest($6::bigint[]) AS discount_amount) AS o
+JOIN voucher v ON v.code = $7
+JOIN campaign c ON c.voucher_code = v.code AND c.status = 'READY'
+JOIN voucher_code vc ON vc.code = o.campaign_code AND vc.campaign_id = c.id
+WHERE now() BETWEEN v.starts_at AND v.ends_at
+  AND o.order_amount >= v.min_order_amount
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+`
+
+type CampaignRedemptionClaimEligibleParams struct {
+	TtlMs           int64
+	OrderIds        []string
+	CampaignCodes   []string
+	CustomerIds     []int64
+	OrderAmounts    []int64
+	DiscountAmounts []int64
+	Code            string
+}
+
+// CampaignRedemptionClaimEligible is VoucherRedemptionClaimEligible for a
+// batch of reserves of a campaign's codes (campaign_codes[i] for
+// order_ids[i]): a row names the campaign's voucher row and the code; an
+// order whose code is not of this READY campaign gets no row back either.
+func (q *Queries) CampaignRedemptionClaimEligible(ctx context.Context, arg CampaignRedemptionClaimEligibleParams) ([]VoucherRedemption, error) {
+	rows, err := q.db.Query(ctx, campaignRedemptionClaimEligible,
+		arg.TtlMs,
+		arg.OrderIds,
+		arg.CampaignCodes,
+		arg.CustomerIds,
+		arg.OrderAmounts,
+		arg.DiscountAmounts,
+		arg.Code,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherRedemption
+	for rows.Next() {
+		var i VoucherRedemption
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.VoucherCode,
+			&i.CustomerID,
+			&i.OrderAmount,
+			&i.DiscountAmount,
+			&i.Status,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.ConfirmedAt,
+			&i.ReleasedAt,
+			&i.CampaignCode,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

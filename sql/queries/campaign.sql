@@ -95,3 +95,62 @@ SET used_count = vc.used_count - g.uses
 FROM (SELECT unnest(sqlc.arg(codes)::text[]) AS code,
              unnest(sqlc.arg(uses)::integer[]) AS uses) AS g
 WHERE vc.code = g.code;
+
+-- CampaignOfCode reads which campaign a code is of, its status and whether
+-- it is flash (the flash path's lookup of a code it has not seen).
+-- name: CampaignOfCode :one
+SELECT c.id, c.status, v.flash
+FROM voucher_code vc
+JOIN campaign c ON c.id = vc.campaign_id
+JOIN voucher v ON v.code = c.voucher_code
+WHERE vc.code = $1;
+
+-- CampaignGateTerms reads what a campaign's gate holds besides a voucher's:
+-- its uses per code (no row: the voucher row is no campaign's).
+-- name: CampaignGateTerms :one
+SELECT id, uses_per_code FROM campaign WHERE voucher_code = $1;
+
+-- CampaignGateCodeUses lists the codes of a campaign that have uses held or
+-- confirmed, for its gate (the others need no field there).
+-- name: CampaignGateCodeUses :many
+SELECT code, used_count FROM voucher_code
+WHERE campaign_id = $1 AND used_count > 0;
+
+-- CampaignGateOrderCodes lists the code each live order of a campaign
+-- holds a use of, for its gate.
+-- name: CampaignGateOrderCodes :many
+SELECT order_id, campaign_code::text AS campaign_code FROM voucher_redemption
+WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED') AND campaign_code IS NOT NULL;
+
+-- CampaignRedemptionClaimEligible is VoucherRedemptionClaimEligible for a
+-- batch of reserves of a campaign's codes (campaign_codes[i] for
+-- order_ids[i]): a row names the campaign's voucher row and the code; an
+-- order whose code is not of this READY campaign gets no row back either.
+-- name: CampaignRedemptionClaimEligible :many
+INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
+       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
+             unnest(sqlc.arg(campaign_codes)::text[]) AS campaign_code,
+             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+             unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
+             unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount) AS o
+JOIN voucher v ON v.code = sqlc.arg(code)
+JOIN campaign c ON c.voucher_code = v.code AND c.status = 'READY'
+JOIN voucher_code vc ON vc.code = o.campaign_code AND vc.campaign_id = c.id
+WHERE now() BETWEEN v.starts_at AND v.ends_at
+  AND o.order_amount >= v.min_order_amount
+ORDER BY o.order_id
+ON CONFLICT (order_id) DO NOTHING
+RETURNING *;
+
+-- CampaignCodeUsesTake holds uses[i] more of codes[i] (each code once,
+-- locked before by CampaignCodeLockMany) where that many are left; a code
+-- without them gets no row back.
+-- name: CampaignCodeUsesTake :many
+UPDATE voucher_code vc
+SET used_count = vc.used_count + g.uses
+FROM (SELECT unnest(sqlc.arg(codes)::text[]) AS code,
+             unnest(sqlc.arg(uses)::integer[]) AS uses) AS g
+WHERE vc.code = g.code AND vc.used_count + g.uses <= vc.use_limit
+RETURNING vc.code;
