@@ -40,9 +40,9 @@ type pendingWinner struct {
 	// campaign's (r.Code being one of its codes).
 	owner string
 	r     voucher.ReserveRequest
-	ttl  time.Duration
-	path voucher.Path
-	done chan winnerOutcome // buffered: a writer never waits for the request
+	ttl   time.Duration
+	path  voucher.Path
+	done  chan winnerOutcome // buffered: a writer never waits for the request
 }
 
 type winnerOutcome struct {
