@@ -177,17 +177,22 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if err := authorize(ctx, OpOperate); err != nil {
 		return err
 	}
-	code, err := CanonicalCode(code)
-	if err != nil {
-		return err
+	// A campaign's gate is named by its voucher row (~C<id>, as its drift
+	// report names it) or by any of its codes.
+	if _, ok := campaignOfGate(code); !ok {
+		var err error
+		if code, err = CanonicalCode(code); err != nil {
+			return err
+		}
 	}
 	v, err := s.store.Voucher(ctx, code)
 	if err != nil {
 		return err
 	}
-	if !v.Flash || s.flash == nil {
+	if !v.Flash || s.flash == nil || (v.CampaignID != 0 && !s.runsCampaigns()) {
 		return Errorf(NotFound, "voucher %s has no gate", code)
 	}
+	code = gateCode(v)
 	s.soldOut.forget(code)
 	if err := s.gate.Pause(ctx, code); err != nil {
 		return unavailable(err)

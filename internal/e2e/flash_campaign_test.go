@@ -1,0 +1,347 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"voucherd/internal/testredis"
+)
+
+// Flash campaigns (FLASH_WRITE_PATH=sync): one gate for the whole campaign,
+// keys voucher:{~C<id>}:..., deciding each code's uses with the campaign's
+// stock and the customer's count in one script. The issue's scenario on
+// both transports is in TestCampaign_LimitsHoldTogetherUnderConcurrency.
+
+// codeUsesInDatabase reads each code of a campaign that has uses, and the
+// campaign's remaining uses, from the database.
+func codeUsesInDatabase(t testing.TB, db *pgxpool.Pool, id string) (map[string]int, int) {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := db.Query(ctx, `SELECT code, used_count FROM voucher_code WHERE campaign_id = $1 AND used_count > 0`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	uses := map[string]int{}
+	for rows.Next() {
+		var code string
+		var n int
+		if err := rows.Scan(&code, &n); err != nil {
+			t.Fatal(err)
+		}
+		uses[code] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var remaining int
+	if err := db.QueryRow(ctx, `SELECT v.total_limit - v.used_count FROM campaign c JOIN voucher v ON v.code = c.voucher_code WHERE c.id = $1`, id).Scan(&remaining); err != nil {
+		t.Fatal(err)
+	}
+	return uses, remaining
+}
+
+// assertGateIsTheDatabase checks a campaign's gate against the database:
+// the stock and every code's uses.
+func assertGateIsTheDatabase(t testing.TB, redisURL string, db *pgxpool.Pool, id string) {
+	t.Helper()
+	g := campaignGate(t, redisURL, id)
+	uses, remaining := codeUsesInDatabase(t, db, id)
+	if g.stock != remaining {
+		t.Errorf("gate stock %d, database remaining %d", g.stock, remaining)
+	}
+	if diff := cmp.Diff(uses, g.codes); diff != "" {
+		t.Errorf("code uses, database (-) and gate (+):\n%s", diff)
+	}
+}
+
+// Two instances sell one flash campaign at once (80 customers on 80 codes,
+// 50 uses): exactly 50 win, each code once, and afterwards, with releases,
+// the gate holds what the database holds and reconciliation finds no drift.
+func TestFlashCampaign_TwoInstancesSellItAndTheGateAgreesWithTheDatabase(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, db := ownDatabase(t)
+	env := map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL, "RECONCILE_INTERVAL": "1s"}
+	s := startServer(t, env)
+	id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 100, UsesPerCode: 1, TotalLimit: 50, PerUserLimit: 1, Flash: true})
+	// A second instance, started after the campaign was made: it streams
+	// the codes at its warm-up, or looks each up at its first reserve.
+	s2 := startServer(t, env)
+	apis := []restAPI{{s}, {s2}}
+
+	type win struct{ code, order string }
+	var (
+		mu       sync.Mutex
+		outcomes = map[string]int{}
+		wins     []win
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+	)
+	for i := range 80 {
+		wg.Go(func() {
+			<-start
+			order := uniqueOrder()
+			r := apis[i%2].reserve(t, codes[i], int64(i+1), order, 5000)
+			mu.Lock()
+			defer mu.Unlock()
+			outcomes[r.status()+r.Error]++
+			if r.status() == "RESERVED" {
+				wins = append(wins, win{codes[i], order})
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if outcomes["RESERVED"] != 50 || outcomes["OUT_OF_STOCK"] != 30 {
+		t.Fatalf("outcomes %v, want 50 RESERVED and 30 OUT_OF_STOCK", outcomes)
+	}
+	assertGateIsTheDatabase(t, rs.URL, db, id)
+
+	// Five released, through either instance: the codes and the campaign
+	// get their uses back at the gate as in the database.
+	for i, w := range wins[:5] {
+		if r := apis[i%2].release(t, w.code, w.order); r.status() != "RELEASED" {
+			t.Fatalf("release %v: %+v", w, r)
+		}
+	}
+	assertGateIsTheDatabase(t, rs.URL, db, id)
+	// A freed code sells again, to a customer who holds none.
+	if r := apis[1].reserve(t, wins[0].code, 1000, uniqueOrder(), 5000); r.status() != "RESERVED" {
+		t.Fatalf("the freed code re-reserved: %+v", r)
+	}
+	// A code still held does not, though the campaign has uses.
+	if r := apis[0].reserve(t, wins[10].code, 1001, uniqueOrder(), 5000); r.Error != "OUT_OF_STOCK" {
+		t.Fatalf("a held single-use code: %+v, want OUT_OF_STOCK", r)
+	}
+	assertGateIsTheDatabase(t, rs.URL, db, id)
+
+	// Reconciliation (every second, by one instance) compares the campaign's gate as a
+	// voucher's: a report after the sale, with no drift.
+	after := time.Now()
+	gateCode := "~C" + id
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := gql(t, s, adminToken, `{ driftReports { voucherCode databaseRemaining gateRemaining drift checkedAt } }`, nil)
+		var found map[string]any
+		reports, _ := path(r.Body, "data", "driftReports").([]any)
+		for _, rep := range reports {
+			if m, _ := rep.(map[string]any); str(m["voucherCode"]) == gateCode {
+				found = m
+			}
+		}
+		if found != nil {
+			checked, err := time.Parse(time.RFC3339Nano, str(found["checkedAt"]))
+			if err == nil && checked.After(after) {
+				if num(t, found["drift"]) != 0 || found["gateRemaining"] == nil || num(t, found["gateRemaining"]) != num(t, found["databaseRemaining"]) ||
+					num(t, found["databaseRemaining"]) != 4 {
+					t.Fatalf("the campaign's drift report: %v; want no drift, 4 remaining", found)
+				}
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no drift report of %s after the sale: %s", gateCode, r.Raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// A gate lost from Redis is rebuilt from the database with each code's
+// uses: a used-up code stays used up, the campaign's stock is the
+// database's.
+func TestFlashCampaign_AGateReloadedFromTheDatabaseKeepsEachCodesUses(t *testing.T) {
+	t.Parallel()
+	s, rs, rdb, db := ownRedisServer(t)
+	api := restAPI{s}
+	id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 10, UsesPerCode: 2, TotalLimit: 8, PerUserLimit: 1, Flash: true})
+	for i := range 2 { // codes[0] used up
+		if r := api.reserve(t, codes[0], int64(i+1), uniqueOrder(), 5000); r.status() != "RESERVED" {
+			t.Fatalf("reserve %d: %+v", i, r)
+		}
+	}
+	confirmed := uniqueOrder()
+	if r := api.reserve(t, codes[1], 3, confirmed, 5000); r.status() != "RESERVED" {
+		t.Fatalf("reserve: %+v", r)
+	}
+	if r := api.confirm(t, codes[1], confirmed); r.status() != "CONFIRMED" {
+		t.Fatalf("confirm: %+v", r)
+	}
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "voucher:{~C"+id+"}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the campaign's gate keys: %v, %v", keys, err)
+	}
+	if err := rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The next reserve loads the gate from the database.
+	if r := api.reserve(t, codes[0], 10, uniqueOrder(), 5000); r.Error != "OUT_OF_STOCK" {
+		t.Fatalf("a used-up code after the reload: %+v, want OUT_OF_STOCK", r)
+	}
+	if r := api.reserve(t, codes[1], 11, uniqueOrder(), 5000); r.status() != "RESERVED" {
+		t.Fatalf("a code with one of two uses confirmed: %+v", r)
+	}
+	if r := api.reserve(t, codes[1], 12, uniqueOrder(), 5000); r.Error != "OUT_OF_STOCK" {
+		t.Fatalf("its third use: %+v, want OUT_OF_STOCK", r)
+	}
+	assertGateIsTheDatabase(t, rs.URL, db, id)
+	if g := campaignGate(t, rs.URL, id); g.codes[codes[0]] != 2 || g.codes[codes[1]] != 2 || g.stock != 4 {
+		t.Errorf("the reloaded gate: %+v", g)
+	}
+}
+
+// The database has the last word after the gate: a code it holds used up
+// that the gate thought free is refused OUT_OF_STOCK, and the gate converges
+// (the code's use kept there, the campaign's given back), so the next
+// request for the code is refused at the gate and the campaign undersells
+// nothing.
+func TestFlashCampaign_ADatabaseRefusalOfACodeConvergesTheGate(t *testing.T) {
+	t.Parallel()
+	s, rs, _, db := ownRedisServer(t)
+	api := restAPI{s}
+	id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 5, UsesPerCode: 1, TotalLimit: 5, PerUserLimit: 1, Flash: true})
+	ctx := context.Background()
+	// The database's count of codes[0] is ahead of the gate's (as a use
+	// written while the gate was lost and reloaded from an older snapshot).
+	if _, err := db.Exec(ctx, `UPDATE voucher_code SET used_count = 1 WHERE code = $1`, codes[0]); err != nil {
+		t.Fatal(err)
+	}
+	if r := api.reserve(t, codes[0], 1, uniqueOrder(), 5000); r.Error != "OUT_OF_STOCK" {
+		t.Fatalf("a code the database holds used up: %+v, want OUT_OF_STOCK", r)
+	}
+	g := campaignGate(t, rs.URL, id)
+	if g.stock != 5 || g.codes[codes[0]] != 1 {
+		t.Fatalf("the gate after the refusal: %+v; want the campaign's 5 uses and codes[0] used up", g)
+	}
+	// The customer's use came back too: they may take another code.
+	if r := api.reserve(t, codes[1], 1, uniqueOrder(), 5000); r.status() != "RESERVED" {
+		t.Fatalf("the refused customer on another code: %+v", r)
+	}
+	var rows int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM voucher_redemption WHERE campaign_code = $1`, codes[0]).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("the refused code has %d reservations (%v)", rows, err)
+	}
+}
+
+// A code of a campaign that is not READY is NOT_FOUND on the flash path too,
+// on an instance that never saw the campaign's codes.
+func TestFlashCampaign_ACodeOfACampaignNotReadyIsNotFound(t *testing.T) {
+	t.Parallel()
+	s, rs, _, db := ownRedisServer(t)
+	id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 3, Flash: true})
+	// Not a state a campaign goes back to; it stands for a campaign whose
+	// codes exist and that is not READY, seen by a fresh instance.
+	if _, err := db.Exec(context.Background(), `UPDATE campaign SET status = 'FAILED', failure = 'test' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	s2 := startServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": db.Config().ConnString()})
+	for _, api := range transports(s2) {
+		if r := api.reserve(t, codes[0], 1, uniqueOrder(), 5000); r.Error != "NOT_FOUND" {
+			t.Errorf("%s: a code of a FAILED flash campaign: %+v, want NOT_FOUND", api.name(), r)
+		}
+	}
+}
+
+// FLASH_WRITE_PATH=kafka does not run flash campaigns yet: creating one is
+// INVALID_INPUT on flash, and nothing is stored.
+func TestFlashCampaign_KafkaModeRefusesToCreateOne(t *testing.T) {
+	t.Parallel()
+	s := kafkaServer(t, nil)
+	name := "kafka flash " + uniqueCode("k")
+	in := map[string]any{
+		"name": name, "codeCount": 10, "discountAmount": 1000, "flash": true,
+		"startsAt": time.Now().Add(-time.Hour).Format(time.RFC3339), "endsAt": time.Now().Add(time.Hour).Format(time.RFC3339),
+	}
+	r := gql(t, s, adminToken, `mutation($in: CreateCampaignInput!) { createCampaign(input: $in) { campaign { id } error { code message field } } }`, map[string]any{"in": in})
+	e, _ := path(r.Body, "data", "createCampaign", "error").(map[string]any)
+	if str(e["code"]) != "INVALID_INPUT" || str(e["field"]) != "flash" || !strings.Contains(str(e["message"]), "kafka write path") {
+		t.Fatalf("createCampaign(flash: true) in kafka mode: %s; want INVALID_INPUT on flash naming the kafka write path", r.Raw)
+	}
+	var n int
+	if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM campaign WHERE name = $1`, name).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the refused campaign was stored (%d, %v)", n, err)
+	}
+	// A campaign that is not flash is made as before.
+	delete(in, "flash")
+	in["name"] = name + " db"
+	r = gql(t, s, adminToken, `mutation($in: CreateCampaignInput!) { createCampaign(input: $in) { campaign { id } error { code } } }`, map[string]any{"in": in})
+	if path(r.Body, "data", "createCampaign", "campaign", "id") == nil {
+		t.Errorf("a campaign that is not flash in kafka mode: %s", r.Raw)
+	}
+}
+
+// An operator's rebuild of a campaign's gate (the dashboard's Rebuild gate,
+// named by any code of the campaign or by the gate's ~C<id> of its drift
+// report) replaces the whole gate from the database, code uses included.
+func TestFlashCampaign_ARebuildReplacesTheCampaignsGate(t *testing.T) {
+	t.Parallel()
+	s, rs, rdb, db := ownRedisServer(t)
+	api := restAPI{s}
+	id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 4, UsesPerCode: 1, TotalLimit: 3, PerUserLimit: 1, Flash: true})
+	for i := range 2 {
+		if r := api.reserve(t, codes[i], int64(i+1), uniqueOrder(), 5000); r.status() != "RESERVED" {
+			t.Fatalf("reserve %d: %+v", i, r)
+		}
+	}
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	formToken := func(page string) string {
+		t.Helper()
+		resp, err := client.Get(s.URL + page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := csrfInput.FindSubmatch(body)
+		if m == nil {
+			t.Fatalf("no CSRF token on %s (%d)", page, resp.StatusCode)
+		}
+		return string(m[1])
+	}
+	resp, err := client.PostForm(s.URL+"/admin/sign-in", url.Values{"email": {"dev@localhost"}, "password": {"dev-password"}, "csrf": {formToken("/admin/sign-in")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ctx := context.Background()
+	prefix := "voucher:{~C" + id + "}:"
+	for _, name := range []string{codes[2], "~C" + id} {
+		// The gate too high and forgetting its codes: only a rebuild
+		// raises or repairs it that way.
+		if err := rdb.Set(ctx, prefix+"stock", 3, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Del(ctx, prefix+"codes").Err(); err != nil {
+			t.Fatal(err)
+		}
+		token := formToken("/admin/drift/" + codes[2] + "/rebuild")
+		resp, err := client.PostForm(s.URL+"/admin/drift/"+url.PathEscape(name)+"/rebuild", url.Values{"csrf": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Request.URL.String(), "notice=rebuilt") {
+			t.Fatalf("rebuild by %s: %d at %s\n%s", name, resp.StatusCode, resp.Request.URL, body)
+		}
+		assertGateIsTheDatabase(t, rs.URL, db, id)
+		if g := campaignGate(t, rs.URL, id); g.stock != 1 || len(g.codes) != 2 {
+			t.Errorf("the gate rebuilt by %s: %+v", name, g)
+		}
+	}
+	if r := api.reserve(t, codes[0], 10, uniqueOrder(), 5000); r.Error != "OUT_OF_STOCK" {
+		t.Errorf("a used code after the rebuild: %+v", r)
+	}
+}
