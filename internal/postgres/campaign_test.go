@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -195,5 +196,89 @@ func TestExpireDue_GivesCampaignCodesTheirUsesBack(t *testing.T) {
 		if !codesOf[code] {
 			t.Errorf("expired reservations %v do not name %s", codesOf, code)
 		}
+	}
+}
+
+// The sync path's winners of a flash campaign, of any of its codes, are
+// written in shared transactions on the campaign's row, each code's use
+// counted too: 200 winners on 100 single-use codes (two customers a code)
+// of an 80-use campaign sell exactly 80, no code twice; the codes refused
+// as used up say so (voucher.ErrCodeUsedUp).
+func TestReserveAdmittedCode_ACampaignsWinnersShareTransactionsWithinEveryLimit(t *testing.T) {
+	ctx := context.Background()
+	pool := ownDatabase(t)
+	s := New(pool)
+	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
+	total := 80
+	c, err := s.CreateCampaign(ctx, voucher.NewCampaign{
+		Name: "flash", CodeCount: 100, CodeLength: 10, UsesPerCode: 1, TotalLimit: &total, PerUserLimit: 1,
+		Terms: voucher.NewVoucher{DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD", Flash: true,
+			StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	_ = s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil })
+	gate := voucher.CampaignGateCode(c.ID)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	won := map[string]int{}
+	start := make(chan struct{})
+	for i := range 200 {
+		wg.Go(func() {
+			<-start
+			r := voucher.ReserveRequest{Code: codes[i%100], CustomerID: int64(1000 + i), OrderID: unique("o"), OrderAmount: 500}
+			res, created, err := s.ReserveAdmittedCode(ctx, gate, r, 15*time.Minute, voucher.PathGateSync)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, voucher.ErrCodeUsedUp):
+				outcomes["code used up"]++
+			case err != nil:
+				outcomes[string(voucher.ErrorCodeOf(err))]++
+			case !created || res.VoucherCode != r.Code || res.Status != voucher.StatusReserved:
+				outcomes["wrong answer"]++
+			default:
+				outcomes["RESERVED"]++
+				won[r.Code]++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if outcomes["RESERVED"] != 80 || outcomes["code used up"]+outcomes[string(voucher.OutOfStock)] != 120 || outcomes["code used up"] == 0 {
+		t.Fatalf("200 winners on 100 codes of an 80-use campaign: %v", outcomes)
+	}
+	for code, n := range won {
+		if n != 1 {
+			t.Errorf("code %s sold %d times", code, n)
+		}
+	}
+	got, _ := s.Campaign(ctx, c.ID)
+	var used, writers int
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(used_count), 0) FROM voucher_code WHERE campaign_id = $1`, c.ID).Scan(&used); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM voucher_redemption WHERE voucher_code = $1`, gate).Scan(&writers); err != nil {
+		t.Fatal(err)
+	}
+	if got.Terms.UsedCount != 80 || used != 80 {
+		t.Fatalf("stored: campaign used %d, codes used %d; want 80 each", got.Terms.UsedCount, used)
+	}
+	if writers > 40 {
+		t.Errorf("80 winners were written by %d transactions; batching should need far fewer", writers)
+	}
+	t.Logf("80 winners of 80 codes written by %d transactions", writers)
+
+	// A code of another campaign, or of none, named with this gate is not
+	// written on it: Reserve answers it (NOT_FOUND for an unknown code).
+	if _, _, err := s.ReserveAdmittedCode(ctx, gate, voucher.ReserveRequest{Code: unique("NOPE"), CustomerID: 5, OrderID: unique("o"), OrderAmount: 500}, time.Minute, voucher.PathGateSync); voucher.ErrorCodeOf(err) != voucher.NotFound {
+		t.Errorf("an unknown code through the campaign's gate: %v, want NOT_FOUND", err)
 	}
 }
