@@ -170,7 +170,7 @@ func TestReserveAdmitted_ABatchWithRefusalsGivesEachReserveItsOwnAnswer(t *testi
 	}
 	batch := make([]*pendingWinner, len(cases))
 	for i, c := range cases {
-		batch[i] = &pendingWinner{ctx: ctx, r: c.r, ttl: ttl, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
+		batch[i] = &pendingWinner{ctx: ctx, owner: code, r: c.r, ttl: ttl, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
 	}
 	s.writeBatch(batch, batchSplits)
 
@@ -218,8 +218,8 @@ func TestReserveAdmitted_ACallerGoneBeforeTheWriteWritesNothing(t *testing.T) {
 	code := newFlashVoucher(t, s, 10, 1, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	p := &pendingWinner{ctx: ctx, r: voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("gone"), OrderAmount: 1}, ttl: time.Minute, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
-	live := &pendingWinner{ctx: context.Background(), r: voucher.ReserveRequest{Code: code, CustomerID: 2, OrderID: unique("live"), OrderAmount: 1}, ttl: time.Minute, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
+	p := &pendingWinner{ctx: ctx, owner: code, r: voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("gone"), OrderAmount: 1}, ttl: time.Minute, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
+	live := &pendingWinner{ctx: context.Background(), owner: code, r: voucher.ReserveRequest{Code: code, CustomerID: 2, OrderID: unique("live"), OrderAmount: 1}, ttl: time.Minute, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
 	s.writeBatch([]*pendingWinner{p, live}, batchSplits)
 	if out := <-p.done; voucher.ErrorCodeOf(out.err) != voucher.Unavailable {
 		t.Fatalf("a caller gone before the write: %v, want UNAVAILABLE", out.err)
