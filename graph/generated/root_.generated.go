@@ -1018,7 +1018,7 @@ input CreateCampaignInput {
   budgetAmount: Money
   startsAt: Time!
   endsAt: Time!
-  "Not available yet: true is INVALID_INPUT (field flash)."
+  "One gate for the whole campaign, as a flash voucher. With FLASH_WRITE_PATH=kafka, true is INVALID_INPUT (field flash): not supported there yet."
   flash: Boolean = false
 }
 

@@ -98,7 +98,7 @@ type CreateCampaignInput struct {
 	BudgetAmount      *int64        `json:"budgetAmount,omitempty"`
 	StartsAt          time.Time     `json:"startsAt"`
 	EndsAt            time.Time     `json:"endsAt"`
-	// Not available yet: true is INVALID_INPUT (field flash).
+	// One gate for the whole campaign, as a flash voucher. With FLASH_WRITE_PATH=kafka, true is INVALID_INPUT (field flash): not supported there yet.
 	Flash *bool `json:"flash,omitempty"`
 }
 
