@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"voucherd/internal/coalesce"
 	"voucherd/internal/voucher"
 	"voucherd/sql/db"
 )
@@ -60,12 +61,12 @@ func (p *pendingWinner) answer(res voucher.Reservation, created bool, err error)
 func (s *Store) ReserveAdmitted(ctx context.Context, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
 	q, ok := s.winnerQueues.Load(r.Code)
 	if !ok {
-		q, _ = s.winnerQueues.LoadOrStore(r.Code, newCoalescer(winnerWriters, MaxWinnerBatch, func(batch []*pendingWinner) {
+		q, _ = s.winnerQueues.LoadOrStore(r.Code, coalesce.New(winnerWriters, MaxWinnerBatch, func(batch []*pendingWinner) {
 			s.writeBatch(batch, batchSplits)
 		}))
 	}
 	p := &pendingWinner{ctx: ctx, r: r, ttl: ttl, path: path, done: make(chan winnerOutcome, 1)}
-	q.(*coalescer[*pendingWinner]).add(p)
+	q.(*coalesce.Coalescer[*pendingWinner]).Add(p)
 	select {
 	case out := <-p.done:
 		return out.res, out.created, out.err
