@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -73,6 +74,9 @@ type Gate struct {
 	// cluster: the keys of one script must share a slot, so the orderId's
 	// claim (another slot) takes a call of its own.
 	cluster bool
+	// finalizers batch the finalizes of each voucher's admissions (code ->
+	// *coalesce.Coalescer[*pendingSettle]; kafka.go).
+	finalizers sync.Map
 }
 
 // Option changes how New builds the gate.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"voucherd/internal/coalesce"
 	"voucherd/internal/voucher"
 	"voucherd/lua"
 )
@@ -59,31 +60,100 @@ func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest,
 }
 
 // Settle settles a pending admission made in epoch by compare-and-set on its
-// token (admission.lua).
+// token (admission.lua). Finalizing is what every winner of a kafka-mode
+// sale does once its event is acknowledged: the finalizes of one voucher
+// queued at the same moment share one script call (admission.lua settles
+// each as if alone), so a stampede costs the gate one call per batch, not
+// per winner. The other operations are rare and run alone.
 func (g *Gate) Settle(ctx context.Context, code string, op voucher.SettleOp, o voucher.GateOrder, epoch string, discount int64) (voucher.SettleAnswer, voucher.GateOrder, error) {
+	p := &pendingSettle{order: o, epoch: epoch, discount: discount, done: make(chan settled, 1)}
+	if op != voucher.SettleFinalize {
+		g.settle(ctx, code, op, []*pendingSettle{p})
+		out := <-p.done
+		return out.answer, out.after, out.err
+	}
+	q, ok := g.finalizers.Load(code)
+	if !ok {
+		q, _ = g.finalizers.LoadOrStore(code, coalesce.New(finalizeWorkers, maxFinalizeBatch, func(batch []*pendingSettle) {
+			// The batch is everyone's: no one caller's end cancels it
+			// (the client's timeouts bound it). A caller that gives up
+			// first answers UNAVAILABLE; its event is on the broker, so
+			// the consumer settles it and a retry finds it live.
+			ctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
+			defer cancel()
+			g.settle(ctx, code, voucher.SettleFinalize, batch)
+		}))
+	}
+	q.(*coalesce.Coalescer[*pendingSettle]).Add(p)
+	select {
+	case out := <-p.done:
+		return out.answer, out.after, out.err
+	case <-ctx.Done():
+		return "", voucher.GateOrder{}, fmt.Errorf("gate: finalize %s on %s: %w", o.OrderID, code, ctx.Err())
+	}
+}
+
+const (
+	// finalizeWorkers batches of one voucher's finalizes are in flight at
+	// once in one process, each of at most maxFinalizeBatch admissions.
+	finalizeWorkers  = 2
+	maxFinalizeBatch = 128
+	finalizeTimeout  = 10 * time.Second
+)
+
+// pendingSettle is one admission to settle and where its outcome goes.
+type pendingSettle struct {
+	order    voucher.GateOrder
+	epoch    string
+	discount int64
+	done     chan settled // buffered: the batch never waits for its caller
+}
+
+type settled struct {
+	answer voucher.SettleAnswer
+	after  voucher.GateOrder
+	err    error
+}
+
+// settle runs admission.lua once for the admissions of batch, all of code,
+// and answers each.
+func (g *Gate) settle(ctx context.Context, code string, op voucher.SettleOp, batch []*pendingSettle) {
 	k := keysOf(code)
-	who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
-	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta},
-		string(op), o.OrderID, o.CreatedAt.UnixMilli(), epoch, who, discount).StringSlice()
-	if err != nil {
-		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, o.OrderID, code, err)
+	args := make([]any, 0, 2+5*len(batch))
+	args = append(args, string(op), len(batch))
+	for _, p := range batch {
+		o := p.order
+		who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
+		args = append(args, o.OrderID, o.CreatedAt.UnixMilli(), p.epoch, who, p.discount)
 	}
-	if len(reply) != 2 {
-		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected reply %q", op, o.OrderID, code, reply)
+	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
+	if err == nil && len(reply) != 2*len(batch) {
+		err = fmt.Errorf("unexpected reply %q", reply)
 	}
-	answer := voucher.SettleAnswer(reply[0])
-	switch answer {
+	for i, p := range batch {
+		if err != nil {
+			p.done <- settled{err: fmt.Errorf("gate: %s %s on %s: %w", op, p.order.OrderID, code, err)}
+			continue
+		}
+		p.done <- settleAnswer(code, op, p.order.OrderID, reply[2*i], reply[2*i+1])
+	}
+}
+
+func settleAnswer(code string, op voucher.SettleOp, orderID, answer, value string) settled {
+	a := voucher.SettleAnswer(answer)
+	switch a {
 	case voucher.SettleOK, voucher.SettleFail, voucher.SettleStale:
 	default:
-		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected answer %q", op, o.OrderID, code, reply[0])
+		return settled{err: fmt.Errorf("gate: %s %s on %s: unexpected answer %q", op, orderID, code, answer)}
 	}
 	var after voucher.GateOrder
-	if reply[1] != "" {
-		if after, err = parseOrder(o.OrderID, reply[1]); err != nil {
-			return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, o.OrderID, code, err)
+	if value != "" {
+		var err error
+		if after, err = parseOrder(orderID, value); err != nil {
+			return settled{err: fmt.Errorf("gate: %s %s on %s: %w", op, orderID, code, err)}
 		}
 	}
-	return answer, after, nil
+	return settled{answer: a, after: after}
 }
 
 // ApplyCheck asks the gate which reserved events of one voucher stand
