@@ -35,3 +35,14 @@ func (r *mutationResolver) EndVoucher(ctx context.Context, code string) (*model.
 	}
 	return voucherPayload(r.Backoffice.EndVoucher(ctx, code))
 }
+
+// ExtendVoucher is the resolver for the extendVoucher field.
+func (r *mutationResolver) ExtendVoucher(ctx context.Context, input model.ExtendVoucherInput) (*model.VoucherPayload, error) {
+	if r.Backoffice == nil {
+		return nil, errNoBackoffice
+	}
+	return voucherPayload(r.Backoffice.ExtendVoucher(ctx, input.Code, voucher.VoucherExtension{
+		EndsAt:     input.EndsAt,
+		TotalLimit: input.TotalLimit,
+	}))
+}

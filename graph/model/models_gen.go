@@ -59,6 +59,15 @@ type DriftReport struct {
 	CheckedAt time.Time `json:"checkedAt"`
 }
 
+type ExtendVoucherInput struct {
+	// The voucher to extend.
+	Code string `json:"code"`
+	// A later end; omitted: unchanged.
+	EndsAt *time.Time `json:"endsAt,omitempty"`
+	// A new total; omitted: unchanged.
+	TotalLimit *int `json:"totalLimit,omitempty"`
+}
+
 type Mutation struct {
 }
 
@@ -312,7 +321,7 @@ const (
 	VoucherErrorCodeUnavailable VoucherErrorCode = "UNAVAILABLE"
 	// updateVoucher: the voucher's window has opened; it can only be ended.
 	VoucherErrorCodeVoucherStarted VoucherErrorCode = "VOUCHER_STARTED"
-	// endVoucher: the voucher has not started or has ended.
+	// endVoucher: the voucher has not started or has ended; extendVoucher: it has ended.
 	VoucherErrorCodeVoucherNotLive VoucherErrorCode = "VOUCHER_NOT_LIVE"
 	// The voucher's budgetAmount cannot cover this order's discount.
 	VoucherErrorCodeBudgetExhausted VoucherErrorCode = "BUDGET_EXHAUSTED"

@@ -226,6 +226,11 @@ type BackofficeStore interface {
 	// EndVoucher closes a live voucher's window now and records the audit
 	// event with it: NOT_FOUND, VOUCHER_NOT_LIVE.
 	EndVoucher(ctx context.Context, code string, audit AuditEvent) (Voucher, error)
+	// ExtendVoucher sets a voucher's total and end in one conditional
+	// update (the rules of CheckExtension) and records the audit event made
+	// by audit from the values before and after, in one transaction:
+	// NOT_FOUND, VOUCHER_NOT_LIVE, INVALID_INPUT (totalLimit, endsAt).
+	ExtendVoucher(ctx context.Context, code string, totalLimit int, endsAt time.Time, audit func(before, after Voucher) AuditEvent) (before, after Voucher, err error)
 	AddAuditEvent(ctx context.Context, e AuditEvent) error
 	AuditEvents(ctx context.Context, code string, limit int) ([]AuditEvent, error)
 	ReservationEvents(ctx context.Context, code string, limit int) ([]ReservationEvent, error)
