@@ -130,3 +130,32 @@ func (c *metadataCache) forget(code string) {
 	delete(c.m, code)
 	c.mu.Unlock()
 }
+
+// AuditDuplicated is the audit action of a voucher created as a copy of
+// another's terms.
+const AuditDuplicated = "duplicated"
+
+// DuplicateVoucher creates a voucher from the terms given (the dashboard
+// fills them from the voucher from, and the marketer gives the new code and
+// window), as CreateVoucher does, and records who did it and that it was
+// duplicated from that voucher. Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND
+// (from), VOUCHER_EXISTS.
+func (b *Backoffice) DuplicateVoucher(ctx context.Context, from string, n NewVoucher) (Voucher, error) {
+	if err := authorize(ctx, OpManageVoucher); err != nil {
+		return Voucher{}, err
+	}
+	source, err := b.svc.Voucher(ctx, from)
+	if err != nil {
+		return Voucher{}, err
+	}
+	v, err := b.svc.CreateVoucher(ctx, n)
+	if err != nil {
+		return Voucher{}, err
+	}
+	// As CreateVoucher's: the audit row follows in its own transaction.
+	detail := "duplicated from " + source.Code + "; " + describeTerms(v)
+	if err := b.store.AddAuditEvent(ctx, auditOf(ctx, v.Code, AuditDuplicated, detail)); err != nil {
+		b.svc.logger.ErrorContext(ctx, "could not record a voucher's duplication", "code", v.Code, "from", source.Code, "err", err)
+	}
+	return v, nil
+}
