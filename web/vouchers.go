@@ -323,10 +323,14 @@ func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
 
 // termsForm is the form filled with a voucher's terms, its window in zone.
 func termsForm(o voucher.Voucher, zone *time.Location) components.VoucherForm {
+	discount := components.FormatAmount(o.DiscountAmount, o.Currency)
+	if o.DiscountType == voucher.DiscountPercent {
+		discount = "" // a percentage has no amount: the field's rule says empty
+	}
 	return components.VoucherForm{
 		Code:              o.Code,
 		DiscountType:      string(o.DiscountType),
-		DiscountAmount:    components.FormatAmount(o.DiscountAmount, o.Currency),
+		DiscountAmount:    discount,
 		DiscountPercent:   optionalInt(int64(o.DiscountPercent)),
 		MaxDiscountAmount: optionalAmount(o.MaxDiscountAmount, o.Currency),
 		Currency:          o.Currency,

@@ -284,14 +284,14 @@ func UsersPage(p Page, v UsersView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if u.Disabled() {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "<span class=\"badge\" data-testid=\"user-status\">disabled ")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "<span class=\"badge user-disabled\" data-testid=\"user-status\">disabled ")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var16 string
 					templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(When(*u.DisabledAt, p.zone()))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/users.templ`, Line: 65, Col: 96}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/users.templ`, Line: 65, Col: 110}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 					if templ_7745c5c3_Err != nil {
