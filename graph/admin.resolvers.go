@@ -25,6 +25,9 @@ func (r *mutationResolver) UpdateVoucher(ctx context.Context, input model.Update
 		StartsAt:          input.StartsAt,
 		EndsAt:            input.EndsAt,
 		Flash:             input.Flash,
+
+		ClearMaxDiscountAmount: input.ClearMaxDiscountAmount != nil && *input.ClearMaxDiscountAmount,
+		ClearBudgetAmount:      input.ClearBudgetAmount != nil && *input.ClearBudgetAmount,
 	}))
 }
 

@@ -208,3 +208,34 @@ func TestUsers_AnAdminEnablesADisabledUser(t *testing.T) {
 		t.Errorf("the users' audit log %q lacks the enable of %s", audit, email)
 	}
 }
+
+// TestChangeVoucher_AnEmptiedBudgetOrCapIsRemoved: the edit form's fields
+// are the new terms, so a budget or cap emptied there is none afterwards,
+// not kept.
+func TestChangeVoucher_AnEmptiedBudgetOrCapIsRemoved(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	capAmount, budget := int64(1500), int64(90000)
+	v, err := f.svc.CreateVoucher(adminCtx, voucher.NewVoucher{
+		Code: "CLR-" + unique(), DiscountType: voucher.DiscountPercent, DiscountPercent: 10, MaxDiscountAmount: &capAmount,
+		BudgetAmount: &budget, TotalLimit: 10, PerUserLimit: 1,
+		StartsAt: time.Now().Add(24 * time.Hour), EndsAt: time.Now().Add(48 * time.Hour),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.signIn(t, voucher.RoleMarketer)
+	form := voucherForm(v.Code, m.csrf, 24*time.Hour)
+	form.Set("discountType", "PERCENT")
+	form.Set("discountAmount", "")
+	form.Set("discountPercent", "10")
+	form.Set("maxDiscountAmount", "")
+	form.Set("budgetAmount", "")
+	if rec := f.do(t, http.MethodPost, "/admin/vouchers/"+v.Code, &m, form, nil); rec.Code != http.StatusSeeOther {
+		t.Fatalf("saving the form: %d: %s", rec.Code, rec.Body)
+	}
+	after, _ := f.svc.Voucher(adminCtx, v.Code)
+	if after.MaxDiscountAmount != nil || after.BudgetAmount != nil {
+		t.Errorf("after emptying the cap and the budget: cap %v, budget %v; want none", after.MaxDiscountAmount, after.BudgetAmount)
+	}
+}

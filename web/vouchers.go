@@ -383,6 +383,10 @@ func (d *dashboard) updateVoucher(w http.ResponseWriter, r *http.Request) {
 		TotalLimit: &n.TotalLimit, PerUserLimit: &n.PerUserLimit,
 		StartsAt: &n.StartsAt, EndsAt: &n.EndsAt, Flash: &n.Flash,
 		DiscountPercent: &n.DiscountPercent, MaxDiscountAmount: n.MaxDiscountAmount, BudgetAmount: n.BudgetAmount,
+		// Every field of the form is the new terms: an emptied cap or
+		// budget is none, not "unchanged".
+		ClearMaxDiscountAmount: n.MaxDiscountAmount == nil,
+		ClearBudgetAmount:      n.BudgetAmount == nil,
 	}
 	if n.DiscountType != "" {
 		change.DiscountType = &n.DiscountType

@@ -90,7 +90,7 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "newCode", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount"}
+	fieldsInOrder := [...]string{"code", "newCode", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount", "clearMaxDiscountAmount", "clearBudgetAmount"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -195,6 +195,20 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.BudgetAmount = data
+		case "clearMaxDiscountAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearMaxDiscountAmount"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearMaxDiscountAmount = data
+		case "clearBudgetAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearBudgetAmount"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearBudgetAmount = data
 		}
 	}
 	return it, nil

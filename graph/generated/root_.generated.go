@@ -746,6 +746,10 @@ extend input UpdateVoucherInput {
   maxDiscountAmount: Money
   currency: String
   budgetAmount: Money
+  "true removes the cap (an omitted or null maxDiscountAmount keeps it); not with maxDiscountAmount."
+  clearMaxDiscountAmount: Boolean
+  "true removes the budget (an omitted or null budgetAmount keeps it); not with budgetAmount."
+  clearBudgetAmount: Boolean
 }
 
 extend input ReserveVoucherInput {

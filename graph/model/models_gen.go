@@ -131,6 +131,10 @@ type UpdateVoucherInput struct {
 	MaxDiscountAmount *int64        `json:"maxDiscountAmount,omitempty"`
 	Currency          *string       `json:"currency,omitempty"`
 	BudgetAmount      *int64        `json:"budgetAmount,omitempty"`
+	// true removes the cap (an omitted or null maxDiscountAmount keeps it); not with maxDiscountAmount.
+	ClearMaxDiscountAmount *bool `json:"clearMaxDiscountAmount,omitempty"`
+	// true removes the budget (an omitted or null budgetAmount keeps it); not with budgetAmount.
+	ClearBudgetAmount *bool `json:"clearBudgetAmount,omitempty"`
 }
 
 type Voucher struct {
