@@ -11,7 +11,9 @@
 //	                          kafka mode "customerId:amount:STATE:createdAt:expiresAt"
 //	                          (STATE live, confirmed, releasing, released;
 //	                          Unix ms), see kafka.go
-//	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never)
+//	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never),
+//	                          total (the totalLimit the stock stands for, see
+//	                          extend.lua)
 //	voucher:{CODE}:paused     present while an operator rebuilds the gate
 //
 // and, during a large load, voucher:{CODE}:load:TOKEN:{customers,orders}.
