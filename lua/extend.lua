@@ -17,10 +17,10 @@
 -- Why the gate remembers its total: the stock is raised by new - total, so a
 -- gate loaded from a snapshot read after the database's change (it holds the
 -- new total already) is not raised twice, and two extensions arriving out of
--- order never lower it. A gate that holds nothing keeps the new total in
--- meta as "raised" for a while: a load whose snapshot was read before the
--- change but installed after this call adds the difference then
--- (load.lua), so the race only ever ends in the right stock.
+-- order never lower it. The new total is also kept as "raised": a load (or
+-- an operator's rebuild) whose snapshot was read before the change but
+-- installed after this call adds the difference then (load.lua), so the
+-- race with a load ends in the right stock either way.
 --
 -- Returns 1 when the gate was loaded and is in step now, 0 when it holds
 -- nothing (the next load reads the database).
@@ -28,11 +28,14 @@
 local stock, customers, orders, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local newTotal = tonumber(ARGV[2])
 
+-- The new total stays in meta as "raised" until the next load replaces
+-- meta: a load or rebuild whose snapshot was read before the database's
+-- change but is installed after this call adds the difference then.
+local raised = tonumber(redis.call('HGET', meta, 'raised') or '0')
+if newTotal > raised then
+  redis.call('HSET', meta, 'raised', newTotal)
+end
 if redis.call('EXISTS', stock) == 0 then
-  local raised = tonumber(redis.call('HGET', meta, 'raised') or '0')
-  if newTotal > raised then
-    redis.call('HSET', meta, 'raised', newTotal)
-  end
   if redis.call('PTTL', meta) < 0 then
     redis.call('PEXPIRE', meta, 600000)
   end

@@ -98,3 +98,31 @@ func TestExtend_MovesTheExpiryLater(t *testing.T) {
 		t.Errorf("the stock after moving the end: %d, want 3", got)
 	}
 }
+
+// TestExtend_ARebuildFromASnapshotBeforeTheRaiseKeepsIt: an operator's
+// rebuild whose snapshot was read before the raise, installed after it,
+// still holds the raised stock.
+func TestExtend_ARebuildFromASnapshotBeforeTheRaiseKeepsIt(t *testing.T) {
+	t.Parallel()
+	g, _ := newGate(t)
+	ends := time.Now().Add(time.Hour)
+	code := newCode(t)
+	old := snapshot(code, 0, 1)
+	old.Total = 10
+	load(t, g, old)
+	extend(t, g, extension(code, 10, 15, ends), true)
+	if err := g.Replace(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining(t, g, code); got != 5 {
+		t.Errorf("a rebuild from the snapshot read before the raise: %d remaining, want 5", got)
+	}
+	fresh := snapshot(code, 5, 1)
+	fresh.Total = 15
+	if err := g.Replace(context.Background(), fresh); err != nil {
+		t.Fatal(err)
+	}
+	if got := remaining(t, g, code); got != 5 {
+		t.Errorf("a rebuild from a snapshot after the raise: %d remaining, want 5", got)
+	}
+}
