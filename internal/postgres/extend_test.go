@@ -37,8 +37,8 @@ func TestExtendVoucher_TheUpdateItselfKeepsTheRules(t *testing.T) {
 		wantCode  voucher.ErrorCode
 		wantField string
 	}{
-		{3, v.EndsAt, voucher.InvalidInput, "totalLimit"},                 // below the 4 held
-		{9, v.EndsAt, voucher.InvalidInput, "totalLimit"},                 // a flash total going down
+		{3, v.EndsAt, voucher.InvalidInput, "totalLimit"},                // below the 4 held
+		{9, v.EndsAt, voucher.InvalidInput, "totalLimit"},                // a flash total going down
 		{10, v.EndsAt.Add(-time.Minute), voucher.InvalidInput, "endsAt"}, // earlier
 	} {
 		_, _, err := s.ExtendVoucher(ctx, code, c.total, c.ends, audit)
