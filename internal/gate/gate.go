@@ -11,7 +11,9 @@
 //	                          kafka mode "customerId:amount:STATE:createdAt:expiresAt"
 //	                          (STATE live, confirmed, releasing, released;
 //	                          Unix ms), see kafka.go
-//	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never)
+//	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never),
+//	                          total (the totalLimit the stock stands for, see
+//	                          extend.lua)
 //	voucher:{CODE}:paused     present while an operator rebuilds the gate
 //
 // and, during a large load, voucher:{CODE}:load:TOKEN:{customers,orders}.
@@ -49,6 +51,7 @@ var (
 	stageScript        = redis.NewScript(lua.Stage)
 	loadScript         = redis.NewScript(lua.Load)
 	lowerScript        = redis.NewScript(lua.Lower)
+	extendScript       = redis.NewScript(lua.Extend)
 )
 
 const (
@@ -236,6 +239,20 @@ func (g *Gate) Lower(ctx context.Context, code string, n int) (int, error) {
 	return left, nil
 }
 
+// Extend moves the gate of a voucher whose total was raised or whose end
+// moved later in the database (extend.lua): the stock gets exactly the
+// difference between the total it stands for and the new one, the window
+// (kafka mode) and the keys' expiry move. false when the gate holds nothing.
+func (g *Gate) Extend(ctx context.Context, x voucher.GateExtension) (bool, error) {
+	k := keysOf(x.Code)
+	n, err := extendScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta},
+		x.OldTotal, x.NewTotal, x.OldEndsAt.UnixMilli(), x.NewEndsAt.UnixMilli(), x.ExpireAt.UnixMilli()).Int()
+	if err != nil {
+		return false, fmt.Errorf("gate: extend %s: %w", x.Code, err)
+	}
+	return n == 1, nil
+}
+
 func expired(snap voucher.GateSnapshot) bool {
 	return !snap.ExpireAt.IsZero() && !snap.ExpireAt.After(time.Now())
 }
@@ -280,6 +297,9 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 	}
 	if snap.Budget != nil {
 		meta = append(meta, "budget", *snap.Budget)
+	}
+	if snap.Total > 0 {
+		meta = append(meta, "total", snap.Total)
 	}
 	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders, len(meta) / 2}, meta...)
 	args = append(args, last.args()...)

@@ -496,7 +496,8 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 			Remaining:    v.Remaining(),
 			PerUserLimit: v.PerUserLimit,
 			Customers:    map[int64]int{},
-			ExpireAt:     v.EndsAt.Add(7 * 24 * time.Hour),
+			ExpireAt:     voucher.GateExpireAt(v.EndsAt),
+			Total:        v.TotalLimit,
 		}
 		if v.BudgetAmount != nil {
 			left := *v.BudgetAmount - v.BudgetUsed
