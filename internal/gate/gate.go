@@ -77,9 +77,9 @@ type Gate struct {
 	// cluster: the keys of one script must share a slot, so the orderId's
 	// claim (another slot) takes a call of its own.
 	cluster bool
-	// finalizers batch the finalizes of each voucher's admissions (code ->
-	// *coalesce.Coalescer[*pendingSettle]; kafka.go).
-	finalizers sync.Map
+	// admitters and finalizers batch each voucher's kafka-mode reserves and
+	// the finalizes of its admissions (code -> *coalesce.Coalescer; kafka.go).
+	admitters, finalizers sync.Map
 }
 
 // Option changes how New builds the gate.

@@ -27,36 +27,103 @@ var (
 	applyCheckScript   = redis.NewScript(lua.ApplyCheck)
 )
 
-// Admit decides a reserve in kafka mode in one script (admit.lua): the
-// verdict, the order as the gate holds it after the call, and the epoch.
+// Admit decides a reserve in kafka mode (admit.lua): the verdict, the order
+// as the gate holds it after the call, and the epoch. The reserves of one
+// voucher queued at the same moment are decided by one script call, each as
+// if alone and in order: a stampede costs the gate one script (and its
+// reads of the voucher's terms) per batch, not per reserve.
 func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest, discount int64) (voucher.Admission, error) {
+	p := &pendingAdmit{r: r, discount: discount, done: make(chan admitted, 1)}
+	q, ok := g.admitters.Load(code)
+	if !ok {
+		q, _ = g.admitters.LoadOrStore(code, coalesce.New(admitWorkers, maxAdmitBatch, func(batch []*pendingAdmit) {
+			// The batch is everyone's: no one caller's end cancels it (the
+			// client's timeouts bound it). A caller that gave up first
+			// answers UNAVAILABLE; an admission made for it stays pending
+			// without an owner, and its lease runs out (reconciliation
+			// voids it), as when a request dies after its script.
+			ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
+			defer cancel()
+			g.admit(ctx, code, batch)
+		}))
+	}
+	q.(*coalesce.Coalescer[*pendingAdmit]).Add(p)
+	select {
+	case out := <-p.done:
+		return out.a, out.err
+	case <-ctx.Done():
+		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, ctx.Err())
+	}
+}
+
+const (
+	// admitWorkers batches of one voucher's reserves are in flight at once
+	// in one process, each of at most maxAdmitBatch reserves.
+	admitWorkers  = 2
+	maxAdmitBatch = 64
+	admitTimeout  = 10 * time.Second
+)
+
+type pendingAdmit struct {
+	r        voucher.ReserveRequest
+	discount int64
+	done     chan admitted // buffered: the batch never waits for its caller
+}
+
+type admitted struct {
+	a   voucher.Admission
+	err error
+}
+
+// admit runs admit.lua once for the reserves of batch, all of code, and
+// answers each.
+func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 	k := keysOf(code)
-	keys := []string{k.stock, k.customers, k.orders, k.meta, k.paused}
-	args := []any{r.OrderID, r.CustomerID, r.OrderAmount, code, claimTTL.Milliseconds(), discount}
-	if !g.cluster {
-		// One script claims the orderId too: a round trip and a script less.
-		keys = append(keys, orderKey(r.OrderID))
+	keys := make([]string, 0, 5+len(batch))
+	keys = append(keys, k.stock, k.customers, k.orders, k.meta, k.paused)
+	args := make([]any, 0, 3+4*len(batch))
+	args = append(args, len(batch), code, claimTTL.Milliseconds())
+	for _, p := range batch {
+		if !g.cluster {
+			// One script claims the orderIds too: a round trip and a
+			// script less a reserve.
+			keys = append(keys, orderKey(p.r.OrderID))
+		}
+		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.discount)
 	}
 	reply, err := admitScript.Run(ctx, g.hot, keys, args...).StringSlice()
-	if err != nil {
-		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, err)
+	if err == nil && len(reply) != 3*len(batch) {
+		err = fmt.Errorf("unexpected reply %q", reply)
 	}
-	if len(reply) != 3 {
-		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: unexpected reply %q", r.OrderID, code, reply)
+	for i, p := range batch {
+		if err != nil {
+			p.done <- admitted{err: fmt.Errorf("gate: admit %s on %s: %w", p.r.OrderID, code, err)}
+			continue
+		}
+		a, err := g.admission(p.r.OrderID, reply[3*i], reply[3*i+1], reply[3*i+2])
+		if err != nil {
+			err = fmt.Errorf("gate: admit %s on %s: %w", p.r.OrderID, code, err)
+		}
+		p.done <- admitted{a, err}
 	}
-	a := voucher.Admission{Verdict: voucher.GateVerdict(reply[0]), Epoch: reply[2], Claimed: !g.cluster}
+}
+
+// admission reads one reserve's answer of admit.lua.
+func (g *Gate) admission(orderID, verdict, value, epoch string) (voucher.Admission, error) {
+	a := voucher.Admission{Verdict: voucher.GateVerdict(verdict), Epoch: epoch, Claimed: !g.cluster}
 	switch a.Verdict {
 	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible, voucher.GateClaimedElsewhere,
 		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted:
 		return a, nil
 	case voucher.GateOrderConflict, voucher.GateReleased, voucher.GateLost, voucher.GatePending,
 		voucher.GateDuplicate, voucher.GateAdmitted, voucher.GateAdopted:
-		if a.Order, err = parseOrder(r.OrderID, reply[1]); err != nil {
-			return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, err)
+		var err error
+		if a.Order, err = parseOrder(orderID, value); err != nil {
+			return voucher.Admission{}, err
 		}
 		return a, nil
 	}
-	return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: unexpected answer %q", r.OrderID, code, reply[0])
+	return voucher.Admission{}, fmt.Errorf("unexpected answer %q", verdict)
 }
 
 // Settle settles a pending admission made in epoch by compare-and-set on its

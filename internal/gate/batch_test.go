@@ -119,3 +119,70 @@ func TestSettle_AMissingAdmissionMarksTheGateStaleForTheRestOfItsBatch(t *testin
 		t.Errorf("finalize on a gate marked lost-data: %q %v, want STALE", ans, err)
 	}
 }
+
+// The reserves of one voucher that arrive together share a script call
+// (admit.lua decides a batch); each is decided as if alone, in order: never
+// more admissions than uses, one per customer, one per orderId (its
+// concurrent copies wait: PENDING), the budget never overdrawn.
+func TestAdmit_ConcurrentReservesAreDecidedAsIfAlone(t *testing.T) {
+	g, rdb := newGate(t)
+	code, epoch := newCode(t), "e-"+newCode(t)
+	now := time.Now()
+	budget := int64(45 * 100) // 45 discounts of 100: the budget runs out before the 50 uses
+	snap := voucher.GateSnapshot{Code: code, Remaining: 50, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now, Budget: &budget}
+	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
+	if ok, err := g.Recover(context.Background(), snap, terms, "load"); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	const customers = 120
+	verdicts := make([]voucher.GateVerdict, 0, 3*customers)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	admit := func(order string, customer int64) {
+		a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, OrderID: order, CustomerID: customer, OrderAmount: 5000}, 100)
+		if err != nil {
+			t.Errorf("admit %s: %v", order, err)
+			return
+		}
+		mu.Lock()
+		verdicts = append(verdicts, a.Verdict)
+		mu.Unlock()
+	}
+	for c := range customers {
+		order := code + "-c" + strconv.Itoa(c)
+		wg.Go(func() { admit(order, int64(c+1)) })
+		wg.Go(func() { admit(order, int64(c+1)) })          // its concurrent copy
+		wg.Go(func() { admit(order+"-other", int64(c+1)) }) // the same customer's second order
+	}
+	wg.Wait()
+	count := map[voucher.GateVerdict]int{}
+	for _, v := range verdicts {
+		count[v]++
+	}
+	// 45 admitted (the budget), each customer's other request refused or
+	// waiting, the rest of the crowd refused for the budget.
+	if count[voucher.GateAdmitted] != 45 {
+		t.Errorf("admitted %d, want 45 (the budget's worth): %v", count[voucher.GateAdmitted], count)
+	}
+	if got := count[voucher.GateAdmitted] + count[voucher.GatePending] + count[voucher.GateAlreadyUsed] + count[voucher.GateBudgetExhausted] + count[voucher.GateDuplicate]; got != 3*customers {
+		t.Errorf("verdicts %v: %d of %d are one of ADMITTED, PENDING, ALREADY_USED, BUDGET_EXHAUSTED", count, got, 3*customers)
+	}
+	after, ok, err := g.Snapshot(context.Background(), code)
+	if err != nil || !ok {
+		t.Fatalf("snapshot: %v %v", ok, err)
+	}
+	if after.Remaining != 5 || after.Budget == nil || *after.Budget != 0 || len(after.Orders) != 45 {
+		t.Errorf("gate after the stampede: %d left, budget %v, %d orders; want 5, 0, 45", after.Remaining, after.Budget, len(after.Orders))
+	}
+	for c, n := range after.Customers {
+		if n > 1 {
+			t.Errorf("customer %d holds %d uses", c, n)
+		}
+	}
+	// Each admitted order's claim across vouchers was made with it.
+	for _, o := range after.Orders {
+		if owner, err := rdb.Get(context.Background(), "order:{"+o.OrderID+"}").Result(); err != nil || owner != code {
+			t.Errorf("claim of %s: %q %v", o.OrderID, owner, err)
+		}
+	}
+}
