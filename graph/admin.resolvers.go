@@ -25,6 +25,9 @@ func (r *mutationResolver) UpdateVoucher(ctx context.Context, input model.Update
 		StartsAt:          input.StartsAt,
 		EndsAt:            input.EndsAt,
 		Flash:             input.Flash,
+
+		ClearMaxDiscountAmount: input.ClearMaxDiscountAmount != nil && *input.ClearMaxDiscountAmount,
+		ClearBudgetAmount:      input.ClearBudgetAmount != nil && *input.ClearBudgetAmount,
 	}))
 }
 
@@ -34,4 +37,15 @@ func (r *mutationResolver) EndVoucher(ctx context.Context, code string) (*model.
 		return nil, errNoBackoffice
 	}
 	return voucherPayload(r.Backoffice.EndVoucher(ctx, code))
+}
+
+// ExtendVoucher is the resolver for the extendVoucher field.
+func (r *mutationResolver) ExtendVoucher(ctx context.Context, input model.ExtendVoucherInput) (*model.VoucherPayload, error) {
+	if r.Backoffice == nil {
+		return nil, errNoBackoffice
+	}
+	return voucherPayload(r.Backoffice.ExtendVoucher(ctx, input.Code, voucher.VoucherExtension{
+		EndsAt:     input.EndsAt,
+		TotalLimit: input.TotalLimit,
+	}))
 }

@@ -18,11 +18,16 @@
 --   'revive'   an operator applies a dead letter again: lost -> live, so the
 --              consumer's check (apply_check.lua) lets its event through.
 --              The use was never given back while lost, so none is taken.
--- ARGV[2] orderId, ARGV[3] token (createdAt, Unix ms), ARGV[4] the epoch the
--- admission was made in, ARGV[5] "customerId:amount", ARGV[6] its discount
--- (given back to the budget, if the voucher has one, with the use)
+-- ARGV[2] n, the number of admissions settled by this call (the acknowledged
+-- admissions of one voucher are finalized together: one script for many
+-- winners), then n groups of five:
+--   orderId, token (createdAt, Unix ms), the epoch the admission was made
+--   in, "customerId:amount", its discount (given back to the budget, if the
+--   voucher has one, with the use)
+-- Each admission is settled exactly as if it had a call of its own, in order.
 --
--- Returns {answer, the order's value after the call ('' if none)}:
+-- Returns, for each admission, {answer, the order's value after the call ('' if none)}
+-- (2n values):
 --   OK     done (for finalize: the order is live, or further along)
 --   FAIL   not this admission's to settle: another token holds the order, it
 --          is void or lost, or the gate was reloaded (another epoch) without it
@@ -30,85 +35,100 @@
 --          order missing in its own epoch): nothing changed
 
 local stock = redis.call('GET', KEYS[1])
-if not stock then
-  return {'STALE', ''}
-end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'lease')
--- No run_id check here (admit.lua has it): an admission this server holds is
--- settled on it, one it lacks is missing in its own epoch (below), and a
--- gate known to have lost data is rebuilt first.
-if m[2] == 'lost-data' then
-  return {'STALE', ''}
-end
-local op, token = ARGV[1], ARGV[3]
-local known = redis.call('HGET', KEYS[3], ARGV[2])
-if not known then
-  if m[1] == ARGV[4] then
-    -- A void order keeps a tombstone, so in its own epoch a missing order
-    -- means the gate lost it: marked stale, it is rebuilt (load.lua).
-    redis.call('HSET', KEYS[4], 'server', 'lost-data')
-    return {'STALE', ''}
+
+-- settle settles one admission; the reads above are shared by the call's
+-- admissions (only 'lost-data' below changes them, and it is kept in m).
+local function settle(op, orderId, token, epoch, who, discount)
+  if not stock then
+    return 'STALE', ''
   end
+  -- No run_id check here (admit.lua has it): an admission this server holds is
+  -- settled on it, one it lacks is missing in its own epoch (below), and a
+  -- gate known to have lost data is rebuilt first.
+  if m[2] == 'lost-data' then
+    return 'STALE', ''
+  end
+  local known = redis.call('HGET', KEYS[3], orderId)
+  if not known then
+    if m[1] == epoch then
+      -- A void order keeps a tombstone, so in its own epoch a missing order
+      -- means the gate lost it: marked stale, it is rebuilt (load.lua).
+      redis.call('HSET', KEYS[4], 'server', 'lost-data')
+      m[2] = 'lost-data'
+      return 'STALE', ''
+    end
+    if op == 'finalize' then
+      -- Reloaded since the admission, without it: a tombstone makes the
+      -- consumer skip its event, so it is neither answered nor applied.
+      local tomb = who .. ':void:' .. token .. ':' .. token
+      redis.call('HSET', KEYS[3], orderId, tomb)
+      return 'FAIL', tomb
+    end
+    return 'FAIL', ''
+  end
+  local f = {}
+  for part in string.gmatch(known, '[^:]+') do
+    f[#f + 1] = part
+  end
+  local state = f[3]
+  if f[4] ~= token or f[1] .. ':' .. f[2] ~= who then
+    return 'FAIL', known
+  end
+  local function with(s)
+    return f[1] .. ':' .. f[2] .. ':' .. s .. ':' .. f[4] .. ':' .. f[5]
+  end
+
   if op == 'finalize' then
-    -- Reloaded since the admission, without it: a tombstone makes the
-    -- consumer skip its event, so it is neither answered nor applied.
-    local tomb = ARGV[5] .. ':void:' .. token .. ':' .. token
-    redis.call('HSET', KEYS[3], ARGV[2], tomb)
-    return {'FAIL', tomb}
+    if state == 'pending' then
+      redis.call('HSET', KEYS[3], orderId, with('live'))
+      return 'OK', with('live')
+    elseif state == 'void' or state == 'lost' then
+      return 'FAIL', known
+    end
+    return 'OK', known
+  elseif op == 'lose' then
+    if state == 'void' then
+      return 'FAIL', known
+    end
+    redis.call('HSET', KEYS[3], orderId, with('lost'))
+    return 'OK', with('lost')
+  elseif op == 'revive' then
+    if state ~= 'lost' then
+      return 'FAIL', known
+    end
+    redis.call('HSET', KEYS[3], orderId, with('live'))
+    return 'OK', with('live')
   end
-  return {'FAIL', ''}
-end
-local f = {}
-for part in string.gmatch(known, '[^:]+') do
-  f[#f + 1] = part
-end
-local state = f[3]
-if f[4] ~= token or f[1] .. ':' .. f[2] ~= ARGV[5] then
-  return {'FAIL', known}
-end
-local function with(s)
-  return f[1] .. ':' .. f[2] .. ':' .. s .. ':' .. f[4] .. ':' .. f[5]
+
+  -- forget, void
+  if state ~= 'pending' or m[1] ~= epoch then
+    return 'FAIL', known
+  end
+  if op == 'void' then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if now - tonumber(f[4]) < tonumber(m[3]) then
+      return 'FAIL', known
+    end
+  end
+  redis.call('HSET', KEYS[3], orderId, with('void'))
+  redis.call('INCR', KEYS[1])
+  if discount and discount ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
+    redis.call('HINCRBY', KEYS[4], 'budget', discount)
+  end
+  if redis.call('HINCRBY', KEYS[2], f[1], -1) <= 0 then
+    redis.call('HDEL', KEYS[2], f[1])
+  end
+  return 'OK', with('void')
 end
 
-if op == 'finalize' then
-  if state == 'pending' then
-    redis.call('HSET', KEYS[3], ARGV[2], with('live'))
-    return {'OK', with('live')}
-  elseif state == 'void' or state == 'lost' then
-    return {'FAIL', known}
-  end
-  return {'OK', known}
-elseif op == 'lose' then
-  if state == 'void' then
-    return {'FAIL', known}
-  end
-  redis.call('HSET', KEYS[3], ARGV[2], with('lost'))
-  return {'OK', with('lost')}
-elseif op == 'revive' then
-  if state ~= 'lost' then
-    return {'FAIL', known}
-  end
-  redis.call('HSET', KEYS[3], ARGV[2], with('live'))
-  return {'OK', with('live')}
+local op, n = ARGV[1], tonumber(ARGV[2])
+local out = {}
+for i = 0, n - 1 do
+  local a = 3 + 5 * i
+  local answer, value = settle(op, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+  out[#out + 1] = answer
+  out[#out + 1] = value
 end
-
--- forget, void
-if state ~= 'pending' or m[1] ~= ARGV[4] then
-  return {'FAIL', known}
-end
-if op == 'void' then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  if now - tonumber(f[4]) < tonumber(m[3]) then
-    return {'FAIL', known}
-  end
-end
-redis.call('HSET', KEYS[3], ARGV[2], with('void'))
-redis.call('INCR', KEYS[1])
-if ARGV[6] and ARGV[6] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
-  redis.call('HINCRBY', KEYS[4], 'budget', ARGV[6])
-end
-if redis.call('HINCRBY', KEYS[2], f[1], -1) <= 0 then
-  redis.call('HDEL', KEYS[2], f[1])
-end
-return {'OK', with('void')}
+return out

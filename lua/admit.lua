@@ -22,17 +22,22 @@
 --                                   endsAt, minOrder, ttl, lease (load.lua),
 --                                   and budget (left) for a voucher with one
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
--- KEYS[6] order:{ORDERID}           (optional, on a single Redis: the
---                                   orderId's claim across vouchers, as
---                                   order_claim.lua keeps it; on a cluster
---                                   it lives in another slot and the caller
---                                   claims it in a call of its own)
--- ARGV[1] orderId, ARGV[2] customerId, ARGV[3] orderAmount
--- ARGV[4] the voucher's code and ARGV[5] the claim's life in ms, with KEYS[6]
--- ARGV[6] the order's discount (Voucher.DiscountFor), taken from the budget
---         with the use; an adopted admission keeps the one it took
+-- KEYS[6..] order:{ORDERID}        (on a single Redis: the orderIds' claims
+--                                   across vouchers, one per admission below,
+--                                   as order_claim.lua keeps them; on a
+--                                   cluster they live in other slots and the
+--                                   caller claims each in a call of its own)
+-- ARGV[1] n, the number of reserves decided by this call (the reserves of one
+--         voucher queued at the same moment are decided together: one script
+--         for many), ARGV[2] the voucher's code and ARGV[3] the claims' life
+--         in ms (with KEYS[6..]), then n groups of four:
+--         orderId, customerId, orderAmount, and the order's discount
+--         (Voucher.DiscountFor), taken from the budget with the use; an
+--         adopted admission keeps the one it took
+-- Each reserve is decided exactly as if it had a call of its own, in order.
 --
--- Returns {verdict, the order's value after the call ('' if none), epoch}.
+-- Returns, for each reserve, {verdict, the order's value after the call ('' if none), epoch}
+-- (3n values).
 -- Verdicts: PAUSED, NOT_LOADED, STALE, CLAIMED_ELSEWHERE (with KEYS[6]: the
 -- orderId is claimed by another voucher; nothing taken) (the gate's data may be older than
 -- what it answered before: another Redis server holds it now, see load.lua),
@@ -44,94 +49,125 @@
 -- caller is its owner now, with a new token; no second use is taken).
 -- Every check runs before the first write: Redis does not roll a script back.
 
+local n, code, claimLife = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local out = {}
+local function answerAll(verdict, epoch)
+  for _ = 1, n do
+    out[#out + 1] = verdict
+    out[#out + 1] = ''
+    out[#out + 1] = epoch
+  end
+  return out
+end
+
 if redis.call('EXISTS', KEYS[5]) == 1 then
-  return {'PAUSED', '', ''}
+  return answerAll('PAUSED', '')
 end
 local stock = redis.call('GET', KEYS[1])
 if not stock then
-  return {'NOT_LOADED', '', ''}
+  return answerAll('NOT_LOADED', '')
 end
+stock = tonumber(stock)
 local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget')
 local epoch = m[2] or ''
 local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if m[3] ~= server then
-  return {'STALE', '', epoch}
+  return answerAll('STALE', epoch)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl, lease = tonumber(m[7]), tonumber(m[8])
+local limit, startsAt, endsAt, minOrder = tonumber(m[1]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])
+local budget = m[9] and tonumber(m[9])
+local admitted = false
 
-local who = ARGV[2] .. ':' .. ARGV[3]
-local known = redis.call('HGET', KEYS[3], ARGV[1])
-local after = 0 -- a new token must be later than a voided one's
-if known then
-  local f = {}
-  for part in string.gmatch(known, '[^:]+') do
-    f[#f + 1] = part
-  end
-  local state = f[3]
-  if f[1] .. ':' .. f[2] ~= who then
-    return {'ORDER_CONFLICT', known, epoch}
-  elseif state == 'released' or state == 'releasing' then
-    return {'RELEASED', known, epoch}
-  elseif state == 'lost' then
-    return {'LOST', known, epoch}
-  elseif state == 'pending' then
-    if now - tonumber(f[4]) < lease then
-      return {'PENDING', known, epoch}
+-- decide decides one reserve; stock and budget are kept here as they change.
+local function decide(orderId, customerId, orderAmount, discountArg, claim)
+  local who = customerId .. ':' .. orderAmount
+  local known = redis.call('HGET', KEYS[3], orderId)
+  local after = 0 -- a new token must be later than a voided one's
+  if known then
+    local f = {}
+    for part in string.gmatch(known, '[^:]+') do
+      f[#f + 1] = part
     end
-    local created = math.max(now, tonumber(f[4]) + 1)
-    local adopted = who .. ':pending:' .. created .. ':' .. (created + ttl)
-    redis.call('HSET', KEYS[3], ARGV[1], adopted)
-    return {'ADOPTED', adopted, epoch}
-  elseif state ~= 'void' then
-    return {'DUPLICATE', known, epoch}
+    local state = f[3]
+    if f[1] .. ':' .. f[2] ~= who then
+      return 'ORDER_CONFLICT', known
+    elseif state == 'released' or state == 'releasing' then
+      return 'RELEASED', known
+    elseif state == 'lost' then
+      return 'LOST', known
+    elseif state == 'pending' then
+      if now - tonumber(f[4]) < lease then
+        return 'PENDING', known
+      end
+      local created = math.max(now, tonumber(f[4]) + 1)
+      local adopted = who .. ':pending:' .. created .. ':' .. (created + ttl)
+      redis.call('HSET', KEYS[3], orderId, adopted)
+      return 'ADOPTED', adopted
+    elseif state ~= 'void' then
+      return 'DUPLICATE', known
+    end
+    after = tonumber(f[4]) + 1 -- void: decided afresh
   end
-  after = tonumber(f[4]) + 1 -- void: decided afresh
+
+  if claim then
+    local owner = redis.call('GET', claim)
+    if owner and owner ~= code then
+      return 'CLAIMED_ELSEWHERE', ''
+    end
+  end
+  if now < startsAt or now >= endsAt or tonumber(orderAmount) < minOrder then
+    return 'NOT_ELIGIBLE', ''
+  end
+  local held = tonumber(redis.call('HGET', KEYS[2], customerId) or '0')
+  if held >= limit then
+    return 'ALREADY_USED', ''
+  end
+  if stock <= 0 then
+    return 'OUT_OF_STOCK', ''
+  end
+  local discount = tonumber(discountArg or '0')
+  if budget and budget < discount then
+    return 'BUDGET_EXHAUSTED', ''
+  end
+
+  local created = math.max(now, after)
+  local value = who .. ':pending:' .. created .. ':' .. (created + ttl)
+  redis.call('DECR', KEYS[1])
+  stock = stock - 1
+  if budget and discount > 0 then
+    -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
+    redis.call('HINCRBY', KEYS[4], 'budget', '-' .. discountArg)
+    budget = budget - discount
+  end
+  redis.call('HINCRBY', KEYS[2], customerId, 1)
+  redis.call('HSET', KEYS[3], orderId, value)
+  if claim then
+    redis.call('SET', claim, code, 'PX', claimLife)
+  end
+  admitted = true
+  return 'ADMITTED', value
 end
 
-local claim = KEYS[6]
-if claim then
-  local owner = redis.call('GET', claim)
-  if owner and owner ~= ARGV[4] then
-    return {'CLAIMED_ELSEWHERE', '', epoch}
-  end
-end
-if now < tonumber(m[4]) or now >= tonumber(m[5]) or tonumber(ARGV[3]) < tonumber(m[6]) then
-  return {'NOT_ELIGIBLE', '', epoch}
-end
-local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
-if held >= tonumber(m[1]) then
-  return {'ALREADY_USED', '', epoch}
-end
-if tonumber(stock) <= 0 then
-  return {'OUT_OF_STOCK', '', epoch}
-end
-local discount = tonumber(ARGV[6] or '0')
-if m[9] and tonumber(m[9]) < discount then
-  return {'BUDGET_EXHAUSTED', '', epoch}
-end
-
-local created = math.max(now, after)
-local value = who .. ':pending:' .. created .. ':' .. (created + ttl)
-redis.call('DECR', KEYS[1])
-if m[9] and discount > 0 then
-  -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
-  redis.call('HINCRBY', KEYS[4], 'budget', '-' .. ARGV[6])
-end
-redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-redis.call('HSET', KEYS[3], ARGV[1], value)
-if claim then
-  redis.call('SET', claim, ARGV[4], 'PX', ARGV[5])
+for i = 0, n - 1 do
+  local a = 4 + 4 * i
+  local verdict, value = decide(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], KEYS[6 + i])
+  out[#out + 1] = verdict
+  out[#out + 1] = value
+  out[#out + 1] = epoch
 end
 -- The hashes may have just been created (Redis keeps no empty hash): give
 -- them the stock key's deadline, once.
-for _, key in ipairs({KEYS[2], KEYS[3]}) do
-  if redis.call('PTTL', key) == -1 then
-    local pttl = redis.call('PTTL', KEYS[1])
-    if pttl > 0 then
-      redis.call('PEXPIRE', key, pttl)
+if admitted then
+  for _, key in ipairs({KEYS[2], KEYS[3]}) do
+    if redis.call('PTTL', key) == -1 then
+      local pttl = redis.call('PTTL', KEYS[1])
+      if pttl > 0 then
+        redis.call('PEXPIRE', key, pttl)
+      end
     end
   end
 end
-return {'ADMITTED', value, epoch}
+return out

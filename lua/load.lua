@@ -9,8 +9,10 @@
 -- KEYS[1] voucher:{CODE}:stock      written last; its presence means "loaded"
 -- KEYS[2] voucher:{CODE}:customers  hash customerId -> uses held
 -- KEYS[3] voucher:{CODE}:orders     hash orderId -> "customerId:amount[:released]"
--- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms) and,
---                                   for a voucher with a budget, budget (left)
+-- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms),
+--                                   total (the totalLimit the stock stands
+--                                   for, when given) and, for a voucher with
+--                                   a budget, budget (left)
 -- KEYS[5] voucher:{CODE}:load:TOKEN:customers  staged by stage.lua (may be absent)
 -- KEYS[6] voucher:{CODE}:load:TOKEN:orders     staged by stage.lua (may be absent)
 -- KEYS[7] voucher:{CODE}:paused
@@ -98,6 +100,15 @@ local function hset_pairs(key, first, last)
   end
 end
 
+-- A total raised (extend.lua) while nothing was loaded, after this
+-- snapshot may have been read: its difference is added below.
+local raised = tonumber(redis.call('HGET', meta, 'raised') or '0')
+local remaining = tonumber(ARGV[2])
+if extra['total'] and raised > tonumber(extra['total']) then
+  remaining = remaining + raised - tonumber(extra['total'])
+  extra['total'] = tostring(raised)
+end
+
 -- What the gate held (or leftovers of an evicted stock key) must not leak
 -- into the new gate.
 redis.call('DEL', customers, orders, meta, codes, orderCodes)
@@ -126,15 +137,19 @@ end
 if extra['usesPerCode'] then
   redis.call('HSET', meta, 'usesPerCode', extra['usesPerCode'])
 end
+if extra['total'] then
+  -- The total the stock stands for, so extend.lua raises it by the difference.
+  redis.call('HSET', meta, 'total', extra['total'])
+end
 if extra['epoch'] then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local offset = now - tonumber(extra['dbNow'])
   redis.call('HSET', meta, 'epoch', extra['epoch'], 'server', server,
-    'startsAt', tonumber(extra['startsAt']) + offset, 'endsAt', tonumber(extra['endsAt']) + offset,
+    'startsAt', tonumber(extra['startsAt']) + offset, 'endsAt', tonumber(extra['endsAt']) + offset, 'offset', offset,
     'minOrder', extra['minOrder'], 'ttl', extra['ttl'], 'lease', extra['lease'])
 end
-redis.call('SET', stock, ARGV[2])
+redis.call('SET', stock, remaining)
 
 for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes}) do
   if tonumber(ARGV[4]) > 0 then

@@ -89,3 +89,10 @@ var End string
 //
 //go:embed healthy.lua
 var Healthy string
+
+// Extend keeps a flash voucher's gate in step with a total raised or an end
+// moved later in the database: the stock gets exactly the difference, the
+// window and the keys' expiry move.
+//
+//go:embed extend.lua
+var Extend string

@@ -37,6 +37,7 @@ type Accounts interface {
 	InviteUser(ctx context.Context, in voucher.Invite) (voucher.User, voucher.PasswordLink, error)
 	ChangeRole(ctx context.Context, email string, role voucher.Role) (voucher.Role, error)
 	DisableUser(ctx context.Context, email string) (voucher.User, error)
+	EnableUser(ctx context.Context, email string) (voucher.User, error)
 	ResetPassword(ctx context.Context, email string) (voucher.PasswordLink, error)
 	// PasswordLinkUser and SetPassword serve a one-time link, without a
 	// session.
@@ -55,6 +56,8 @@ type Vouchers interface {
 	CreateVoucher(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error)
 	UpdateVoucher(ctx context.Context, code string, c voucher.VoucherChange) (voucher.Voucher, error)
 	EndVoucher(ctx context.Context, code string) (voucher.Voucher, error)
+	ExtendVoucher(ctx context.Context, code string, x voucher.VoucherExtension) (voucher.Voucher, error)
+	DuplicateVoucher(ctx context.Context, from string, n voucher.NewVoucher) (voucher.Voucher, error)
 }
 
 // Reservations finds a reservation by orderId (voucher.Service).
@@ -157,6 +160,9 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("POST /admin/vouchers/{code}", voucher.OpManageVoucher, d.updateVoucher)
 	signedIn("GET /admin/vouchers/{code}/end", voucher.OpManageVoucher, d.confirmEndVoucher)
 	signedIn("POST /admin/vouchers/{code}/end", voucher.OpManageVoucher, d.endVoucher)
+	signedIn("GET /admin/vouchers/{code}/duplicate", voucher.OpManageVoucher, d.duplicateVoucher)
+	signedIn("GET /admin/vouchers/{code}/extend", voucher.OpManageVoucher, d.extendForm)
+	signedIn("POST /admin/vouchers/{code}/extend", voucher.OpManageVoucher, d.extendVoucher)
 	signedIn("GET /admin/reservations", voucher.OpRead, d.reservationLookup)
 
 	signedIn("GET /admin/drift", voucher.OpOperate, d.driftPage)
@@ -179,6 +185,7 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("POST /admin/users/role", voucher.OpManageUsers, d.changeRole)
 	signedIn("GET /admin/users/disable", voucher.OpManageUsers, d.confirmDisable)
 	signedIn("POST /admin/users/disable", voucher.OpManageUsers, d.disableUser)
+	signedIn("POST /admin/users/enable", voucher.OpManageUsers, d.enableUser)
 	signedIn("POST /admin/users/reset", voucher.OpManageUsers, d.resetPassword)
 
 	mux.Handle("/admin/", d.requireSession(voucher.OpRead, func(w http.ResponseWriter, r *http.Request) {
@@ -221,12 +228,15 @@ var notices = map[string]string{
 	"created":      "Voucher created.",
 	"updated":      "Voucher changed.",
 	"ended":        "Voucher ended: no new reserve is taken; held reservations keep their rules.",
+	"duplicated":   "Voucher created with the terms of the one it was duplicated from.",
+	"extended":     "Voucher extended: the new end and total apply from now, and the change is in the audit log.",
 	"reconciled":   "Reconciliation ran: the reports below are fresh.",
 	"unlocked":     "Sign-in lock lifted: the failures so far stop counting, and they can sign in now.",
 	"not-locked":   "Nothing was locked for that email or address.",
 	"role-changed": "Role changed: it takes effect on the user's next click.",
 	"role-same":    "The user had that role already: nothing changed.",
 	"disabled":     "User disabled: their sessions have ended and they cannot sign in.",
+	"enabled":      "User enabled: they can sign in again with their password (reset it if they no longer know it).",
 	"dl-applied":   "Applied again: the event is in the database now, and the dead letter is closed.",
 	"dl-refused":   "Applying again was refused: the dead letter stays, with the new reason below.",
 	"dl-discarded": "Dead letter discarded: nothing was written.",

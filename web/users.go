@@ -237,3 +237,13 @@ func passwordMessage(m string) string {
 	}
 	return "The password must be text without control characters."
 }
+
+// enableUser lets a disabled user sign in again; nothing is lost by it, so
+// it takes no confirmation step.
+func (d *dashboard) enableUser(w http.ResponseWriter, r *http.Request) {
+	_, err := d.deps.Accounts.EnableUser(r.Context(), r.PostFormValue("email"))
+	if d.refusedUserChange(w, r, err) {
+		return
+	}
+	http.Redirect(w, r, "/admin/users?notice=enabled", http.StatusSeeOther)
+}

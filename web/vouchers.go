@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -106,8 +107,11 @@ func (d *dashboard) newVoucher(w http.ResponseWriter, r *http.Request) {
 
 func (d *dashboard) renderForm(w http.ResponseWriter, r *http.Request, status int, f components.VoucherForm) {
 	title, active := "New voucher", "new"
-	if f.Editing != "" {
+	switch {
+	case f.Editing != "":
 		title, active = "Change "+f.Editing, "vouchers"
+	case f.DuplicateOf != "":
+		title, active = "Duplicate "+f.DuplicateOf, "vouchers"
 	}
 	d.render(w, r, status, components.VoucherFormPage(d.page(r, title, active), f, d.preview(f.StartsAt, f.EndsAt, f.Zone)))
 }
@@ -262,16 +266,24 @@ func inLabels(message string) string {
 
 func (d *dashboard) createVoucher(w http.ResponseWriter, r *http.Request) {
 	f, n := voucherForm(r, d.cfg.DefaultCurrency)
+	f.DuplicateOf = strings.TrimSpace(r.PostFormValue("duplicateOf"))
 	if len(f.Errors) > 0 {
 		d.renderForm(w, r, http.StatusUnprocessableEntity, f)
 		return
 	}
-	v, err := d.deps.Vouchers.CreateVoucher(r.Context(), n)
+	create, notice := d.deps.Vouchers.CreateVoucher, "created"
+	if f.DuplicateOf != "" {
+		create = func(ctx context.Context, n voucher.NewVoucher) (voucher.Voucher, error) {
+			return d.deps.Vouchers.DuplicateVoucher(ctx, f.DuplicateOf, n)
+		}
+		notice = "duplicated"
+	}
+	v, err := create(r.Context(), n)
 	if err != nil {
 		d.formRefused(w, r, f, err)
 		return
 	}
-	http.Redirect(w, r, "/admin/vouchers/"+url.PathEscape(v.Code)+"?notice=created", http.StatusSeeOther)
+	http.Redirect(w, r, "/admin/vouchers/"+url.PathEscape(v.Code)+"?notice="+notice, http.StatusSeeOther)
 }
 
 // formRefused shows the service's refusal next to its field, or above the
@@ -304,12 +316,21 @@ func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
 		d.problem(w, r, http.StatusConflict, "Too late to change", "Voucher "+o.Code+" has started, so its terms can no longer change. It can only be ended.")
 		return
 	}
-	zone := zoneOf(r)
-	d.renderForm(w, r, http.StatusOK, components.VoucherForm{
-		Editing:           o.Code,
+	f := termsForm(o.Voucher, zoneOf(r))
+	f.Editing = o.Code
+	d.renderForm(w, r, http.StatusOK, f)
+}
+
+// termsForm is the form filled with a voucher's terms, its window in zone.
+func termsForm(o voucher.Voucher, zone *time.Location) components.VoucherForm {
+	discount := components.FormatAmount(o.DiscountAmount, o.Currency)
+	if o.DiscountType == voucher.DiscountPercent {
+		discount = "" // a percentage has no amount: the field's rule says empty
+	}
+	return components.VoucherForm{
 		Code:              o.Code,
 		DiscountType:      string(o.DiscountType),
-		DiscountAmount:    components.FormatAmount(o.DiscountAmount, o.Currency),
+		DiscountAmount:    discount,
 		DiscountPercent:   optionalInt(int64(o.DiscountPercent)),
 		MaxDiscountAmount: optionalAmount(o.MaxDiscountAmount, o.Currency),
 		Currency:          o.Currency,
@@ -322,7 +343,21 @@ func (d *dashboard) editVoucher(w http.ResponseWriter, r *http.Request) {
 		EndsAt:            o.EndsAt.In(zone).Format(components.DateTimeLocal),
 		Zone:              zone.String(),
 		Flash:             o.Flash,
-	})
+	}
+}
+
+// duplicateVoucher shows the new-voucher form filled with a voucher's terms
+// (discount, currency, budget, minimum, limits, flash); the code and the
+// window are the new voucher's own, left empty to fill in.
+func (d *dashboard) duplicateVoucher(w http.ResponseWriter, r *http.Request) {
+	o, err := d.deps.Vouchers.Voucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	f := termsForm(o.Voucher, zoneOf(r))
+	f.DuplicateOf, f.Code, f.StartsAt, f.EndsAt = o.Code, "", "", ""
+	d.renderForm(w, r, http.StatusOK, f)
 }
 
 // updateVoucher saves every field of the form as the voucher's new terms.
@@ -348,6 +383,10 @@ func (d *dashboard) updateVoucher(w http.ResponseWriter, r *http.Request) {
 		TotalLimit: &n.TotalLimit, PerUserLimit: &n.PerUserLimit,
 		StartsAt: &n.StartsAt, EndsAt: &n.EndsAt, Flash: &n.Flash,
 		DiscountPercent: &n.DiscountPercent, MaxDiscountAmount: n.MaxDiscountAmount, BudgetAmount: n.BudgetAmount,
+		// Every field of the form is the new terms: an emptied cap or
+		// budget is none, not "unchanged".
+		ClearMaxDiscountAmount: n.MaxDiscountAmount == nil,
+		ClearBudgetAmount:      n.BudgetAmount == nil,
 	}
 	if n.DiscountType != "" {
 		change.DiscountType = &n.DiscountType
@@ -426,4 +465,94 @@ func optionalAmount(n *int64, currency string) string {
 		return ""
 	}
 	return components.FormatAmount(*n, currency)
+}
+
+// extendForm shows the form to move a live voucher's end later or change
+// its total, filled with what it is now, in the reader's zone.
+func (d *dashboard) extendForm(w http.ResponseWriter, r *http.Request) {
+	o, err := d.deps.Vouchers.Voucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if o.State == voucher.StateEnded {
+		d.problem(w, r, http.StatusConflict, "Too late to extend", "Voucher "+o.Code+" has ended; an ended voucher cannot be extended.")
+		return
+	}
+	zone := zoneOf(r)
+	d.renderExtend(w, r, http.StatusOK, components.ExtendForm{
+		Voucher:    o.Voucher,
+		EndsAt:     o.EndsAt.In(zone).Format(components.DateTimeLocal),
+		TotalLimit: strconv.Itoa(o.TotalLimit),
+		Zone:       zone.String(),
+		Errors:     map[string]string{},
+	})
+}
+
+func (d *dashboard) renderExtend(w http.ResponseWriter, r *http.Request, status int, f components.ExtendForm) {
+	d.render(w, r, status, components.ExtendPage(d.page(r, "Extend "+f.Voucher.Code, "vouchers"), f))
+}
+
+// extendVoucher saves the extension: only the fields that differ from what
+// the form showed are sent, so an end shown to the minute is not taken for
+// one moved earlier.
+func (d *dashboard) extendVoucher(w http.ResponseWriter, r *http.Request) {
+	o, err := d.deps.Vouchers.Voucher(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	f := components.ExtendForm{
+		Voucher:    o.Voucher,
+		EndsAt:     r.PostFormValue("endsAt"),
+		TotalLimit: strings.TrimSpace(r.PostFormValue("totalLimit")),
+		Zone:       r.PostFormValue("tz"),
+		Errors:     map[string]string{},
+	}
+	zone, ok := loadZone(f.Zone)
+	if !ok {
+		f.Errors["tz"] = "Choose a time zone from the list"
+		zone = time.UTC
+	}
+	var x voucher.VoucherExtension
+	if f.EndsAt != o.EndsAt.In(zone).Format(components.DateTimeLocal) {
+		end, err := time.ParseInLocation(components.DateTimeLocal, f.EndsAt, zone)
+		if err != nil {
+			f.Errors["endsAt"] = "End must be a date and time"
+		}
+		x.EndsAt = &end
+	}
+	if f.TotalLimit != strconv.Itoa(o.TotalLimit) {
+		total, err := strconv.ParseInt(strings.ReplaceAll(f.TotalLimit, "_", ""), 10, 32)
+		if err != nil {
+			f.Errors["totalLimit"] = "Total uses must be a whole number, at least 1 and at most 2147483647"
+		}
+		n := int(total) // parsed as 32 bits: it fits
+		x.TotalLimit = &n
+	}
+	if len(f.Errors) == 0 && x.EndsAt == nil && x.TotalLimit == nil {
+		f.Errors["endsAt"] = "Move the end later or change the total: nothing was changed"
+	}
+	if len(f.Errors) > 0 {
+		d.renderExtend(w, r, http.StatusUnprocessableEntity, f)
+		return
+	}
+	v, err := d.deps.Vouchers.ExtendVoucher(r.Context(), o.Code, x)
+	switch e := voucher.AsError(err); {
+	case err == nil:
+		http.Redirect(w, r, "/admin/vouchers/"+url.PathEscape(v.Code)+"?notice=extended", http.StatusSeeOther)
+	case e.Code == voucher.InvalidInput && (e.Field == "endsAt" || e.Field == "totalLimit"):
+		f.Errors[e.Field] = inLabels(extendWords(e.Message))
+		d.renderExtend(w, r, http.StatusUnprocessableEntity, f)
+	case e.Code == voucher.VoucherNotLive:
+		f.Form = "This voucher has ended, so it can no longer be extended."
+		d.renderExtend(w, r, http.StatusUnprocessableEntity, f)
+	default:
+		d.fail(w, r, err)
+	}
+}
+
+// extendWords says an extension's refusal for people: "use(s)" as uses.
+func extendWords(message string) string {
+	return strings.ReplaceAll(message, "use(s)", "uses")
 }

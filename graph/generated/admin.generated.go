@@ -23,6 +23,62 @@ import (
 
 // region    **************************** input.gotpl *****************************
 
+func (ec *executionContext) unmarshalInputExtendVoucherInput(ctx context.Context, obj any) (model.ExtendVoucherInput, error) {
+	var it model.ExtendVoucherInput
+	if obj == nil {
+		return it, nil
+	}
+
+	asMap := map[string]any{}
+	for k, v := range obj.(map[string]any) {
+		asMap[k] = v
+	}
+
+	fieldsInOrder := [...]string{"code", "endsAt", "totalLimit"}
+	for _, k := range fieldsInOrder {
+		v, ok := asMap[k]
+		if !ok {
+			continue
+		}
+		switch k {
+		case "code":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("code"))
+			data, err := ec.unmarshalNString2string(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Code = data
+		case "endsAt":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("endsAt"))
+			data, err := ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EndsAt = data
+		case "totalLimit":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("totalLimit"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TotalLimit = data
+		}
+	}
+	return it, nil
+}
+
+// UnmarshalExtendVoucherInput unmarshals raw into the ExtendVoucherInput input type, using the
+// unmarshaler bound to ctx's request. Call it from a resolver to decode an input
+// object that was not passed as a field argument.
+//
+// ctx must come from a gqlgen request; outside one there is no unmarshaler to use
+// and the returned error says so.
+func UnmarshalExtendVoucherInput(ctx context.Context, raw any) (model.ExtendVoucherInput, error) {
+	var out model.ExtendVoucherInput
+	err := graphql.UnmarshalNamedInputFromContext(ctx, "ExtendVoucherInput", raw, &out)
+	return out, err
+}
+
 func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context, obj any) (model.UpdateVoucherInput, error) {
 	var it model.UpdateVoucherInput
 	if obj == nil {
@@ -34,7 +90,7 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "newCode", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount"}
+	fieldsInOrder := [...]string{"code", "newCode", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount", "clearMaxDiscountAmount", "clearBudgetAmount"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -139,6 +195,20 @@ func (ec *executionContext) unmarshalInputUpdateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.BudgetAmount = data
+		case "clearMaxDiscountAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearMaxDiscountAmount"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearMaxDiscountAmount = data
+		case "clearBudgetAmount":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("clearBudgetAmount"))
+			data, err := ec.unmarshalOBoolean2ᚖbool(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.ClearBudgetAmount = data
 		}
 	}
 	return it, nil
@@ -167,6 +237,11 @@ func UnmarshalUpdateVoucherInput(ctx context.Context, raw any) (model.UpdateVouc
 // endregion **************************** object.gotpl ****************************
 
 // region    ***************************** type.gotpl *****************************
+
+func (ec *executionContext) unmarshalNExtendVoucherInput2voucherdᚋgraphᚋmodelᚐExtendVoucherInput(ctx context.Context, v any) (model.ExtendVoucherInput, error) {
+	res, err := ec.unmarshalInputExtendVoucherInput(ctx, v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
 
 func (ec *executionContext) unmarshalNUpdateVoucherInput2voucherdᚋgraphᚋmodelᚐUpdateVoucherInput(ctx context.Context, v any) (model.UpdateVoucherInput, error) {
 	res, err := ec.unmarshalInputUpdateVoucherInput(ctx, v)

@@ -94,6 +94,7 @@ type ComplexityRoot struct {
 		CreateCampaign     func(childComplexity int, input model.CreateCampaignInput) int
 		CreateVoucher      func(childComplexity int, input model.CreateVoucherInput) int
 		EndVoucher         func(childComplexity int, code string) int
+		ExtendVoucher      func(childComplexity int, input model.ExtendVoucherInput) int
 		ReleaseReservation func(childComplexity int, input model.ReservationInput) int
 		ReserveVoucher     func(childComplexity int, input model.ReserveVoucherInput) int
 		UpdateVoucher      func(childComplexity int, input model.UpdateVoucherInput) int
@@ -479,6 +480,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.EndVoucher(childComplexity, args["code"].(string)), true
+	case "Mutation.extendVoucher":
+		if e.ComplexityRoot.Mutation.ExtendVoucher == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_extendVoucher_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ExtendVoucher(childComplexity, args["input"].(model.ExtendVoucherInput)), true
 	case "Mutation.releaseReservation":
 		if e.ComplexityRoot.Mutation.ReleaseReservation == nil {
 			break
@@ -853,6 +865,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CheckVoucherInput", ec.unmarshalInputCheckVoucherInput),
 			graphql.NewInputUnmarshaler("CreateCampaignInput", ec.unmarshalInputCreateCampaignInput),
 			graphql.NewInputUnmarshaler("CreateVoucherInput", ec.unmarshalInputCreateVoucherInput),
+			graphql.NewInputUnmarshaler("ExtendVoucherInput", ec.unmarshalInputExtendVoucherInput),
 			graphql.NewInputUnmarshaler("ReservationInput", ec.unmarshalInputReservationInput),
 			graphql.NewInputUnmarshaler("ReserveVoucherInput", ec.unmarshalInputReserveVoucherInput),
 			graphql.NewInputUnmarshaler("UpdateVoucherInput", ec.unmarshalInputUpdateVoucherInput),
@@ -949,6 +962,26 @@ extend type Mutation {
   window is open.
   """
   endVoucher(code: String!): VoucherPayload!
+
+  """
+  Move a voucher's end later or change its total while its window has not
+  closed, the one change a started voucher takes (marketer, admin). The end
+  only moves later; the total never goes below the uses held or sold
+  (usedCount), and a flash voucher's only goes up. A flash voucher's gate
+  follows: a raised total is that many more uses to sell. Refused with
+  VOUCHER_NOT_LIVE once the voucher has ended, INVALID_INPUT (field endsAt or
+  totalLimit) for a rule broken; a refusal changes nothing.
+  """
+  extendVoucher(input: ExtendVoucherInput!): VoucherPayload!
+}
+
+input ExtendVoucherInput {
+  "The voucher to extend."
+  code: String!
+  "A later end; omitted: unchanged."
+  endsAt: Time
+  "A new total; omitted: unchanged."
+  totalLimit: Int
 }
 
 input UpdateVoucherInput {
@@ -968,7 +1001,7 @@ input UpdateVoucherInput {
 extend enum VoucherErrorCode {
   "updateVoucher: the voucher's window has opened; it can only be ended."
   VOUCHER_STARTED
-  "endVoucher: the voucher has not started or has ended."
+  "endVoucher: the voucher has not started or has ended; extendVoucher: it has ended."
   VOUCHER_NOT_LIVE
 }
 `, BuiltIn: false},
@@ -1110,6 +1143,10 @@ extend input UpdateVoucherInput {
   maxDiscountAmount: Money
   currency: String
   budgetAmount: Money
+  "true removes the cap (an omitted or null maxDiscountAmount keeps it); not with maxDiscountAmount."
+  clearMaxDiscountAmount: Boolean
+  "true removes the budget (an omitted or null budgetAmount keeps it); not with budgetAmount."
+  clearBudgetAmount: Boolean
 }
 
 extend input ReserveVoucherInput {

@@ -24,6 +24,7 @@ type MutationResolver interface {
 	CreateVoucher(ctx context.Context, input model.CreateVoucherInput) (*model.VoucherPayload, error)
 	UpdateVoucher(ctx context.Context, input model.UpdateVoucherInput) (*model.VoucherPayload, error)
 	EndVoucher(ctx context.Context, code string) (*model.VoucherPayload, error)
+	ExtendVoucher(ctx context.Context, input model.ExtendVoucherInput) (*model.VoucherPayload, error)
 	CreateCampaign(ctx context.Context, input model.CreateCampaignInput) (*model.CampaignPayload, error)
 }
 type QueryResolver interface {
@@ -97,6 +98,20 @@ func (ec *executionContext) field_Mutation_endVoucher_args(ctx context.Context, 
 		return nil, err
 	}
 	args["code"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_extendVoucher_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "input",
+		func(ctx context.Context, v any) (model.ExtendVoucherInput, error) {
+			return ec.unmarshalNExtendVoucherInput2voucherdᚋgraphᚋmodelᚐExtendVoucherInput(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["input"] = arg0
 	return args, nil
 }
 
@@ -633,6 +648,50 @@ func (ec *executionContext) fieldContext_Mutation_endVoucher(ctx context.Context
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_endVoucher_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_extendVoucher(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_extendVoucher(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().ExtendVoucher(ctx, fc.Args["input"].(model.ExtendVoucherInput))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.VoucherPayload) graphql.Marshaler {
+			return ec.marshalNVoucherPayload2ᚖvoucherdᚋgraphᚋmodelᚐVoucherPayload(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_extendVoucher(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_VoucherPayload(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_extendVoucher_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -2453,6 +2512,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "endVoucher":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_endVoucher(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "extendVoucher":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_extendVoucher(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++

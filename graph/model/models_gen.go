@@ -137,6 +137,15 @@ type DriftReport struct {
 	CheckedAt time.Time `json:"checkedAt"`
 }
 
+type ExtendVoucherInput struct {
+	// The voucher to extend.
+	Code string `json:"code"`
+	// A later end; omitted: unchanged.
+	EndsAt *time.Time `json:"endsAt,omitempty"`
+	// A new total; omitted: unchanged.
+	TotalLimit *int `json:"totalLimit,omitempty"`
+}
+
 type Mutation struct {
 }
 
@@ -200,6 +209,10 @@ type UpdateVoucherInput struct {
 	MaxDiscountAmount *int64        `json:"maxDiscountAmount,omitempty"`
 	Currency          *string       `json:"currency,omitempty"`
 	BudgetAmount      *int64        `json:"budgetAmount,omitempty"`
+	// true removes the cap (an omitted or null maxDiscountAmount keeps it); not with maxDiscountAmount.
+	ClearMaxDiscountAmount *bool `json:"clearMaxDiscountAmount,omitempty"`
+	// true removes the budget (an omitted or null budgetAmount keeps it); not with budgetAmount.
+	ClearBudgetAmount *bool `json:"clearBudgetAmount,omitempty"`
 }
 
 type Voucher struct {
@@ -449,7 +462,7 @@ const (
 	VoucherErrorCodeUnavailable VoucherErrorCode = "UNAVAILABLE"
 	// updateVoucher: the voucher's window has opened; it can only be ended.
 	VoucherErrorCodeVoucherStarted VoucherErrorCode = "VOUCHER_STARTED"
-	// endVoucher: the voucher has not started or has ended.
+	// endVoucher: the voucher has not started or has ended; extendVoucher: it has ended.
 	VoucherErrorCodeVoucherNotLive VoucherErrorCode = "VOUCHER_NOT_LIVE"
 	// The voucher's budgetAmount cannot cover this order's discount.
 	VoucherErrorCodeBudgetExhausted VoucherErrorCode = "BUDGET_EXHAUSTED"

@@ -89,6 +89,7 @@ const userUsage = "usage: voucherd user add -email EMAIL [-name NAME] -role mark
 	"       voucherd user list\n" +
 	"       voucherd user role -email EMAIL -role marketer|operator|admin\n" +
 	"       voucherd user disable -email EMAIL\n" +
+	"       voucherd user enable -email EMAIL\n" +
 	"       voucherd user reset -email EMAIL [-base-url URL]\n" +
 	"       voucherd user unlock [-email EMAIL] [-address IP]"
 
@@ -104,6 +105,7 @@ func userCommand(ctx context.Context, cfg config, logger *slog.Logger, args []st
 		"list":    userList,
 		"role":    userRole,
 		"disable": userDisable,
+		"enable":  userEnable,
 		"reset": func(ctx context.Context, a *voucher.Accounts, args []string, out io.Writer) error {
 			return userReset(ctx, cfg, a, args, out)
 		},
@@ -328,5 +330,27 @@ func userUnlock(ctx context.Context, a *voucher.Accounts, args []string, stdout 
 		return err
 	}
 	fmt.Fprintf(stdout, "sign-in lock lifted: %d failed attempt(s) of %s no longer count\n", n, strings.TrimSpace(strings.Join([]string{email, address}, " ")))
+	return nil
+}
+
+// userEnable is `voucherd user enable -email E`.
+func userEnable(ctx context.Context, a *voucher.Accounts, args []string, stdout io.Writer) error {
+	var email string
+	if err := userFlags("enable", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "the user to enable")
+	}); err != nil {
+		return err
+	}
+	if email == "" {
+		return errors.New(userUsage)
+	}
+	if a == nil {
+		return nil
+	}
+	u, err := a.EnableUser(ctx, email)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "user %s enabled: they can sign in again with their password\n", u.Email)
 	return nil
 }

@@ -761,12 +761,17 @@ func TestKafka_ConsumerKilledBeforeItsCommitAppliesEachEventOnce(t *testing.T) {
 
 // TestKafka_BrokerUnavailableDuringReserveIsUnavailableAndLeaksNoUse: with
 // the broker gone, a reserve passes the gate, cannot publish (the event was
-// surely not written: no connection took it), gives the use back and answers
-// UNAVAILABLE.
+// surely not written: no produce request left), gives the use back and
+// answers UNAVAILABLE. The server has a database of its own: in the shared
+// one, other tests' flash vouchers are warmed up through markers the server
+// produces, and a produce connection open when the broker dies may take the
+// reserve's request (bytes written, no answer: an unknown outcome, which
+// holds the use until the admission's lease, another test's case).
 func TestKafka_BrokerUnavailableDuringReserveIsUnavailableAndLeaksNoUse(t *testing.T) {
 	t.Parallel()
 	c, brokers := testBroker(t)
-	s := kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers})
+	dbURL, db := ownDatabase(t)
+	s := kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers, "DATABASE_URL": dbURL})
 	api := restAPI{s}
 	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 5}))
 	c.Close()
@@ -778,11 +783,12 @@ func TestKafka_BrokerUnavailableDuringReserveIsUnavailableAndLeaksNoUse(t *testi
 		}
 		st := readVoucher(t, s, code)
 		if st.GateRemaining == nil || *st.GateRemaining != 5 {
-			t.Fatalf("gate after an unpublished reserve = %s, want 5: the use given back", deref(st.GateRemaining))
+			t.Fatalf("gate after unpublished reserve %d = %s, want 5: the use given back", i+1, deref(st.GateRemaining))
 		}
 	}
-	if got := dbStatus(t, order); got != "" {
-		t.Errorf("the unpublished order is %q in the database", got)
+	var rows int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM voucher_redemption WHERE order_id = $1`, order).Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("the unpublished order has %d rows in the database (%v)", rows, err)
 	}
 	rdb := redis.NewClient(mustRedisOptions(t))
 	defer rdb.Close()

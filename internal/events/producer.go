@@ -3,9 +3,11 @@ package events
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"voucherd/internal/voucher"
 )
@@ -17,6 +19,21 @@ type Producer struct {
 	cl    *kgo.Client
 	topic string
 	obs   Observer
+	// sent counts the produce requests that left for a broker (some bytes
+	// written). A record whose Publish saw none leave was surely never
+	// sent, whatever franz-go says and however late.
+	sent *produceWrites
+}
+
+// produceWrites is a franz-go hook counting produce requests written.
+type produceWrites struct{ n atomic.Int64 }
+
+func (w *produceWrites) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, bytesWritten int, _, _ time.Duration, _ error) {
+	// A request that failed half-written may still have reached the
+	// broker whole: any byte counts.
+	if key == kmsg.Produce.Int16() && bytesWritten > 0 {
+		w.n.Add(1)
+	}
 }
 
 var _ voucher.EventPublisher = (*Producer)(nil)
@@ -24,7 +41,9 @@ var _ voucher.EventPublisher = (*Producer)(nil)
 // NewProducer opens a producer client.
 func NewProducer(cfg Config) (*Producer, error) {
 	cfg = cfg.withDefaults()
+	sent := &produceWrites{}
 	cl, err := kgo.NewClient(
+		kgo.WithHooks(sent),
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.DefaultProduceTopic(cfg.Topic),
 		// Idempotent (franz-go's default with acks=all): a retried batch is
@@ -41,7 +60,7 @@ func NewProducer(cfg Config) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events: producer: %w", err)
 	}
-	return &Producer{cl: cl, topic: cfg.Topic, obs: cfg.Observer}, nil
+	return &Producer{cl: cl, topic: cfg.Topic, obs: cfg.Observer, sent: sent}, nil
 }
 
 // unknownAfter is how long Publish waits, after its context ends, for
@@ -60,7 +79,7 @@ func (p *Producer) Publish(ctx context.Context, ev voucher.Event) error {
 	if err != nil {
 		return fmt.Errorf("events: encode %s: %w", ev, err)
 	}
-	start := time.Now()
+	start, sentBefore := time.Now(), p.sent.n.Load()
 	done := make(chan error, 1)
 	p.cl.Produce(ctx, &kgo.Record{
 		Topic: p.topic, Key: []byte(ev.Code), Value: value,
@@ -75,7 +94,14 @@ func (p *Producer) Publish(ctx context.Context, ev voucher.Event) error {
 		select {
 		case err = <-done:
 		case <-time.After(unknownAfter):
-			err = fmt.Errorf("%w: %v", voucher.ErrPublishUnknown, ctx.Err())
+			if p.sent.n.Load() == sentBefore {
+				// No produce request left since the record was handed
+				// over (the broker unreachable): not written, only not
+				// yet failed by franz-go.
+				err = fmt.Errorf("no produce request was sent: %w", ctx.Err())
+			} else {
+				err = fmt.Errorf("%w: %v", voucher.ErrPublishUnknown, ctx.Err())
+			}
 		}
 	}
 	p.obs.EventProduced(string(ev.Kind), err, time.Since(start))

@@ -11,7 +11,9 @@
 //	                          kafka mode "customerId:amount:STATE:createdAt:expiresAt"
 //	                          (STATE live, confirmed, releasing, released;
 //	                          Unix ms), see kafka.go
-//	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never)
+//	voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms, 0: never),
+//	                          total (the totalLimit the stock stands for, see
+//	                          extend.lua)
 //	voucher:{CODE}:paused     present while an operator rebuilds the gate
 //
 // A flash campaign has one gate, its voucher row's (CODE = ~C<id>), with
@@ -35,6 +37,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,6 +58,7 @@ var (
 	stageScript        = redis.NewScript(lua.Stage)
 	loadScript         = redis.NewScript(lua.Load)
 	lowerScript        = redis.NewScript(lua.Lower)
+	extendScript       = redis.NewScript(lua.Extend)
 )
 
 const (
@@ -80,6 +84,9 @@ type Gate struct {
 	// cluster: the keys of one script must share a slot, so the orderId's
 	// claim (another slot) takes a call of its own.
 	cluster bool
+	// admitters and finalizers batch each voucher's kafka-mode reserves and
+	// the finalizes of its admissions (code -> *coalesce.Coalescer; kafka.go).
+	admitters, finalizers sync.Map
 }
 
 // Option changes how New builds the gate.
@@ -253,6 +260,20 @@ func (g *Gate) Lower(ctx context.Context, code string, n int) (int, error) {
 	return left, nil
 }
 
+// Extend moves the gate of a voucher whose total was raised or whose end
+// moved later in the database (extend.lua): the stock gets exactly the
+// difference between the total it stands for and the new one, the window
+// (kafka mode) and the keys' expiry move. false when the gate holds nothing.
+func (g *Gate) Extend(ctx context.Context, x voucher.GateExtension) (bool, error) {
+	k := keysOf(x.Code)
+	n, err := extendScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta},
+		x.OldTotal, x.NewTotal, x.OldEndsAt.UnixMilli(), x.NewEndsAt.UnixMilli(), x.ExpireAt.UnixMilli()).Int()
+	if err != nil {
+		return false, fmt.Errorf("gate: extend %s: %w", x.Code, err)
+	}
+	return n == 1, nil
+}
+
 func expired(snap voucher.GateSnapshot) bool {
 	return !snap.ExpireAt.IsZero() && !snap.ExpireAt.After(time.Now())
 }
@@ -316,6 +337,9 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 			nOrderCodes += len(c.orders)
 		}
 		meta = append(meta, "usesPerCode", snap.UsesPerCode, "codes", nCodes, "orderCodes", nOrderCodes)
+	}
+	if snap.Total > 0 {
+		meta = append(meta, "total", snap.Total)
 	}
 	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders, len(meta) / 2}, meta...)
 	args = append(args, last.args()...)

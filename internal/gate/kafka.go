@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"voucherd/internal/coalesce"
 	"voucherd/internal/voucher"
 	"voucherd/lua"
 )
@@ -26,64 +27,200 @@ var (
 	applyCheckScript   = redis.NewScript(lua.ApplyCheck)
 )
 
-// Admit decides a reserve in kafka mode in one script (admit.lua): the
-// verdict, the order as the gate holds it after the call, and the epoch.
+// Admit decides a reserve in kafka mode (admit.lua): the verdict, the order
+// as the gate holds it after the call, and the epoch. The reserves of one
+// voucher queued at the same moment are decided by one script call, each as
+// if alone and in order: a stampede costs the gate one script (and its
+// reads of the voucher's terms) per batch, not per reserve.
 func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest, discount int64) (voucher.Admission, error) {
+	p := &pendingAdmit{r: r, discount: discount, done: make(chan admitted, 1)}
+	q, ok := g.admitters.Load(code)
+	if !ok {
+		q, _ = g.admitters.LoadOrStore(code, coalesce.New(admitWorkers, maxAdmitBatch, func(batch []*pendingAdmit) {
+			// The batch is everyone's: no one caller's end cancels it (the
+			// client's timeouts bound it). A caller that gave up first
+			// answers UNAVAILABLE; an admission made for it stays pending
+			// without an owner, and its lease runs out (reconciliation
+			// voids it), as when a request dies after its script.
+			ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
+			defer cancel()
+			g.admit(ctx, code, batch)
+		}))
+	}
+	q.(*coalesce.Coalescer[*pendingAdmit]).Add(p)
+	select {
+	case out := <-p.done:
+		return out.a, out.err
+	case <-ctx.Done():
+		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, ctx.Err())
+	}
+}
+
+const (
+	// admitWorkers batches of one voucher's reserves are in flight at once
+	// in one process, each of at most maxAdmitBatch reserves.
+	admitWorkers  = 2
+	maxAdmitBatch = 64
+	admitTimeout  = 10 * time.Second
+)
+
+type pendingAdmit struct {
+	r        voucher.ReserveRequest
+	discount int64
+	done     chan admitted // buffered: the batch never waits for its caller
+}
+
+type admitted struct {
+	a   voucher.Admission
+	err error
+}
+
+// admit runs admit.lua once for the reserves of batch, all of code, and
+// answers each.
+func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 	k := keysOf(code)
-	keys := []string{k.stock, k.customers, k.orders, k.meta, k.paused}
-	args := []any{r.OrderID, r.CustomerID, r.OrderAmount, code, claimTTL.Milliseconds(), discount}
-	if !g.cluster {
-		// One script claims the orderId too: a round trip and a script less.
-		keys = append(keys, orderKey(r.OrderID))
+	keys := make([]string, 0, 5+len(batch))
+	keys = append(keys, k.stock, k.customers, k.orders, k.meta, k.paused)
+	args := make([]any, 0, 3+4*len(batch))
+	args = append(args, len(batch), code, claimTTL.Milliseconds())
+	for _, p := range batch {
+		if !g.cluster {
+			// One script claims the orderIds too: a round trip and a
+			// script less a reserve.
+			keys = append(keys, orderKey(p.r.OrderID))
+		}
+		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.discount)
 	}
 	reply, err := admitScript.Run(ctx, g.hot, keys, args...).StringSlice()
-	if err != nil {
-		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, err)
+	if err == nil && len(reply) != 3*len(batch) {
+		err = fmt.Errorf("unexpected reply %q", reply)
 	}
-	if len(reply) != 3 {
-		return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: unexpected reply %q", r.OrderID, code, reply)
+	for i, p := range batch {
+		if err != nil {
+			p.done <- admitted{err: fmt.Errorf("gate: admit %s on %s: %w", p.r.OrderID, code, err)}
+			continue
+		}
+		a, err := g.admission(p.r.OrderID, reply[3*i], reply[3*i+1], reply[3*i+2])
+		if err != nil {
+			err = fmt.Errorf("gate: admit %s on %s: %w", p.r.OrderID, code, err)
+		}
+		p.done <- admitted{a, err}
 	}
-	a := voucher.Admission{Verdict: voucher.GateVerdict(reply[0]), Epoch: reply[2], Claimed: !g.cluster}
+}
+
+// admission reads one reserve's answer of admit.lua.
+func (g *Gate) admission(orderID, verdict, value, epoch string) (voucher.Admission, error) {
+	a := voucher.Admission{Verdict: voucher.GateVerdict(verdict), Epoch: epoch, Claimed: !g.cluster}
 	switch a.Verdict {
 	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible, voucher.GateClaimedElsewhere,
 		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted:
 		return a, nil
 	case voucher.GateOrderConflict, voucher.GateReleased, voucher.GateLost, voucher.GatePending,
 		voucher.GateDuplicate, voucher.GateAdmitted, voucher.GateAdopted:
-		if a.Order, err = parseOrder(r.OrderID, reply[1]); err != nil {
-			return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: %w", r.OrderID, code, err)
+		var err error
+		if a.Order, err = parseOrder(orderID, value); err != nil {
+			return voucher.Admission{}, err
 		}
 		return a, nil
 	}
-	return voucher.Admission{}, fmt.Errorf("gate: admit %s on %s: unexpected answer %q", r.OrderID, code, reply[0])
+	return voucher.Admission{}, fmt.Errorf("unexpected answer %q", verdict)
 }
 
 // Settle settles a pending admission made in epoch by compare-and-set on its
-// token (admission.lua).
+// token (admission.lua). Finalizing is what every winner of a kafka-mode
+// sale does once its event is acknowledged: the finalizes of one voucher
+// queued at the same moment share one script call (admission.lua settles
+// each as if alone), so a stampede costs the gate one call per batch, not
+// per winner. The other operations are rare and run alone.
 func (g *Gate) Settle(ctx context.Context, code string, op voucher.SettleOp, o voucher.GateOrder, epoch string, discount int64) (voucher.SettleAnswer, voucher.GateOrder, error) {
+	p := &pendingSettle{order: o, epoch: epoch, discount: discount, done: make(chan settled, 1)}
+	if op != voucher.SettleFinalize {
+		g.settle(ctx, code, op, []*pendingSettle{p})
+		out := <-p.done
+		return out.answer, out.after, out.err
+	}
+	q, ok := g.finalizers.Load(code)
+	if !ok {
+		q, _ = g.finalizers.LoadOrStore(code, coalesce.New(finalizeWorkers, maxFinalizeBatch, func(batch []*pendingSettle) {
+			// The batch is everyone's: no one caller's end cancels it
+			// (the client's timeouts bound it). A caller that gives up
+			// first answers UNAVAILABLE; its event is on the broker, so
+			// the consumer settles it and a retry finds it live.
+			ctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
+			defer cancel()
+			g.settle(ctx, code, voucher.SettleFinalize, batch)
+		}))
+	}
+	q.(*coalesce.Coalescer[*pendingSettle]).Add(p)
+	select {
+	case out := <-p.done:
+		return out.answer, out.after, out.err
+	case <-ctx.Done():
+		return "", voucher.GateOrder{}, fmt.Errorf("gate: finalize %s on %s: %w", o.OrderID, code, ctx.Err())
+	}
+}
+
+const (
+	// finalizeWorkers batches of one voucher's finalizes are in flight at
+	// once in one process, each of at most maxFinalizeBatch admissions.
+	finalizeWorkers  = 2
+	maxFinalizeBatch = 128
+	finalizeTimeout  = 10 * time.Second
+)
+
+// pendingSettle is one admission to settle and where its outcome goes.
+type pendingSettle struct {
+	order    voucher.GateOrder
+	epoch    string
+	discount int64
+	done     chan settled // buffered: the batch never waits for its caller
+}
+
+type settled struct {
+	answer voucher.SettleAnswer
+	after  voucher.GateOrder
+	err    error
+}
+
+// settle runs admission.lua once for the admissions of batch, all of code,
+// and answers each.
+func (g *Gate) settle(ctx context.Context, code string, op voucher.SettleOp, batch []*pendingSettle) {
 	k := keysOf(code)
-	who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
-	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta},
-		string(op), o.OrderID, o.CreatedAt.UnixMilli(), epoch, who, discount).StringSlice()
-	if err != nil {
-		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, o.OrderID, code, err)
+	args := make([]any, 0, 2+5*len(batch))
+	args = append(args, string(op), len(batch))
+	for _, p := range batch {
+		o := p.order
+		who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
+		args = append(args, o.OrderID, o.CreatedAt.UnixMilli(), p.epoch, who, p.discount)
 	}
-	if len(reply) != 2 {
-		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected reply %q", op, o.OrderID, code, reply)
+	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
+	if err == nil && len(reply) != 2*len(batch) {
+		err = fmt.Errorf("unexpected reply %q", reply)
 	}
-	answer := voucher.SettleAnswer(reply[0])
-	switch answer {
+	for i, p := range batch {
+		if err != nil {
+			p.done <- settled{err: fmt.Errorf("gate: %s %s on %s: %w", op, p.order.OrderID, code, err)}
+			continue
+		}
+		p.done <- settleAnswer(code, op, p.order.OrderID, reply[2*i], reply[2*i+1])
+	}
+}
+
+func settleAnswer(code string, op voucher.SettleOp, orderID, answer, value string) settled {
+	a := voucher.SettleAnswer(answer)
+	switch a {
 	case voucher.SettleOK, voucher.SettleFail, voucher.SettleStale:
 	default:
-		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected answer %q", op, o.OrderID, code, reply[0])
+		return settled{err: fmt.Errorf("gate: %s %s on %s: unexpected answer %q", op, orderID, code, answer)}
 	}
 	var after voucher.GateOrder
-	if reply[1] != "" {
-		if after, err = parseOrder(o.OrderID, reply[1]); err != nil {
-			return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, o.OrderID, code, err)
+	if value != "" {
+		var err error
+		if after, err = parseOrder(orderID, value); err != nil {
+			return settled{err: fmt.Errorf("gate: %s %s on %s: %w", op, orderID, code, err)}
 		}
 	}
-	return answer, after, nil
+	return settled{answer: a, after: after}
 }
 
 // ApplyCheck asks the gate which reserved events of one voucher stand

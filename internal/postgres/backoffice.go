@@ -126,6 +126,56 @@ func (s *Store) EndVoucher(ctx context.Context, code string, audit voucher.Audit
 	return out, nil
 }
 
+// ExtendVoucher sets a voucher's total and end in one conditional UPDATE
+// (VoucherExtend: the rules are its condition, not a read before it) and
+// records the audit event made from the values before and after, in one
+// transaction. A refusal reads the voucher only to say which rule it broke.
+// Errors: NOT_FOUND, VOUCHER_NOT_LIVE, INVALID_INPUT (totalLimit, endsAt).
+func (s *Store) ExtendVoucher(ctx context.Context, code string, totalLimit int, endsAt time.Time, audit func(before, after voucher.Voucher) voucher.AuditEvent) (voucher.Voucher, voucher.Voucher, error) {
+	total, err := count32("totalLimit", totalLimit)
+	if err != nil {
+		return voucher.Voucher{}, voucher.Voucher{}, err
+	}
+	var before, after voucher.Voucher
+	err = s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		old, err := q.VoucherExtend(ctx, db.VoucherExtendParams{Code: code, TotalLimit: total, EndsAt: endsAt})
+		if errors.Is(err, pgx.ErrNoRows) {
+			row, gerr := q.VoucherGetByCode(ctx, code)
+			if errors.Is(gerr, pgx.ErrNoRows) {
+				return voucherNotFound(code)
+			}
+			if gerr != nil {
+				return gerr
+			}
+			now, cerr := q.VoucherClock(ctx)
+			if cerr != nil {
+				return cerr
+			}
+			if refusal := voucher.CheckExtension(toVoucher(row), totalLimit, endsAt, now); refusal != nil {
+				return refusal
+			}
+			// Refused, yet every rule holds now: the voucher changed in
+			// between (its uses released). Nothing was written.
+			return voucher.Errorf(voucher.Unavailable, "voucher %s changed while it was extended; try again", code)
+		}
+		if err != nil {
+			return err
+		}
+		row, err := q.VoucherGetByCode(ctx, code)
+		if err != nil {
+			return err
+		}
+		after = toVoucher(row)
+		before = after
+		before.TotalLimit, before.EndsAt = int(old.OldTotalLimit), old.OldEndsAt
+		return q.VoucherAuditInsert(ctx, auditParams(audit(before, after)))
+	})
+	if err != nil {
+		return voucher.Voucher{}, voucher.Voucher{}, mapError(err)
+	}
+	return before, after, nil
+}
+
 // AddAuditEvent records one change of a voucher.
 func (s *Store) AddAuditEvent(ctx context.Context, e voucher.AuditEvent) error {
 	return mapError(s.q.VoucherAuditInsert(ctx, auditParams(e)))

@@ -37,7 +37,7 @@ type lookupOutcome struct {
 // Reservation reads a reservation by orderId. Errors: NOT_FOUND.
 func (s *Store) Reservation(ctx context.Context, orderID string) (voucher.Reservation, error) {
 	p := &pendingLookup{ctx: ctx, orderID: orderID, done: make(chan lookupOutcome, 1)}
-	s.lookups.add(p)
+	s.lookups.Add(p)
 	select {
 	case out := <-p.done:
 		switch {

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"voucherd/internal/coalesce"
 	"voucherd/internal/voucher"
 	"voucherd/sql/db"
 )
@@ -37,10 +38,10 @@ type Store struct {
 	// 642/s with 16 at once, 1,617/s with 4).
 	reserveSlots sync.Map
 	// winnerQueues holds each flash voucher's admitted reserves waiting to
-	// be written in a batch (code -> *coalescer[*pendingWinner]; batch.go).
+	// be written in a batch (code -> *coalesce.Coalescer[*pendingWinner]; batch.go).
 	winnerQueues sync.Map
 	// lookups holds the reads of Reservation waiting for a query (lookup.go).
-	lookups       *coalescer[*pendingLookup]
+	lookups       *coalesce.Coalescer[*pendingLookup]
 	lookupQueries atomic.Int64 // queries it sent, for tests
 }
 
@@ -53,7 +54,7 @@ var _ voucher.Store = (*Store)(nil)
 // New returns a store over the pool.
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, q: db.New(pool)}
-	s.lookups = newCoalescer(lookupWorkers, maxLookupBatch, s.lookup)
+	s.lookups = coalesce.New(lookupWorkers, maxLookupBatch, s.lookup)
 	return s
 }
 
@@ -556,7 +557,8 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 			Remaining:    v.Remaining(),
 			PerUserLimit: v.PerUserLimit,
 			Customers:    map[int64]int{},
-			ExpireAt:     v.EndsAt.Add(7 * 24 * time.Hour),
+			ExpireAt:     voucher.GateExpireAt(v.EndsAt),
+			Total:        v.TotalLimit,
 		}
 		if v.BudgetAmount != nil {
 			left := *v.BudgetAmount - v.BudgetUsed

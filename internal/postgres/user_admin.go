@@ -111,6 +111,33 @@ func (s *Store) DisableUser(ctx context.Context, email string, audit voucher.Use
 	return toUser(row), nil
 }
 
+// EnableUser enables a disabled user again with its audit row, in one
+// transaction; one not disabled is returned unchanged and unrecorded.
+// Errors: NOT_FOUND.
+func (s *Store) EnableUser(ctx context.Context, email string, audit voucher.UserAuditEvent) (voucher.User, error) {
+	var row db.DashboardUser
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		changed, err := q.DashboardUserEnable(ctx, email)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return voucher.Errorf(voucher.NotFound, "no user with email %s", email)
+		}
+		if err != nil {
+			return err
+		}
+		if row, err = q.DashboardUserGetByEmail(ctx, email); err != nil {
+			return err
+		}
+		if !changed.WasDisabled {
+			return nil
+		}
+		return q.DashboardUserAuditInsert(ctx, userAudit(audit, ""))
+	})
+	if err != nil {
+		return voucher.User{}, mapError(err)
+	}
+	return toUser(row), nil
+}
+
 // adminLeft refuses a change after which no enabled admin is left.
 func adminLeft(ctx context.Context, q *db.Queries) error {
 	n, err := q.DashboardUserCountAdmins(ctx)

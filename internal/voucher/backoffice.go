@@ -226,6 +226,11 @@ type BackofficeStore interface {
 	// EndVoucher closes a live voucher's window now and records the audit
 	// event with it: NOT_FOUND, VOUCHER_NOT_LIVE.
 	EndVoucher(ctx context.Context, code string, audit AuditEvent) (Voucher, error)
+	// ExtendVoucher sets a voucher's total and end in one conditional
+	// update (the rules of CheckExtension) and records the audit event made
+	// by audit from the values before and after, in one transaction:
+	// NOT_FOUND, VOUCHER_NOT_LIVE, INVALID_INPUT (totalLimit, endsAt).
+	ExtendVoucher(ctx context.Context, code string, totalLimit int, endsAt time.Time, audit func(before, after Voucher) AuditEvent) (before, after Voucher, err error)
 	AddAuditEvent(ctx context.Context, e AuditEvent) error
 	AuditEvents(ctx context.Context, code string, limit int) ([]AuditEvent, error)
 	ReservationEvents(ctx context.Context, code string, limit int) ([]ReservationEvent, error)
@@ -393,6 +398,21 @@ type VoucherChange struct {
 	StartsAt          *time.Time
 	EndsAt            *time.Time
 	Flash             *bool
+	// ClearMaxDiscountAmount removes the cap and ClearBudgetAmount the
+	// budget: a nil amount above keeps it. Neither goes with its amount.
+	ClearMaxDiscountAmount bool
+	ClearBudgetAmount      bool
+}
+
+// check refuses a change that both sets and clears an amount.
+func (c VoucherChange) check() error {
+	if c.ClearMaxDiscountAmount && c.MaxDiscountAmount != nil {
+		return Invalid("maxDiscountAmount", "give maxDiscountAmount or clearMaxDiscountAmount, not both")
+	}
+	if c.ClearBudgetAmount && c.BudgetAmount != nil {
+		return Invalid("budgetAmount", "give budgetAmount or clearBudgetAmount, not both")
+	}
+	return nil
 }
 
 // Apply returns the voucher's terms with the change made.
@@ -418,6 +438,12 @@ func (c VoucherChange) Apply(v Voucher) NewVoucher {
 	if c.BudgetAmount != nil {
 		n.BudgetAmount = c.BudgetAmount
 	}
+	if c.ClearMaxDiscountAmount {
+		n.MaxDiscountAmount = nil
+	}
+	if c.ClearBudgetAmount {
+		n.BudgetAmount = nil
+	}
 	set(&n.MinOrderAmount, c.MinOrderAmount)
 	set(&n.TotalLimit, c.TotalLimit)
 	set(&n.PerUserLimit, c.PerUserLimit)
@@ -439,6 +465,9 @@ func set[T any](dst *T, v *T) {
 // Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND, VOUCHER_STARTED, VOUCHER_EXISTS.
 func (b *Backoffice) UpdateVoucher(ctx context.Context, code string, c VoucherChange) (Voucher, error) {
 	if err := authorize(ctx, OpManageVoucher); err != nil {
+		return Voucher{}, err
+	}
+	if err := c.check(); err != nil {
 		return Voucher{}, err
 	}
 	before, err := b.svc.Voucher(ctx, code)

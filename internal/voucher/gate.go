@@ -159,7 +159,25 @@ type GateSnapshot struct {
 	UsesPerCode int
 	Codes       map[string]int
 	OrderCodes  map[string]string
+	// Total is the totalLimit Remaining was reckoned from, which the gate
+	// keeps so an extension raises it by the difference (Gate.Extend); 0:
+	// unknown.
+	Total int
 }
+
+// GateExtension is a change of a flash voucher's total or end, already made
+// in the database, for its gate to follow.
+type GateExtension struct {
+	Code                 string
+	OldTotal, NewTotal   int
+	OldEndsAt, NewEndsAt time.Time
+	// ExpireAt is when the gate may forget the voucher after the new end.
+	ExpireAt time.Time
+}
+
+// GateExpireAt is when a flash voucher's gate may forget it: a week after
+// its window, so late confirms and releases still find their orders.
+func GateExpireAt(endsAt time.Time) time.Time { return endsAt.Add(7 * 24 * time.Hour) }
 
 // Gate is the Redis gate of flash vouchers: each call is one atomic script.
 type Gate interface {
@@ -248,6 +266,10 @@ type Gate interface {
 	// End closes the voucher's window at the gate now (kafka mode decides
 	// the window there).
 	End(ctx context.Context, code string) error
+	// Extend makes the gate follow a total raised or an end moved later in
+	// the database: the stock gets exactly the difference, atomically;
+	// false when the gate holds nothing (its next load reads the change).
+	Extend(ctx context.Context, x GateExtension) (bool, error)
 }
 
 // PendingWrites is the Kafka write path's view of admitted reserves whose

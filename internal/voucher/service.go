@@ -393,9 +393,10 @@ func (c *metadataCache) get(ctx context.Context, code string, load func(context.
 		defer cancel()
 		v, err := load(ctx, code)
 		if err != nil {
-			// A voucher's terms do not change once created: while the
-			// database does not answer, the last ones read still hold, so
-			// the flash path in kafka mode goes on without it.
+			// A started voucher's terms change only by an extension (a
+			// later end, a larger total): while the database does not
+			// answer, the last ones read still hold well enough, so the
+			// flash path in kafka mode goes on without it.
 			if ok && ErrorCodeOf(err) != NotFound {
 				return e.v, nil
 			}

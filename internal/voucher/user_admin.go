@@ -24,6 +24,7 @@ const (
 	AuditUserAdded    = "added"
 	AuditRoleChanged  = "role-changed"
 	AuditUserDisabled = "disabled"
+	AuditUserEnabled  = "enabled"
 	AuditPasswordLink = "password-link" // a one-time link was made
 	AuditPasswordSet  = "password-set"  // a link was used
 )
@@ -71,6 +72,9 @@ type UserAdminStore interface {
 	// DisableUser disables a user, ends their sessions and drops their
 	// password links: NOT_FOUND, LAST_ADMIN.
 	DisableUser(ctx context.Context, email string, audit UserAuditEvent) (User, error)
+	// EnableUser enables a disabled user again, recording it only when it
+	// was disabled: NOT_FOUND.
+	EnableUser(ctx context.Context, email string, audit UserAuditEvent) (User, error)
 	// CreatePasswordLink replaces a user's password links with a new one:
 	// NOT_FOUND, USER_DISABLED.
 	CreatePasswordLink(ctx context.Context, email string, linkHash []byte, expiresAt time.Time, audit UserAuditEvent) (User, error)
@@ -182,6 +186,20 @@ func (a *Accounts) DisableUser(ctx context.Context, email string) (User, error) 
 	}
 	email = signInEmail(email)
 	return s.DisableUser(ctx, email, userAuditOf(ctx, email, AuditUserDisabled, "sessions ended; sign-in refused"))
+}
+
+// EnableUser lets a disabled user sign in again, with the role and the
+// password they had (their sessions and password links ended with the
+// disable; an admin resets the password if it is not known any more).
+// Enabling a user who is not disabled changes and records nothing.
+// Errors: FORBIDDEN, NOT_FOUND.
+func (a *Accounts) EnableUser(ctx context.Context, email string) (User, error) {
+	s, err := a.manage(ctx)
+	if err != nil {
+		return User{}, err
+	}
+	email = signInEmail(email)
+	return s.EnableUser(ctx, email, userAuditOf(ctx, email, AuditUserEnabled, "sign-in allowed again"))
 }
 
 // ResetPassword makes a one-time link with which the user sets a new

@@ -44,6 +44,27 @@ func (q *Queries) DashboardUserDisable(ctx context.Context, email string) (Dashb
 	return i, err
 }
 
+const dashboardUserEnable = `-- name: DashboardUserEnable :one
+UPDATE dashboard_user SET disabled_at = NULL
+FROM (SELECT u.id, (u.disabled_at IS NOT NULL)::boolean AS was_disabled FROM dashboard_user AS u WHERE u.email = $1 FOR UPDATE) AS before
+WHERE dashboard_user.id = before.id
+RETURNING dashboard_user.id, before.was_disabled::boolean AS was_disabled
+`
+
+type DashboardUserEnableRow struct {
+	ID          int64
+	WasDisabled bool
+}
+
+// DashboardUserEnable enables a disabled user again; no row back means no
+// such user. was_disabled says whether it changed anything.
+func (q *Queries) DashboardUserEnable(ctx context.Context, email string) (DashboardUserEnableRow, error) {
+	row := q.db.QueryRow(ctx, dashboardUserEnable, email)
+	var i DashboardUserEnableRow
+	err := row.Scan(&i.ID, &i.WasDisabled)
+	return i, err
+}
+
 const dashboardUserGetByEmail = `-- name: DashboardUserGetByEmail :one
 SELECT id, email, name, role, password_hash, created_at, disabled_at FROM dashboard_user WHERE email = $1
 `

@@ -45,6 +45,47 @@ func (q *Queries) VoucherEndNow(ctx context.Context, code string) (Voucher, erro
 	return i, err
 }
 
+const voucherExtend = `-- name: VoucherExtend :one
+WITH old AS (
+  SELECT o.code, o.total_limit, o.ends_at FROM voucher o WHERE o.code = $3::text FOR UPDATE
+)
+UPDATE voucher v
+SET total_limit = $1::integer,
+    ends_at = $2::timestamptz
+FROM old
+WHERE v.code = old.code
+  AND v.ends_at > now()
+  AND $2::timestamptz >= v.ends_at
+  AND $1::integer >= v.used_count
+  AND (NOT v.flash OR $1::integer >= v.total_limit)
+RETURNING old.total_limit AS old_total_limit, old.ends_at AS old_ends_at
+`
+
+type VoucherExtendParams struct {
+	TotalLimit int32
+	EndsAt     time.Time
+	Code       string
+}
+
+type VoucherExtendRow struct {
+	OldTotalLimit int32
+	OldEndsAt     time.Time
+}
+
+// VoucherExtend raises a voucher's total or moves its end later, while its
+// window has not closed by the database's clock: the rules are the UPDATE's
+// own condition, so two extensions, or an extension and the reserves of a
+// sale, cannot both pass on a stale read. The total never goes below what is
+// held (used_count: RESERVED + CONFIRMED), nor below the old total for a
+// flash voucher; the end never moves earlier. No row back means it is
+// unknown or one of those refused; old_* are the values it replaced.
+func (q *Queries) VoucherExtend(ctx context.Context, arg VoucherExtendParams) (VoucherExtendRow, error) {
+	row := q.db.QueryRow(ctx, voucherExtend, arg.TotalLimit, arg.EndsAt, arg.Code)
+	var i VoucherExtendRow
+	err := row.Scan(&i.OldTotalLimit, &i.OldEndsAt)
+	return i, err
+}
+
 const voucherRedemptionPage = `-- name: VoucherRedemptionPage :many
 SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption
 WHERE voucher_code = $1

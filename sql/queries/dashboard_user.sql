@@ -42,3 +42,11 @@ RETURNING *;
 
 -- name: DashboardUserSetPassword :exec
 UPDATE dashboard_user SET password_hash = $2 WHERE id = $1;
+
+-- DashboardUserEnable enables a disabled user again; no row back means no
+-- such user. was_disabled says whether it changed anything.
+-- name: DashboardUserEnable :one
+UPDATE dashboard_user SET disabled_at = NULL
+FROM (SELECT u.id, (u.disabled_at IS NOT NULL)::boolean AS was_disabled FROM dashboard_user AS u WHERE u.email = sqlc.arg(email) FOR UPDATE) AS before
+WHERE dashboard_user.id = before.id
+RETURNING dashboard_user.id, before.was_disabled::boolean AS was_disabled;

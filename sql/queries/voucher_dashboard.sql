@@ -74,3 +74,25 @@ WHERE voucher_code = sqlc.arg(voucher_code)
        OR (created_at, order_id) < (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_order_id)::text))
 ORDER BY created_at DESC, order_id DESC
 LIMIT sqlc.arg(max_rows);
+
+-- VoucherExtend raises a voucher's total or moves its end later, while its
+-- window has not closed by the database's clock: the rules are the UPDATE's
+-- own condition, so two extensions, or an extension and the reserves of a
+-- sale, cannot both pass on a stale read. The total never goes below what is
+-- held (used_count: RESERVED + CONFIRMED), nor below the old total for a
+-- flash voucher; the end never moves earlier. No row back means it is
+-- unknown or one of those refused; old_* are the values it replaced.
+-- name: VoucherExtend :one
+WITH old AS (
+  SELECT o.code, o.total_limit, o.ends_at FROM voucher o WHERE o.code = sqlc.arg(code)::text FOR UPDATE
+)
+UPDATE voucher v
+SET total_limit = sqlc.arg(total_limit)::integer,
+    ends_at = sqlc.arg(ends_at)::timestamptz
+FROM old
+WHERE v.code = old.code
+  AND v.ends_at > now()
+  AND sqlc.arg(ends_at)::timestamptz >= v.ends_at
+  AND sqlc.arg(total_limit)::integer >= v.used_count
+  AND (NOT v.flash OR sqlc.arg(total_limit)::integer >= v.total_limit)
+RETURNING old.total_limit AS old_total_limit, old.ends_at AS old_ends_at;

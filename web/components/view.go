@@ -333,7 +333,10 @@ func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 // per field at fault.
 type VoucherForm struct {
 	// Editing is the code of the voucher being changed; empty on create.
-	Editing           string
+	Editing string
+	// DuplicateOf is the code of the voucher whose terms a new one copies;
+	// empty otherwise.
+	DuplicateOf       string
 	Code              string
 	DiscountType      string // FIXED (also empty) or PERCENT
 	DiscountAmount    string

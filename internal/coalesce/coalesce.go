@@ -1,16 +1,19 @@
-package postgres
+// Package coalesce turns concurrent calls into batches without waiting to
+// fill them.
+package coalesce
 
 import (
 	"slices"
 	"sync"
 )
 
-// coalescer hands the calls queued while its workers are busy to the next
+// Coalescer hands the calls queued while its workers are busy to the next
 // free worker as one batch: at most workers batches run at once, each of up
 // to maxBatch calls. Nothing waits to fill a batch (a lone call runs at
 // once); under a stampede the batches grow by themselves. The flash winners'
-// writes (batch.go) and the reads of reservations (lookup.go) go through one.
-type coalescer[T any] struct {
+// writes and the reads of reservations (internal/postgres) and the kafka
+// path's finalizing of admissions (internal/gate) go through one.
+type Coalescer[T any] struct {
 	workers, maxBatch int
 	// run answers every call of the batch before it returns, so a busy
 	// worker lets the next batch gather.
@@ -21,12 +24,14 @@ type coalescer[T any] struct {
 	busy    int
 }
 
-func newCoalescer[T any](workers, maxBatch int, run func([]T)) *coalescer[T] {
-	return &coalescer[T]{workers: workers, maxBatch: maxBatch, run: run}
+// New makes a Coalescer whose batches run runs; run must answer every call
+// of its batch before it returns.
+func New[T any](workers, maxBatch int, run func([]T)) *Coalescer[T] {
+	return &Coalescer[T]{workers: workers, maxBatch: maxBatch, run: run}
 }
 
-// add queues a call, starting a worker if fewer than workers run.
-func (c *coalescer[T]) add(call T) {
+// Add queues a call, starting a worker if fewer than workers run.
+func (c *Coalescer[T]) Add(call T) {
 	c.mu.Lock()
 	c.pending = append(c.pending, call)
 	start := c.busy < c.workers
@@ -40,7 +45,7 @@ func (c *coalescer[T]) add(call T) {
 }
 
 // drain runs batches until nothing is queued.
-func (c *coalescer[T]) drain() {
+func (c *Coalescer[T]) drain() {
 	for {
 		c.mu.Lock()
 		if len(c.pending) == 0 {

@@ -1,0 +1,188 @@
+package gate_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"voucherd/internal/voucher"
+)
+
+// kafkaGate loads code's gate as kafka mode does (a window open now, an
+// epoch), with uses uses and a per-customer limit of one.
+func kafkaGate(t *testing.T, uses int) (code, epoch string, admit func(orderID string, customer int64) voucher.Admission, settle func(op voucher.SettleOp, o voucher.GateOrder, epoch string) (voucher.SettleAnswer, voucher.GateOrder, error), scripts func() int64) {
+	t.Helper()
+	g, rdb := newGate(t)
+	code, epoch = newCode(t), "e-"+newCode(t)
+	now := time.Now()
+	snap := voucher.GateSnapshot{Code: code, Remaining: uses, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now}
+	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
+	if ok, err := g.Recover(context.Background(), snap, terms, "load"); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	admit = func(orderID string, customer int64) voucher.Admission {
+		t.Helper()
+		a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, OrderID: orderID, CustomerID: customer, OrderAmount: 5000}, 100)
+		if err != nil || a.Verdict != voucher.GateAdmitted {
+			t.Fatalf("admit %s: %+v %v", orderID, a, err)
+		}
+		return a
+	}
+	settle = func(op voucher.SettleOp, o voucher.GateOrder, epoch string) (voucher.SettleAnswer, voucher.GateOrder, error) {
+		return g.Settle(context.Background(), code, op, o, epoch, 100)
+	}
+	scripts = func() int64 {
+		t.Helper()
+		stats, err := rdb.Info(context.Background(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, _ := strings.Cut(stats, "cmdstat_evalsha:calls=")
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		return n
+	}
+	return code, epoch, admit, settle, scripts
+}
+
+// The finalizes of one voucher that arrive together share a script call;
+// each is still decided as if alone: its own answer, its own order, and an
+// impostor (a stale token) in the same stampede refused without touching
+// the others.
+func TestSettle_ConcurrentFinalizesEachGetTheirOwnAnswer(t *testing.T) {
+	code, epoch, admit, settle, scripts := kafkaGate(t, 400)
+	const n = 300
+	admissions := make([]voucher.Admission, n)
+	for i := range n {
+		admissions[i] = admit(code+"-o"+strconv.Itoa(i), int64(i+1))
+	}
+	type outcome struct {
+		answer voucher.SettleAnswer
+		after  voucher.GateOrder
+		err    error
+	}
+	before := scripts()
+	outs := make([]outcome, n)
+	stale := make([]outcome, n/10)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			a, after, err := settle(voucher.SettleFinalize, admissions[i].Order, epoch)
+			outs[i] = outcome{a, after, err}
+		})
+		if i%10 == 0 {
+			wg.Go(func() {
+				o := admissions[i].Order
+				o.CreatedAt = o.CreatedAt.Add(-time.Second) // another admission's token
+				a, after, err := settle(voucher.SettleFinalize, o, epoch)
+				stale[i/10] = outcome{a, after, err}
+			})
+		}
+	}
+	wg.Wait()
+	// Other tests share this Redis: the bound is loose, the batching shows.
+	if calls := scripts() - before; calls >= n {
+		t.Errorf("%d scripts ran for %d finalizes: none was batched", calls, n+n/10)
+	}
+	for i, o := range outs {
+		want := admissions[i].Order
+		if o.err != nil || o.answer != voucher.SettleOK || o.after.OrderID != want.OrderID || o.after.CustomerID != want.CustomerID ||
+			!o.after.CreatedAt.Equal(want.CreatedAt) || o.after.Pending || o.after.Void {
+			t.Errorf("finalize %d: %q %+v %v; want OK and the order live", i, o.answer, o.after, o.err)
+		}
+	}
+	for i, o := range stale {
+		if o.err != nil || o.answer != voucher.SettleFail {
+			t.Errorf("finalize with a stale token %d: %q %v; want FAIL", i, o.answer, o.err)
+		}
+	}
+	// Live, not pending: a give-back by the owner is refused now.
+	if a, _, err := settle(voucher.SettleForget, admissions[0].Order, epoch); err != nil || a != voucher.SettleFail {
+		t.Errorf("forget of a finalized admission: %q %v, want FAIL", a, err)
+	}
+}
+
+// An admission missing from the gate in its own epoch marks the gate as
+// having lost data; the admissions settled after it in the same call see a
+// stale gate, as they would in calls of their own.
+func TestSettle_AMissingAdmissionMarksTheGateStaleForTheRestOfItsBatch(t *testing.T) {
+	code, epoch, admit, settle, _ := kafkaGate(t, 10)
+	a := admit(code+"-a", 1)
+	missing := a.Order
+	missing.OrderID = code + "-never-admitted"
+	if ans, _, err := settle(voucher.SettleFinalize, missing, epoch); err != nil || ans != voucher.SettleStale {
+		t.Fatalf("finalize of an admission the gate lacks in its own epoch: %q %v, want STALE", ans, err)
+	}
+	if ans, _, err := settle(voucher.SettleFinalize, a.Order, epoch); err != nil || ans != voucher.SettleStale {
+		t.Errorf("finalize on a gate marked lost-data: %q %v, want STALE", ans, err)
+	}
+}
+
+// The reserves of one voucher that arrive together share a script call
+// (admit.lua decides a batch); each is decided as if alone, in order: never
+// more admissions than uses, one per customer, one per orderId (its
+// concurrent copies wait: PENDING), the budget never overdrawn.
+func TestAdmit_ConcurrentReservesAreDecidedAsIfAlone(t *testing.T) {
+	g, rdb := newGate(t)
+	code, epoch := newCode(t), "e-"+newCode(t)
+	now := time.Now()
+	budget := int64(45 * 100) // 45 discounts of 100: the budget runs out before the 50 uses
+	snap := voucher.GateSnapshot{Code: code, Remaining: 50, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now, Budget: &budget}
+	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
+	if ok, err := g.Recover(context.Background(), snap, terms, "load"); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	const customers = 120
+	verdicts := make([]voucher.GateVerdict, 0, 3*customers)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	admit := func(order string, customer int64) {
+		a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, OrderID: order, CustomerID: customer, OrderAmount: 5000}, 100)
+		if err != nil {
+			t.Errorf("admit %s: %v", order, err)
+			return
+		}
+		mu.Lock()
+		verdicts = append(verdicts, a.Verdict)
+		mu.Unlock()
+	}
+	for c := range customers {
+		order := code + "-c" + strconv.Itoa(c)
+		wg.Go(func() { admit(order, int64(c+1)) })
+		wg.Go(func() { admit(order, int64(c+1)) })          // its concurrent copy
+		wg.Go(func() { admit(order+"-other", int64(c+1)) }) // the same customer's second order
+	}
+	wg.Wait()
+	count := map[voucher.GateVerdict]int{}
+	for _, v := range verdicts {
+		count[v]++
+	}
+	// 45 admitted (the budget), each customer's other request refused or
+	// waiting, the rest of the crowd refused for the budget.
+	if count[voucher.GateAdmitted] != 45 {
+		t.Errorf("admitted %d, want 45 (the budget's worth): %v", count[voucher.GateAdmitted], count)
+	}
+	if got := count[voucher.GateAdmitted] + count[voucher.GatePending] + count[voucher.GateAlreadyUsed] + count[voucher.GateBudgetExhausted] + count[voucher.GateDuplicate]; got != 3*customers {
+		t.Errorf("verdicts %v: %d of %d are one of ADMITTED, PENDING, ALREADY_USED, BUDGET_EXHAUSTED", count, got, 3*customers)
+	}
+	after, ok, err := g.Snapshot(context.Background(), code)
+	if err != nil || !ok {
+		t.Fatalf("snapshot: %v %v", ok, err)
+	}
+	if after.Remaining != 5 || after.Budget == nil || *after.Budget != 0 || len(after.Orders) != 45 {
+		t.Errorf("gate after the stampede: %d left, budget %v, %d orders; want 5, 0, 45", after.Remaining, after.Budget, len(after.Orders))
+	}
+	for c, n := range after.Customers {
+		if n > 1 {
+			t.Errorf("customer %d holds %d uses", c, n)
+		}
+	}
+	// Each admitted order's claim across vouchers was made with it.
+	for _, o := range after.Orders {
+		if owner, err := rdb.Get(context.Background(), "order:{"+o.OrderID+"}").Result(); err != nil || owner != code {
+			t.Errorf("claim of %s: %q %v", o.OrderID, owner, err)
+		}
+	}
+}
