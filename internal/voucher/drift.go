@@ -179,7 +179,7 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	}
 	// A campaign's gate is named by its voucher row (~C<id>, as its drift
 	// report names it) or by any of its codes.
-	if _, ok := campaignOfGate(code); !ok {
+	if _, ok := CampaignOfGate(code); !ok {
 		var err error
 		if code, err = CanonicalCode(code); err != nil {
 			return err

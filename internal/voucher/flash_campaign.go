@@ -67,8 +67,9 @@ func (s *Service) runsCampaigns() bool {
 	return ok
 }
 
-// campaignOfGate is the campaign id of a campaign's gate code (~C<id>).
-func campaignOfGate(code string) (int64, bool) {
+// CampaignOfGate is the campaign id of a campaign's gate code (~C<id>,
+// as drift reports name it); ok is false for a voucher's code.
+func CampaignOfGate(code string) (int64, bool) {
 	if !IsCampaignGate(code) {
 		return 0, false
 	}

@@ -136,7 +136,7 @@ func (s *syncFlash) warm(ctx context.Context, live []Voucher) error {
 		if err := s.loadGate(ctx, v.Code); err != nil {
 			return err
 		}
-		if id, ok := campaignOfGate(v.Code); ok {
+		if id, ok := CampaignOfGate(v.Code); ok {
 			s.fillCampaignCodes(ctx, id)
 		}
 	}
