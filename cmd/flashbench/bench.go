@@ -38,6 +38,9 @@ type scenario struct {
 	// terms replace the voucher's default terms for a voucher of quota uses
 	// (a nil value drops one).
 	terms func(quota int) map[string]any
+	// campaign: the sale is on a flash campaign of unique single-use codes
+	// (quota uses in all), each request naming a random code of it.
+	campaign bool
 }
 
 type scenarioKind int
@@ -49,6 +52,10 @@ const (
 	kindREST
 	kindGraphQL
 	kindCheck // checkVoucher over REST: nothing is held
+	// A campaign's generation, then its codes' export (campaign.go): no load
+	// phase, their own figures.
+	kindCampaignGenerate
+	kindCampaignExport
 )
 
 // scenarioCatalog is every scenario, in the order they run: the baselines
@@ -68,6 +75,9 @@ var scenarioCatalog = []scenario{
 	{name: "check-soldout", title: "(e) checkVoucher on a sold-out flash voucher, REST", kind: kindCheck, flash: true, presold: true},
 	{name: "check-live", title: "(e') checkVoucher on a live flash voucher, REST", kind: kindCheck, flash: true},
 	{name: "rest-percent", title: "the sale on a PERCENT voucher with a budget, REST", kind: kindREST, flash: true, terms: percentTerms},
+	{name: "campaign-sale", title: "flash campaign of 10,000 single-use codes, totalLimit 1,000, a random code a request, REST", kind: kindREST, flash: true, campaign: true},
+	{name: "campaign-generate", title: "campaign: 1,000,000 unique codes generated in the background (createCampaign to READY)", kind: kindCampaignGenerate},
+	{name: "campaign-export", title: "campaign: its codes exported (GET /campaigns/{id}/codes.csv)", kind: kindCampaignExport},
 }
 
 func findScenario(name string) *scenario {
@@ -81,6 +91,11 @@ func findScenario(name string) *scenario {
 
 func (s scenario) sale() bool {
 	return s.kind == kindREST || s.kind == kindGraphQL || s.kind == kindCheck
+}
+
+// needsServer: every row but the baselines talks to voucherd.
+func (s scenario) needsServer() bool {
+	return s.sale() || s.kind == kindCampaignGenerate || s.kind == kindCampaignExport
 }
 
 // percentTerms: 10 % off, at most 20.00, and a budget of exactly the quota's
@@ -304,8 +319,10 @@ type prepared struct {
 	api               *api
 	server            *server // the process behind api (nil with -url)
 	presold           int
-	probes            int    // orders reserved by the kafka probe
-	skip              string // why the row has no number
+	probes            int              // orders reserved by the kafka probe
+	skip              string           // why the row has no number
+	campaign          *campaignFigures // a campaign sale's campaign
+	codes             []string         // and its codes
 }
 
 // code is a scenario's voucher code, in capitals: the form voucherd stores and
@@ -337,6 +354,9 @@ func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared
 			return p, nil
 		}
 		p.api, p.server = b.kafkaAPI, b.kafka
+	}
+	if s.campaign {
+		return p, b.prepareCampaign(ctx, s, p)
 	}
 	var terms map[string]any
 	if s.terms != nil {
@@ -429,7 +449,7 @@ func (b *bench) probeKafka(ctx context.Context, p *prepared) (string, error) {
 func (b *bench) run(ctx context.Context) (*report, error) {
 	scenarios := b.selected()
 	wantKafka := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.kafka })
-	needServer := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.sale() })
+	needServer := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.needsServer() })
 	rep := newReport(b)
 	if needServer {
 		fmt.Fprintln(b.stderr, "flashbench: starting voucherd serve in its own process")
@@ -443,7 +463,8 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 		}
 	}
 	preps := map[string]*prepared{}
-	var made []*prepared // every voucher of the run, for the clean-up
+	var generated *campaignFigures // the generation row's campaign, exported by the export row
+	var made []*prepared           // every voucher of the run, for the clean-up
 	for _, s := range scenarios {
 		if !s.sale() {
 			continue
@@ -483,6 +504,10 @@ func (b *bench) run(ctx context.Context) (*report, error) {
 				res, err = b.runCeiling(ctx, s)
 			case kindEvalsha:
 				res, err = b.runEvalsha(ctx, s)
+			case kindCampaignGenerate:
+				res, generated, err = b.runCampaignGenerate(ctx, s)
+			case kindCampaignExport:
+				res, err = b.runCampaignExport(ctx, s, generated)
 			default:
 				res, err = b.runSale(ctx, s, preps[s.name])
 			}
@@ -637,6 +662,9 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		Name: s.name, Kind: "http", Base: p.api.base, Path: "/vouchers/" + p.code + "/reservations", Token: p.api.storefront,
 		Body: "rest", Classify: "rest", Code: p.code, OrderPrefix: p.orderPrefix, Requests: requests, MaxTime: maxTime,
 	}
+	if s.campaign {
+		spec.Path, spec.Body, spec.Codes = "/vouchers/", "campaign", p.codes
+	}
 	switch s.kind {
 	case kindGraphQL:
 		spec.Path, spec.Body, spec.Classify = "/graphql", "graphql", "graphql"
@@ -692,6 +720,17 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		res.check("consumer caught up", live >= want, fmt.Sprintf("%d of %d rows after %s", live, want, res.CatchUp.Round(time.Millisecond)))
 	}
 
+	if s.campaign {
+		// A campaign's counts are its own (campaign(id), the export), not a
+		// voucher row's.
+		if err := b.checkCampaignSale(ctx, p, res, sold); err != nil {
+			return nil, err
+		}
+		res.check("no failed requests (UNAVAILABLE, INTERNAL, transport, GraphQL errors)", failedAnswers(lr) == 0,
+			fmt.Sprintf("%d failed; first transport error: %s", failedAnswers(lr), lr.FirstError))
+		b.lastDB = time.Now()
+		return res, nil
+	}
 	counts, gqlErr := p.api.voucher(ctx, p.code)
 	b.lastDB = time.Now()
 	state, err := b.pg.sale(ctx, p.code, p.orderPrefix)
@@ -771,8 +810,7 @@ func (b *bench) checkSale(res *scenarioResult, s scenario, p *prepared, lr *load
 		// The probe's use (kafka) is not the load's to sell.
 		res.check("sold out: exactly the quota", sold == quota-int64(p.probes), fmt.Sprintf("%d of %d", sold, quota-int64(p.probes)))
 	}
-	failures := lr.Outcomes["UNAVAILABLE"] + lr.Outcomes["retry UNAVAILABLE"] + lr.Outcomes["INTERNAL"] + lr.Outcomes["retry INTERNAL"] +
-		lr.Outcomes["TRANSPORT_ERROR"] + lr.Outcomes["retry TRANSPORT_ERROR"] + lr.Outcomes["GRAPHQL_ERROR"] + lr.Outcomes["retry GRAPHQL_ERROR"]
+	failures := failedAnswers(lr)
 	res.check("no failed requests (UNAVAILABLE, INTERNAL, transport, GraphQL errors)", failures == 0, fmt.Sprintf("%d failed; first transport error: %s", failures, lr.FirstError))
 	if res.DB != nil && s.flash {
 		limit, what := int64(st.Reserved)+10, "reserve writes <= winners + 10"
@@ -886,4 +924,11 @@ func (b *bench) waitForExpiry(ctx context.Context) error {
 		case <-time.After(poll):
 		}
 	}
+}
+
+// failedAnswers counts the answers that are failures whatever the sale:
+// UNAVAILABLE, INTERNAL, transport and GraphQL errors, retries included.
+func failedAnswers(lr *loadResult) int64 {
+	return lr.Outcomes["UNAVAILABLE"] + lr.Outcomes["retry UNAVAILABLE"] + lr.Outcomes["INTERNAL"] + lr.Outcomes["retry INTERNAL"] +
+		lr.Outcomes["TRANSPORT_ERROR"] + lr.Outcomes["retry TRANSPORT_ERROR"] + lr.Outcomes["GRAPHQL_ERROR"] + lr.Outcomes["retry GRAPHQL_ERROR"]
 }

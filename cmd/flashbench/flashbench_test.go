@@ -69,6 +69,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 			LittleMs      float64
 			Mean          float64 `json:"meanMs"`
 			Histogram     []int64
+			Campaign      *campaignFigures
 		}
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
@@ -87,6 +88,16 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 		}
 		if !s.OK || len(s.Checks) == 0 {
 			t.Errorf("%s: ok %v with %d checks: %+v", s.Name, s.OK, len(s.Checks), s.Checks)
+		}
+		if s.Name == "campaign-generate" || s.Name == "campaign-export" {
+			// No load phase: the campaign's own figures (10,000 codes in
+			// quick mode), checked by the rows' checks above.
+			if c := s.Campaign; c == nil || c.Codes != 10_000 || c.ID == "" {
+				t.Errorf("%s: campaign figures %+v", s.Name, c)
+			} else if s.Name == "campaign-export" && (c.Lines != 10_000 || c.RSSPeakMiB <= 0) {
+				t.Errorf("%s: %d lines exported, server memory %.1f MiB", s.Name, c.Lines, c.RSSPeakMiB)
+			}
+			continue
 		}
 		want := int64(requests)
 		if s.Name == "db" {
@@ -132,6 +143,9 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 		if n != quota || st == nil || st.UsedCount != quota || st.LiveRows != quota || st.TotalLimit != quota {
 			t.Errorf("%s: sold %d, database %+v; want exactly %d everywhere", name, n, st, quota)
 		}
+	}
+	if n, _ := sold("campaign-sale"); n != quota {
+		t.Errorf("campaign-sale: sold %d, want the campaign's totalLimit %d", n, quota)
 	}
 	if n, _ := sold("evalsha"); n != quota {
 		t.Errorf("evalsha admitted %d orders, want %d", n, quota)

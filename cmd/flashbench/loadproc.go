@@ -33,7 +33,8 @@ type loadSpec struct {
 	Base        string        `json:"base"`   // loopback URL of the server (http)
 	Path        string        `json:"path"`
 	Token       string        `json:"token,omitempty"`
-	Body        string        `json:"body"`               // rest, graphql or check (http)
+	Body        string        `json:"body"`               // rest, graphql, check or campaign (http)
+	Codes       []string      `json:"codes,omitempty"`    // campaign: the codes, one picked per order
 	Code        string        `json:"code,omitempty"`     // the voucher, in a GraphQL body
 	Classify    string        `json:"classify,omitempty"` // rest, graphql or ceiling (http)
 	OrderPrefix string        `json:"orderPrefix"`
@@ -63,8 +64,11 @@ func (s loadSpec) validate() error {
 		if s.Client != "raw" && s.Client != "nethttp" {
 			errs = append(errs, errors.New("client must be raw or nethttp"))
 		}
-		if s.Body != "rest" && s.Body != "graphql" && s.Body != "check" {
-			errs = append(errs, errors.New("body must be rest, graphql or check"))
+		if s.Body != "rest" && s.Body != "graphql" && s.Body != "check" && s.Body != "campaign" {
+			errs = append(errs, errors.New("body must be rest, graphql, check or campaign"))
+		}
+		if s.Body == "campaign" && (len(s.Codes) == 0 || s.Client != "raw") {
+			errs = append(errs, errors.New("a campaign load needs its codes and the raw client"))
 		}
 		if classifier(s.Classify) == nil {
 			errs = append(errs, errors.New("classify must be rest, graphql, check or ceiling"))
@@ -143,6 +147,15 @@ func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(
 		build = checkBody
 	}
 	classify := classifier(s.Classify)
+	if s.Body == "campaign" {
+		// Each order j names one code of the campaign, the same one for
+		// its retries: REST's code is in the path.
+		codes := s.Codes
+		pathOf := func(j int64) string {
+			return s.Path + codes[uint64(j)*2654435761%uint64(len(codes))] + "/reservations"
+		}
+		return rawAttemptPaths(s.Base, s.Path, pathOf, s.Token, restBody(s.OrderPrefix), classify), func() {}, nil
+	}
 	if s.Client == "nethttp" {
 		client := newLoadClient(s.Concurrency)
 		// Open the C connections before the clock starts, as the raw

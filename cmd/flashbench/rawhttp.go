@@ -30,21 +30,32 @@ type rawConn struct {
 // rawAttempt returns an attempt that POSTs build(j) to base+path on the
 // worker's own connection, dialled before the clock starts.
 func rawAttempt(base, path, token string, build func(dst []byte, j int64) []byte, classify func(status int, body []byte) (string, bool)) func() (attempt, func()) {
+	return rawAttemptPaths(base, path, nil, token, build, classify)
+}
+
+// rawAttemptPaths is rawAttempt with, when pathOf is set, a path of each
+// order's own (a campaign's sale names a code per order).
+func rawAttemptPaths(base, path string, pathOf func(j int64) string, token string, build func(dst []byte, j int64) []byte, classify func(status int, body []byte) (string, bool)) func() (attempt, func()) {
 	u, err := url.Parse(base)
 	if err != nil {
 		panic(err)
 	}
-	head := "POST " + path + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: flashbench\r\nContent-Type: application/json\r\n"
+	rest := " HTTP/1.1\r\nHost: " + u.Host + "\r\nUser-Agent: flashbench\r\nContent-Type: application/json\r\n"
 	if token != "" {
-		head += "Authorization: Bearer " + token + "\r\n"
+		rest += "Authorization: Bearer " + token + "\r\n"
 	}
-	head += "Content-Length: "
+	rest += "Content-Length: "
+	fixed := "POST " + path + rest
 	return func() (attempt, func()) {
 		c := &rawConn{addr: u.Host}
 		_ = c.dial()
 		var body, answer []byte
 		return func(j int64) (string, bool, error) {
 			body = build(body[:0], j)
+			head := fixed
+			if pathOf != nil {
+				head = "POST " + pathOf(j) + rest
+			}
 			status, out, err := c.roundTrip(head, body, answer[:0])
 			answer = out
 			if err != nil {
