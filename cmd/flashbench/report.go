@@ -333,7 +333,7 @@ func (r *report) finish() {
 	ratioTarget("check-live", "checkVoucher on a live flash voucher, REST", 0.9, nil)
 	ratioTarget("rest-percent", "the sale on a PERCENT voucher with a budget, REST", 0.9, soldExactly)
 	// Issue 14's.
-	ratioTarget("campaign-sale", "a flash campaign's sale, a random code of 10,000 a request, REST", 0.7, soldExactly)
+	ratioTarget("campaign-sale", fmt.Sprintf("a flash campaign's sale, a random code of %s a request, REST", group(int64(r.b.saleCodes()))), 0.7, soldExactly)
 	r.campaignTargets()
 
 	// p99 in every scenario of the targets above (the database path (c) is
