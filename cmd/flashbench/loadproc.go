@@ -150,9 +150,11 @@ func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(
 	if s.Body == "campaign" {
 		// Each order j names one code of the campaign, the same one for
 		// its retries: REST's code is in the path.
-		codes := s.Codes
+		codes, n := s.Codes, int64(len(s.Codes))
 		pathOf := func(j int64) string {
-			return s.Path + codes[uint64(j)*2654435761%uint64(len(codes))] + "/reservations"
+			// A multiplicative hash spreads consecutive orders over the
+			// codes; j < 2^31 (the requests), so the product fits.
+			return s.Path + codes[(j%(1<<31))*2654435761%n] + "/reservations"
 		}
 		return rawAttemptPaths(s.Base, s.Path, pathOf, s.Token, restBody(s.OrderPrefix), classify), func() {}, nil
 	}
