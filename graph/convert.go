@@ -106,3 +106,42 @@ func deref[T any](p *T, def T) T {
 	}
 	return *p
 }
+
+func toCampaign(c voucher.Campaign) *model.Campaign {
+	t := c.Terms
+	out := &model.Campaign{
+		ID:                strconv.FormatInt(c.ID, 10),
+		Name:              c.Name,
+		Status:            model.CampaignStatus(c.Status),
+		CodeCount:         c.CodeCount,
+		GeneratedCount:    c.GeneratedCount,
+		CodePrefix:        c.CodePrefix,
+		CodeLength:        c.CodeLength,
+		UsesPerCode:       c.UsesPerCode,
+		TotalLimit:        t.TotalLimit,
+		PerUserLimit:      t.PerUserLimit,
+		UsedCount:         t.UsedCount,
+		ReservedCount:     t.ReservedCount,
+		ConfirmedCount:    t.ConfirmedCount,
+		Remaining:         c.Remaining(),
+		DiscountType:      model.DiscountType(t.DiscountType),
+		MaxDiscountAmount: t.MaxDiscountAmount,
+		MinOrderAmount:    t.MinOrderAmount,
+		Currency:          t.Currency,
+		BudgetAmount:      t.BudgetAmount,
+		BudgetUsed:        t.BudgetUsed,
+		StartsAt:          t.StartsAt,
+		EndsAt:            t.EndsAt,
+		Flash:             t.Flash,
+		CreatedAt:         c.CreatedAt,
+	}
+	if t.DiscountType == voucher.DiscountPercent {
+		out.DiscountPercent = &t.DiscountPercent
+	} else {
+		out.DiscountAmount = &t.DiscountAmount
+	}
+	if c.Failure != "" {
+		out.Failure = &c.Failure
+	}
+	return out
+}

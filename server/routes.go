@@ -36,6 +36,9 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	api("POST /vouchers/{code}/reservations/{orderId}/confirm", handleConfirm(svc, cfg.Logger))
 	api("DELETE /vouchers/{code}/reservations/{orderId}", handleRelease(svc, cfg.Logger))
 	api("POST /vouchers/{code}/checks", handleCheck(svc, cfg.Logger))
+	// The codes export is also a download link for a signed-in dashboard user.
+	const codesRoute = "GET /campaigns/{id}/codes.csv"
+	mux.Handle(codesRoute, cfg.Observe(codesRoute, limitBody(tokens.requireTokenOrSession(cfg.Session, handleCampaignCodes(svc, cfg.Logger)))))
 
 	if cfg.Dashboard != nil {
 		mux.Handle("/admin", cfg.Dashboard)

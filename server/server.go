@@ -35,6 +35,9 @@ type Config struct {
 	MetricsTokens    []string
 	// Dashboard serves /admin; nil: not mounted.
 	Dashboard http.Handler
+	// Session reads a dashboard session, for the routes a signed-in user
+	// may open outside /admin (the campaign codes export); nil: tokens only.
+	Session SessionCaller
 	// Backoffice serves the admin mutations (updateVoucher, endVoucher).
 	Backoffice *voucher.Backoffice
 	// Observe wraps every route for metrics; nil: none.

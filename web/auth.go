@@ -77,6 +77,27 @@ func (d *dashboard) requireSession(op voucher.Operation, next http.HandlerFunc) 
 	})
 }
 
+// SessionCaller reads a request's dashboard session cookie and returns its
+// user as the service's caller, for a route outside /admin that a signed-in
+// user may open (the campaign codes export, a GET: no CSRF token). ok is
+// false without a live session; err is a failure to read it.
+func SessionCaller(accounts Accounts) func(r *http.Request) (voucher.Caller, bool, error) {
+	return func(r *http.Request) (voucher.Caller, bool, error) {
+		c, err := r.Cookie(sessionCookie)
+		if err != nil || c.Value == "" {
+			return voucher.Caller{}, false, nil
+		}
+		_, user, err := accounts.SessionUser(r.Context(), c.Value)
+		if voucher.ErrorCodeOf(err) == voucher.SignedOut {
+			return voucher.Caller{}, false, nil
+		}
+		if err != nil {
+			return voucher.Caller{}, false, err
+		}
+		return user.Caller(), true, nil
+	}
+}
+
 // validCSRF compares the form's or the htmx header's token with want in
 // constant time.
 func validCSRF(r *http.Request, want string) bool {
@@ -157,8 +178,10 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		d.renderSignIn(w, r, http.StatusInternalServerError, email, "Signing in failed on our side; try again.")
 		return
 	}
+	// Path "/": the campaign codes export (GET /campaigns/{id}/codes.csv)
+	// is a download a signed-in user opens outside /admin.
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: token, Path: "/admin", Expires: sess.ExpiresAt,
+		Name: sessionCookie, Value: token, Path: "/", Expires: sess.ExpiresAt,
 		MaxAge:   int(d.deps.Accounts.SessionTTL().Seconds()),
 		HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteLaxMode,
 	})
@@ -172,7 +195,10 @@ func (d *dashboard) signOut(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/admin", MaxAge: -1, HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+	// Both paths: sessions signed in before the cookie moved to "/" have it at /admin.
+	for _, p := range []string{"/", "/admin"} {
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: p, MaxAge: -1, HttpOnly: true, Secure: d.cfg.SecureCookies, SameSite: http.SameSiteLaxMode})
+	}
 	http.Redirect(w, r, "/admin/sign-in", http.StatusSeeOther)
 }
 

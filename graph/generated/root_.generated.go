@@ -31,6 +31,51 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	Campaign struct {
+		BudgetAmount      func(childComplexity int) int
+		BudgetUsed        func(childComplexity int) int
+		CodeCount         func(childComplexity int) int
+		CodeLength        func(childComplexity int) int
+		CodePrefix        func(childComplexity int) int
+		ConfirmedCount    func(childComplexity int) int
+		CreatedAt         func(childComplexity int) int
+		Currency          func(childComplexity int) int
+		DiscountAmount    func(childComplexity int) int
+		DiscountPercent   func(childComplexity int) int
+		DiscountType      func(childComplexity int) int
+		EndsAt            func(childComplexity int) int
+		Failure           func(childComplexity int) int
+		Flash             func(childComplexity int) int
+		GeneratedCount    func(childComplexity int) int
+		ID                func(childComplexity int) int
+		MaxDiscountAmount func(childComplexity int) int
+		MinOrderAmount    func(childComplexity int) int
+		Name              func(childComplexity int) int
+		PerUserLimit      func(childComplexity int) int
+		Remaining         func(childComplexity int) int
+		ReservedCount     func(childComplexity int) int
+		StartsAt          func(childComplexity int) int
+		Status            func(childComplexity int) int
+		TotalLimit        func(childComplexity int) int
+		UsedCount         func(childComplexity int) int
+		UsesPerCode       func(childComplexity int) int
+	}
+
+	CampaignConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	CampaignEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
+	CampaignPayload struct {
+		Campaign func(childComplexity int) int
+		Error    func(childComplexity int) int
+	}
+
 	CheckVoucherPayload struct {
 		DiscountAmount func(childComplexity int) int
 		Error          func(childComplexity int) int
@@ -46,6 +91,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		ConfirmReservation func(childComplexity int, input model.ReservationInput) int
+		CreateCampaign     func(childComplexity int, input model.CreateCampaignInput) int
 		CreateVoucher      func(childComplexity int, input model.CreateVoucherInput) int
 		EndVoucher         func(childComplexity int, code string) int
 		ExtendVoucher      func(childComplexity int, input model.ExtendVoucherInput) int
@@ -60,6 +106,8 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		Campaign     func(childComplexity int, id string) int
+		Campaigns    func(childComplexity int, first *int, after *string) int
 		CheckVoucher func(childComplexity int, input model.CheckVoucherInput) int
 		DriftReports func(childComplexity int) int
 		Reservation  func(childComplexity int, orderID string) int
@@ -86,6 +134,7 @@ type ComplexityRoot struct {
 	Voucher struct {
 		BudgetAmount      func(childComplexity int) int
 		BudgetUsed        func(childComplexity int) int
+		Campaign          func(childComplexity int) int
 		Code              func(childComplexity int) int
 		ConfirmedCount    func(childComplexity int) int
 		Currency          func(childComplexity int) int
@@ -140,6 +189,208 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "Campaign.budgetAmount":
+		if e.ComplexityRoot.Campaign.BudgetAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.BudgetAmount(childComplexity), true
+	case "Campaign.budgetUsed":
+		if e.ComplexityRoot.Campaign.BudgetUsed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.BudgetUsed(childComplexity), true
+	case "Campaign.codeCount":
+		if e.ComplexityRoot.Campaign.CodeCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.CodeCount(childComplexity), true
+	case "Campaign.codeLength":
+		if e.ComplexityRoot.Campaign.CodeLength == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.CodeLength(childComplexity), true
+	case "Campaign.codePrefix":
+		if e.ComplexityRoot.Campaign.CodePrefix == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.CodePrefix(childComplexity), true
+	case "Campaign.confirmedCount":
+		if e.ComplexityRoot.Campaign.ConfirmedCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.ConfirmedCount(childComplexity), true
+	case "Campaign.createdAt":
+		if e.ComplexityRoot.Campaign.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.CreatedAt(childComplexity), true
+	case "Campaign.currency":
+		if e.ComplexityRoot.Campaign.Currency == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.Currency(childComplexity), true
+	case "Campaign.discountAmount":
+		if e.ComplexityRoot.Campaign.DiscountAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.DiscountAmount(childComplexity), true
+	case "Campaign.discountPercent":
+		if e.ComplexityRoot.Campaign.DiscountPercent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.DiscountPercent(childComplexity), true
+	case "Campaign.discountType":
+		if e.ComplexityRoot.Campaign.DiscountType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.DiscountType(childComplexity), true
+	case "Campaign.endsAt":
+		if e.ComplexityRoot.Campaign.EndsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.EndsAt(childComplexity), true
+	case "Campaign.failure":
+		if e.ComplexityRoot.Campaign.Failure == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.Failure(childComplexity), true
+	case "Campaign.flash":
+		if e.ComplexityRoot.Campaign.Flash == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.Flash(childComplexity), true
+	case "Campaign.generatedCount":
+		if e.ComplexityRoot.Campaign.GeneratedCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.GeneratedCount(childComplexity), true
+	case "Campaign.id":
+		if e.ComplexityRoot.Campaign.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.ID(childComplexity), true
+	case "Campaign.maxDiscountAmount":
+		if e.ComplexityRoot.Campaign.MaxDiscountAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.MaxDiscountAmount(childComplexity), true
+	case "Campaign.minOrderAmount":
+		if e.ComplexityRoot.Campaign.MinOrderAmount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.MinOrderAmount(childComplexity), true
+	case "Campaign.name":
+		if e.ComplexityRoot.Campaign.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.Name(childComplexity), true
+	case "Campaign.perUserLimit":
+		if e.ComplexityRoot.Campaign.PerUserLimit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.PerUserLimit(childComplexity), true
+	case "Campaign.remaining":
+		if e.ComplexityRoot.Campaign.Remaining == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.Remaining(childComplexity), true
+	case "Campaign.reservedCount":
+		if e.ComplexityRoot.Campaign.ReservedCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.ReservedCount(childComplexity), true
+	case "Campaign.startsAt":
+		if e.ComplexityRoot.Campaign.StartsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.StartsAt(childComplexity), true
+	case "Campaign.status":
+		if e.ComplexityRoot.Campaign.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.Status(childComplexity), true
+	case "Campaign.totalLimit":
+		if e.ComplexityRoot.Campaign.TotalLimit == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.TotalLimit(childComplexity), true
+	case "Campaign.usedCount":
+		if e.ComplexityRoot.Campaign.UsedCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.UsedCount(childComplexity), true
+	case "Campaign.usesPerCode":
+		if e.ComplexityRoot.Campaign.UsesPerCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Campaign.UsesPerCode(childComplexity), true
+
+	case "CampaignConnection.edges":
+		if e.ComplexityRoot.CampaignConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CampaignConnection.Edges(childComplexity), true
+	case "CampaignConnection.pageInfo":
+		if e.ComplexityRoot.CampaignConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CampaignConnection.PageInfo(childComplexity), true
+
+	case "CampaignEdge.cursor":
+		if e.ComplexityRoot.CampaignEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CampaignEdge.Cursor(childComplexity), true
+	case "CampaignEdge.node":
+		if e.ComplexityRoot.CampaignEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CampaignEdge.Node(childComplexity), true
+
+	case "CampaignPayload.campaign":
+		if e.ComplexityRoot.CampaignPayload.Campaign == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CampaignPayload.Campaign(childComplexity), true
+	case "CampaignPayload.error":
+		if e.ComplexityRoot.CampaignPayload.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.CampaignPayload.Error(childComplexity), true
 
 	case "CheckVoucherPayload.discountAmount":
 		if e.ComplexityRoot.CheckVoucherPayload.DiscountAmount == nil {
@@ -196,6 +447,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ConfirmReservation(childComplexity, args["input"].(model.ReservationInput)), true
+	case "Mutation.createCampaign":
+		if e.ComplexityRoot.Mutation.CreateCampaign == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createCampaign_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateCampaign(childComplexity, args["input"].(model.CreateCampaignInput)), true
 	case "Mutation.createVoucher":
 		if e.ComplexityRoot.Mutation.CreateVoucher == nil {
 			break
@@ -276,6 +538,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Query.campaign":
+		if e.ComplexityRoot.Query.Campaign == nil {
+			break
+		}
+
+		args, err := ec.field_Query_campaign_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Campaign(childComplexity, args["id"].(string)), true
+	case "Query.campaigns":
+		if e.ComplexityRoot.Query.Campaigns == nil {
+			break
+		}
+
+		args, err := ec.field_Query_campaigns_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.Campaigns(childComplexity, args["first"].(*int), args["after"].(*string)), true
 	case "Query.checkVoucher":
 		if e.ComplexityRoot.Query.CheckVoucher == nil {
 			break
@@ -402,6 +686,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.BudgetUsed(childComplexity), true
+	case "Voucher.campaign":
+		if e.ComplexityRoot.Voucher.Campaign == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.Campaign(childComplexity), true
 	case "Voucher.code":
 		if e.ComplexityRoot.Voucher.Code == nil {
 			break
@@ -573,6 +863,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("CheckVoucherInput", ec.unmarshalInputCheckVoucherInput),
+			graphql.NewInputUnmarshaler("CreateCampaignInput", ec.unmarshalInputCreateCampaignInput),
 			graphql.NewInputUnmarshaler("CreateVoucherInput", ec.unmarshalInputCreateVoucherInput),
 			graphql.NewInputUnmarshaler("ExtendVoucherInput", ec.unmarshalInputExtendVoucherInput),
 			graphql.NewInputUnmarshaler("ReservationInput", ec.unmarshalInputReservationInput),
@@ -712,6 +1003,112 @@ extend enum VoucherErrorCode {
   VOUCHER_STARTED
   "endVoucher: the voucher has not started or has ended; extendVoucher: it has ended."
   VOUCHER_NOT_LIVE
+}
+`, BuiltIn: false},
+	{Name: "../campaigns.graphqls", Input: `# Campaigns of unique codes (issue 14; shared/contract/schema.next.graphqls):
+# a batch of codes made in the background that share one set of terms and
+# limits. Each code is reserved, confirmed, released and checked like a
+# voucher code, with its campaign's terms.
+
+extend type Mutation {
+  "Create a campaign of unique codes; they are generated in the background (admin)."
+  createCampaign(input: CreateCampaignInput!): CampaignPayload!
+}
+
+extend type Query {
+  "A campaign by id; null when there is none (admin)."
+  campaign(id: ID!): Campaign
+  "Campaigns, newest first (admin)."
+  campaigns(first: Int = 50, after: String): CampaignConnection!
+}
+
+extend type Voucher {
+  "The campaign this code belongs to; null for a standalone voucher."
+  campaign: Campaign
+}
+
+input CreateCampaignInput {
+  "1-100 characters."
+  name: String!
+  "1-1,000,000."
+  codeCount: Int!
+  "0-8 characters of A-Z 0-9; codes are PREFIX-RANDOM (no dash without a prefix)."
+  codePrefix: String = ""
+  "Length of the random part, 6-16, from an alphabet without 0 O 1 I L."
+  codeLength: Int = 10
+  "How many uses each code allows; default 1."
+  usesPerCode: Int = 1
+  "Uses across all codes; default codeCount * usesPerCode."
+  totalLimit: Int
+  "Uses per customer across all codes of the campaign."
+  perUserLimit: Int = 1
+  discountType: DiscountType = FIXED
+  discountAmount: Money
+  discountPercent: Int
+  maxDiscountAmount: Money
+  minOrderAmount: Money = 0
+  currency: String
+  budgetAmount: Money
+  startsAt: Time!
+  endsAt: Time!
+  "Not available yet: true is INVALID_INPUT (field flash)."
+  flash: Boolean = false
+}
+
+type CampaignPayload {
+  campaign: Campaign
+  error: VoucherError
+}
+
+enum CampaignStatus {
+  GENERATING
+  READY
+  FAILED
+}
+
+type Campaign {
+  id: ID!
+  name: String!
+  status: CampaignStatus!
+  codeCount: Int!
+  "Codes generated so far (progress while GENERATING)."
+  generatedCount: Int!
+  "The codes' prefix (codes are PREFIX-RANDOM); empty for none."
+  codePrefix: String!
+  "Length of the codes' random part."
+  codeLength: Int!
+  usesPerCode: Int!
+  totalLimit: Int!
+  perUserLimit: Int!
+  "Uses held or confirmed across all codes, per the database."
+  usedCount: Int!
+  reservedCount: Int!
+  confirmedCount: Int!
+  remaining: Int!
+  discountType: DiscountType!
+  discountAmount: Money
+  discountPercent: Int
+  maxDiscountAmount: Money
+  minOrderAmount: Money!
+  currency: String!
+  budgetAmount: Money
+  budgetUsed: Money!
+  startsAt: Time!
+  endsAt: Time!
+  flash: Boolean!
+  createdAt: Time!
+  "Why a FAILED campaign failed; null otherwise."
+  failure: String
+}
+
+type CampaignConnection {
+  edges: [CampaignEdge!]!
+  pageInfo: PageInfo!
+}
+
+type CampaignEdge {
+  cursor: String!
+  node: Campaign!
 }
 `, BuiltIn: false},
 	{Name: "../discounts.graphqls", Input: `# Discounts people run (issue 13; shared/contract/schema.next.graphqls):
@@ -979,6 +1376,96 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
 
+func (ec *executionContext) childFields_Campaign(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Campaign_id(ctx, field)
+	case "name":
+		return ec.fieldContext_Campaign_name(ctx, field)
+	case "status":
+		return ec.fieldContext_Campaign_status(ctx, field)
+	case "codeCount":
+		return ec.fieldContext_Campaign_codeCount(ctx, field)
+	case "generatedCount":
+		return ec.fieldContext_Campaign_generatedCount(ctx, field)
+	case "codePrefix":
+		return ec.fieldContext_Campaign_codePrefix(ctx, field)
+	case "codeLength":
+		return ec.fieldContext_Campaign_codeLength(ctx, field)
+	case "usesPerCode":
+		return ec.fieldContext_Campaign_usesPerCode(ctx, field)
+	case "totalLimit":
+		return ec.fieldContext_Campaign_totalLimit(ctx, field)
+	case "perUserLimit":
+		return ec.fieldContext_Campaign_perUserLimit(ctx, field)
+	case "usedCount":
+		return ec.fieldContext_Campaign_usedCount(ctx, field)
+	case "reservedCount":
+		return ec.fieldContext_Campaign_reservedCount(ctx, field)
+	case "confirmedCount":
+		return ec.fieldContext_Campaign_confirmedCount(ctx, field)
+	case "remaining":
+		return ec.fieldContext_Campaign_remaining(ctx, field)
+	case "discountType":
+		return ec.fieldContext_Campaign_discountType(ctx, field)
+	case "discountAmount":
+		return ec.fieldContext_Campaign_discountAmount(ctx, field)
+	case "discountPercent":
+		return ec.fieldContext_Campaign_discountPercent(ctx, field)
+	case "maxDiscountAmount":
+		return ec.fieldContext_Campaign_maxDiscountAmount(ctx, field)
+	case "minOrderAmount":
+		return ec.fieldContext_Campaign_minOrderAmount(ctx, field)
+	case "currency":
+		return ec.fieldContext_Campaign_currency(ctx, field)
+	case "budgetAmount":
+		return ec.fieldContext_Campaign_budgetAmount(ctx, field)
+	case "budgetUsed":
+		return ec.fieldContext_Campaign_budgetUsed(ctx, field)
+	case "startsAt":
+		return ec.fieldContext_Campaign_startsAt(ctx, field)
+	case "endsAt":
+		return ec.fieldContext_Campaign_endsAt(ctx, field)
+	case "flash":
+		return ec.fieldContext_Campaign_flash(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_Campaign_createdAt(ctx, field)
+	case "failure":
+		return ec.fieldContext_Campaign_failure(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Campaign", field.Name)
+}
+
+func (ec *executionContext) childFields_CampaignConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_CampaignConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_CampaignConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CampaignConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_CampaignEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "cursor":
+		return ec.fieldContext_CampaignEdge_cursor(ctx, field)
+	case "node":
+		return ec.fieldContext_CampaignEdge_node(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CampaignEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_CampaignPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "campaign":
+		return ec.fieldContext_CampaignPayload_campaign(ctx, field)
+	case "error":
+		return ec.fieldContext_CampaignPayload_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type CampaignPayload", field.Name)
+}
+
 func (ec *executionContext) childFields_CheckVoucherPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "discountAmount":
@@ -1075,6 +1562,8 @@ func (ec *executionContext) childFields_Voucher(ctx context.Context, field graph
 		return ec.fieldContext_Voucher_flash(ctx, field)
 	case "gateRemaining":
 		return ec.fieldContext_Voucher_gateRemaining(ctx, field)
+	case "campaign":
+		return ec.fieldContext_Voucher_campaign(ctx, field)
 	case "discountType":
 		return ec.fieldContext_Voucher_discountType(ctx, field)
 	case "discountPercent":

@@ -10,6 +10,56 @@ import (
 	"time"
 )
 
+type Campaign struct {
+	ID        string         `json:"id"`
+	Name      string         `json:"name"`
+	Status    CampaignStatus `json:"status"`
+	CodeCount int            `json:"codeCount"`
+	// Codes generated so far (progress while GENERATING).
+	GeneratedCount int `json:"generatedCount"`
+	// The codes' prefix (codes are PREFIX-RANDOM); empty for none.
+	CodePrefix string `json:"codePrefix"`
+	// Length of the codes' random part.
+	CodeLength   int `json:"codeLength"`
+	UsesPerCode  int `json:"usesPerCode"`
+	TotalLimit   int `json:"totalLimit"`
+	PerUserLimit int `json:"perUserLimit"`
+	// Uses held or confirmed across all codes, per the database.
+	UsedCount         int          `json:"usedCount"`
+	ReservedCount     int          `json:"reservedCount"`
+	ConfirmedCount    int          `json:"confirmedCount"`
+	Remaining         int          `json:"remaining"`
+	DiscountType      DiscountType `json:"discountType"`
+	DiscountAmount    *int64       `json:"discountAmount,omitempty"`
+	DiscountPercent   *int         `json:"discountPercent,omitempty"`
+	MaxDiscountAmount *int64       `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    int64        `json:"minOrderAmount"`
+	Currency          string       `json:"currency"`
+	BudgetAmount      *int64       `json:"budgetAmount,omitempty"`
+	BudgetUsed        int64        `json:"budgetUsed"`
+	StartsAt          time.Time    `json:"startsAt"`
+	EndsAt            time.Time    `json:"endsAt"`
+	Flash             bool         `json:"flash"`
+	CreatedAt         time.Time    `json:"createdAt"`
+	// Why a FAILED campaign failed; null otherwise.
+	Failure *string `json:"failure,omitempty"`
+}
+
+type CampaignConnection struct {
+	Edges    []*CampaignEdge `json:"edges"`
+	PageInfo *PageInfo       `json:"pageInfo"`
+}
+
+type CampaignEdge struct {
+	Cursor string    `json:"cursor"`
+	Node   *Campaign `json:"node"`
+}
+
+type CampaignPayload struct {
+	Campaign *Campaign     `json:"campaign,omitempty"`
+	Error    *VoucherError `json:"error,omitempty"`
+}
+
 type CheckVoucherInput struct {
 	Code        string  `json:"code"`
 	CustomerID  string  `json:"customerId"`
@@ -22,6 +72,34 @@ type CheckVoucherPayload struct {
 	DiscountAmount *int64 `json:"discountAmount,omitempty"`
 	// What a reserve now would be refused with; nothing was held.
 	Error *VoucherError `json:"error,omitempty"`
+}
+
+type CreateCampaignInput struct {
+	// 1-100 characters.
+	Name string `json:"name"`
+	// 1-1,000,000.
+	CodeCount int `json:"codeCount"`
+	// 0-8 characters of A-Z 0-9; codes are PREFIX-RANDOM (no dash without a prefix).
+	CodePrefix *string `json:"codePrefix,omitempty"`
+	// Length of the random part, 6-16, from an alphabet without 0 O 1 I L.
+	CodeLength *int `json:"codeLength,omitempty"`
+	// How many uses each code allows; default 1.
+	UsesPerCode *int `json:"usesPerCode,omitempty"`
+	// Uses across all codes; default codeCount * usesPerCode.
+	TotalLimit *int `json:"totalLimit,omitempty"`
+	// Uses per customer across all codes of the campaign.
+	PerUserLimit      *int          `json:"perUserLimit,omitempty"`
+	DiscountType      *DiscountType `json:"discountType,omitempty"`
+	DiscountAmount    *int64        `json:"discountAmount,omitempty"`
+	DiscountPercent   *int          `json:"discountPercent,omitempty"`
+	MaxDiscountAmount *int64        `json:"maxDiscountAmount,omitempty"`
+	MinOrderAmount    *int64        `json:"minOrderAmount,omitempty"`
+	Currency          *string       `json:"currency,omitempty"`
+	BudgetAmount      *int64        `json:"budgetAmount,omitempty"`
+	StartsAt          time.Time     `json:"startsAt"`
+	EndsAt            time.Time     `json:"endsAt"`
+	// Not available yet: true is INVALID_INPUT (field flash).
+	Flash *bool `json:"flash,omitempty"`
 }
 
 type CreateVoucherInput struct {
@@ -153,7 +231,9 @@ type Voucher struct {
 	EndsAt    time.Time `json:"endsAt"`
 	Flash     bool      `json:"flash"`
 	// The Redis gate's remaining counter; null unless flash.
-	GateRemaining     *int         `json:"gateRemaining,omitempty"`
+	GateRemaining *int `json:"gateRemaining,omitempty"`
+	// The campaign this code belongs to; null for a standalone voucher.
+	Campaign          *Campaign    `json:"campaign,omitempty"`
 	DiscountType      DiscountType `json:"discountType"`
 	DiscountPercent   *int         `json:"discountPercent,omitempty"`
 	MaxDiscountAmount *int64       `json:"maxDiscountAmount,omitempty"`
@@ -184,6 +264,63 @@ type VoucherError struct {
 type VoucherPayload struct {
 	Voucher *Voucher      `json:"voucher,omitempty"`
 	Error   *VoucherError `json:"error,omitempty"`
+}
+
+type CampaignStatus string
+
+const (
+	CampaignStatusGenerating CampaignStatus = "GENERATING"
+	CampaignStatusReady      CampaignStatus = "READY"
+	CampaignStatusFailed     CampaignStatus = "FAILED"
+)
+
+var AllCampaignStatus = []CampaignStatus{
+	CampaignStatusGenerating,
+	CampaignStatusReady,
+	CampaignStatusFailed,
+}
+
+func (e CampaignStatus) IsValid() bool {
+	switch e {
+	case CampaignStatusGenerating, CampaignStatusReady, CampaignStatusFailed:
+		return true
+	}
+	return false
+}
+
+func (e CampaignStatus) String() string {
+	return string(e)
+}
+
+func (e *CampaignStatus) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = CampaignStatus(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid CampaignStatus", str)
+	}
+	return nil
+}
+
+func (e CampaignStatus) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *CampaignStatus) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e CampaignStatus) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type DiscountType string

@@ -208,6 +208,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 			j.Stop()
 		}
 	}()
+	// Campaigns' codes are generated in the background, here and in any
+	// other instance, each campaign by one of them at a time (a lease).
+	genCtx, stopGenerating := context.WithCancel(context.WithoutCancel(ctx))
+	generating := make(chan struct{})
+	go func() {
+		defer close(generating)
+		svc.RunCampaignGeneration(genCtx, holder)
+	}()
+	defer func() { stopGenerating(); <-generating }()
 
 	graphiqlHeaders := ""
 	if cfg.DevTokens {
@@ -224,6 +233,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		MetricsTokens:    cfg.MetricsTokens,
 		Observe:          m.ObserveHTTP,
 		Dashboard:        dash.handler,
+		Session:          dash.session,
 		Backoffice:       dash.backoffice,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {

@@ -40,6 +40,8 @@ type dashboard struct {
 	handler    http.Handler
 	backoffice *voucher.Backoffice
 	sampler    *job.Periodic
+	// session reads a dashboard session for routes outside /admin.
+	session func(r *http.Request) (voucher.Caller, bool, error)
 }
 
 // newDashboard builds the dashboard over the store and the service and,
@@ -69,6 +71,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 	return dashboard{
 		handler:    web.New(deps, web.Config{SecureCookies: cfg.Production, Logger: logger, DefaultCurrency: cfg.DefaultCurrency}),
 		backoffice: backoffice,
+		session:    web.SessionCaller(accounts),
 		sampler: &job.Periodic{
 			Name:     "sample-counters",
 			Interval: sampleInterval,

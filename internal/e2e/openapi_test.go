@@ -146,6 +146,7 @@ func TestOpenAPI_TheFileIsServedAndIsValidOpenAPI31CoveringEveryRESTRoute(t *tes
 	// The REST routes of server/routes.go, each with its method.
 	want := []string{
 		"DELETE /vouchers/{code}/reservations/{orderId}",
+		"GET /campaigns/{id}/codes.csv",
 		"GET /healthz",
 		"GET /metrics",
 		"GET /openapi.yaml",

@@ -99,15 +99,21 @@ func (s *Store) CreateVoucher(ctx context.Context, n voucher.NewVoucher) (vouche
 }
 
 // Voucher reads a voucher. Errors: NOT_FOUND.
+// A campaign code is shown as its own voucher: its limit and counts, its
+// campaign's terms, CampaignID set.
 func (s *Store) Voucher(ctx context.Context, code string) (voucher.Voucher, error) {
 	row, err := s.q.VoucherGetByCode(ctx, code)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return voucher.Voucher{}, voucherNotFound(code)
+	if err == nil {
+		return toVoucher(row), nil
 	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return voucher.Voucher{}, mapError(err)
+	}
+	v, _, cc, err := codeVoucher(ctx, s.q, code)
 	if err != nil {
 		return voucher.Voucher{}, mapError(err)
 	}
-	return toVoucher(row), nil
+	return cc.asCode(v), nil
 }
 
 // Availability reads a voucher with the database's clock and the customer's
@@ -117,19 +123,25 @@ func (s *Store) Availability(ctx context.Context, code string, customerID int64)
 	var now time.Time
 	var a voucher.Availability
 	err := s.withTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(q *db.Queries) error {
-		vr, err := q.VoucherGetForReserve(ctx, code)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return voucherNotFound(code)
-		}
+		var cc *campaignCode
+		var err error
+		v, now, cc, err = codeVoucher(ctx, q, code)
 		if err != nil {
 			return err
 		}
-		v, now = toVoucher(vr.Voucher), vr.DbNow
-		uses, err := q.VoucherCustomerGetUses(ctx, db.VoucherCustomerGetUsesParams{VoucherCode: code, CustomerID: customerID})
+		if err := cc.reservable(); err != nil {
+			return err
+		}
+		uses, err := q.VoucherCustomerGetUses(ctx, db.VoucherCustomerGetUsesParams{VoucherCode: v.Code, CustomerID: customerID})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		a = voucher.Availability{Remaining: v.Remaining(), CustomerUses: int(uses)}
+		if cc != nil {
+			// The code's uses left, within the campaign's.
+			a.Remaining = min(a.Remaining, cc.useLimit-cc.used)
+			v = cc.asCode(v)
+		}
 		if v.BudgetAmount != nil {
 			left := *v.BudgetAmount - v.BudgetUsed
 			a.BudgetLeft = &left
@@ -194,7 +206,9 @@ func (s *Store) FlashVouchers(ctx context.Context) ([]voucher.Voucher, error) {
 func (s *Store) Reserve(ctx context.Context, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
 	slots, ok := s.reserveSlots.Load(r.Code)
 	if !ok {
-		slots, _ = s.reserveSlots.LoadOrStore(r.Code, make(chan struct{}, ReserveConcurrency))
+		// A campaign code takes its campaign's slots, keyed by the
+		// campaign's row: the code itself is never a key.
+		slots, _ = s.reserveSlots.LoadOrStore(s.slotKey(ctx, r.Code), make(chan struct{}, ReserveConcurrency))
 	}
 	select {
 	case slots.(chan struct{}) <- struct{}{}:
@@ -226,19 +240,25 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 	var res voucher.Reservation
 	var created bool
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		vr, err := q.VoucherGetForReserve(ctx, r.Code)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return voucherNotFound(r.Code)
-		}
+		v, now, cc, err := codeVoucher(ctx, q, r.Code)
 		if err != nil {
 			return err
 		}
-		v, now := toVoucher(vr.Voucher), vr.DbNow
+		// owner is the voucher row the use counts on: the code's own, or
+		// its campaign's (whose per-customer counts span all its codes).
+		owner := v.Code
+		var campaignCode *string
+		if cc != nil {
+			v.Code, campaignCode = cc.code, &cc.code // the caller's code in every answer
+		}
 
 		if earlier, err := q.VoucherRedemptionGetByOrderID(ctx, r.OrderID); err == nil {
 			res, err = r.Retry(toReservation(earlier))
 			return err
 		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err := cc.reservable(); err != nil {
 			return err
 		}
 		if err := v.CheckEligible(now, r); err != nil {
@@ -247,7 +267,8 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 
 		row, err := q.VoucherRedemptionInsert(ctx, db.VoucherRedemptionInsertParams{
 			OrderID:        r.OrderID,
-			VoucherCode:    r.Code,
+			VoucherCode:    owner,
+			CampaignCode:   campaignCode,
 			CustomerID:     r.CustomerID,
 			OrderAmount:    r.OrderAmount,
 			DiscountAmount: v.DiscountFor(r.OrderAmount),
@@ -262,7 +283,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 			return err
 		}
 		if _, err := q.VoucherCustomerUseTake(ctx, db.VoucherCustomerUseTakeParams{
-			VoucherCode: r.Code, CustomerID: r.CustomerID, UseLimit: limit32(v.PerUserLimit), // read from its int4 column: fits
+			VoucherCode: owner, CustomerID: r.CustomerID, UseLimit: limit32(v.PerUserLimit), // read from its int4 column: fits
 		}); errors.Is(err, pgx.ErrNoRows) {
 			return voucher.Errorf(voucher.AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, r.Code)
 		} else if err != nil {
@@ -271,12 +292,21 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		if err := q.ReservationEventInsert(ctx, event(row, "reserved", path)); err != nil {
 			return err
 		}
+		// A campaign code's own use, before the campaign's row: two
+		// customers on one code queue here, not on the campaign.
+		if cc != nil {
+			if _, err := q.CampaignCodeUseTake(ctx, cc.code); errors.Is(err, pgx.ErrNoRows) {
+				return voucher.Errorf(voucher.OutOfStock, "code %s is used up", cc.code)
+			} else if err != nil {
+				return err
+			}
+		}
 		// The hot row last: its lock is held only for this update and the
 		// commit, so concurrent reserves queue on it as briefly as possible.
-		if _, err := q.VoucherUseTake(ctx, db.VoucherUseTakeParams{Code: r.Code, Discount: row.DiscountAmount}); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.VoucherUseTake(ctx, db.VoucherUseTakeParams{Code: owner, Discount: row.DiscountAmount}); errors.Is(err, pgx.ErrNoRows) {
 			// Sold out, over budget, or the window closed since the
 			// transaction began: the row as it is now says which.
-			return useRefused(ctx, q, r.Code, row.DiscountAmount)
+			return useRefused(ctx, q, owner, v.Code, row.DiscountAmount)
 		} else if err != nil {
 			return err
 		}
@@ -308,8 +338,8 @@ var errConcurrentOrder = errors.New("order id inserted by a concurrent transacti
 // (OUT_OF_STOCK, checked first), the budget cannot cover the discount
 // (BUDGET_EXHAUSTED), else the window closed meanwhile (OUT_OF_STOCK, as
 // before budgets).
-func useRefused(ctx context.Context, q *db.Queries, code string, discount int64) error {
-	row, err := q.VoucherGetByCode(ctx, code)
+func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount int64) error {
+	row, err := q.VoucherGetByCode(ctx, owner)
 	if err != nil {
 		return err
 	}
@@ -328,9 +358,14 @@ func budgetExhausted(code string, discount int64) error {
 func (s *Store) Confirm(ctx context.Context, code, orderID string, path voucher.Path) (voucher.Reservation, error) {
 	var res voucher.Reservation
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		row, err := q.VoucherRedemptionConfirm(ctx, db.VoucherRedemptionConfirmParams{OrderID: orderID, VoucherCode: code})
+		row, err := q.VoucherRedemptionConfirm(ctx, db.VoucherRedemptionConfirmParams{OrderID: orderID, Code: code})
 		if err == nil {
-			if err := q.VoucherUseConfirm(ctx, code); err != nil {
+			if row.CampaignCode != nil {
+				if err := q.CampaignCodeUseConfirm(ctx, *row.CampaignCode); err != nil {
+					return err
+				}
+			}
+			if err := q.VoucherUseConfirm(ctx, row.VoucherCode); err != nil {
 				return err
 			}
 			res = toReservation(row)
@@ -340,7 +375,7 @@ func (s *Store) Confirm(ctx context.Context, code, orderID string, path voucher.
 			return err
 		}
 		current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && current.VoucherCode != code) {
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && toReservation(current).VoucherCode != code) {
 			return reservationNotFound(code, orderID)
 		}
 		if err != nil {
@@ -367,7 +402,7 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 	var res voucher.Reservation
 	var released bool
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		row, err := q.VoucherRedemptionRelease(ctx, db.VoucherRedemptionReleaseParams{OrderID: orderID, VoucherCode: code})
+		row, err := q.VoucherRedemptionRelease(ctx, db.VoucherRedemptionReleaseParams{OrderID: orderID, Code: code})
 		if err == nil {
 			res, released = toReservation(row), true
 			return giveBack(ctx, q, row, "released", path)
@@ -376,7 +411,7 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 			return err
 		}
 		current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && current.VoucherCode != code) {
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && toReservation(current).VoucherCode != code) {
 			return reservationNotFound(code, orderID)
 		}
 		if err != nil {
@@ -394,11 +429,17 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 	return res, released, nil
 }
 
-// giveBack returns a released use to the customer and the voucher, in the
-// lock order reserve uses (redemption, customer, voucher).
+// giveBack returns a released use to the customer, the campaign code (if
+// any) and the voucher, in the lock order reserve uses (redemption,
+// customer, code, voucher).
 func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind string, path voucher.Path) error {
 	if err := q.VoucherCustomerUseGiveBack(ctx, db.VoucherCustomerUseGiveBackParams{VoucherCode: row.VoucherCode, CustomerID: row.CustomerID}); err != nil {
 		return err
+	}
+	if row.CampaignCode != nil {
+		if err := q.CampaignCodeUseGiveBack(ctx, *row.CampaignCode); err != nil {
+			return err
+		}
 	}
 	if err := q.VoucherUseGiveBack(ctx, db.VoucherUseGiveBackParams{Code: row.VoucherCode, Discount: row.DiscountAmount}); err != nil {
 		return err
@@ -426,11 +467,15 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation
 		}
 		customers := map[holder]int32{}
 		vouchers := map[string]int32{}
+		codes := map[string]int32{}     // campaign codes' uses released
 		discounts := map[string]int64{} // each voucher's released discounts, back to its budget
 		events := db.ReservationEventInsertKindsParams{Kind: "expired", Path: string(voucher.PathExpiry)}
 		for _, r := range rows {
 			customers[holder{r.VoucherCode, r.CustomerID}]++
 			vouchers[r.VoucherCode]++
+			if r.CampaignCode != nil {
+				codes[*r.CampaignCode]++
+			}
 			discounts[r.VoucherCode] += r.DiscountAmount
 			events.OrderIds = append(events.OrderIds, r.OrderID)
 			events.Codes = append(events.Codes, r.VoucherCode)
@@ -454,6 +499,19 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation
 		}
 		if err := q.ReservationEventInsertKinds(ctx, events); err != nil {
 			return err
+		}
+		if len(codes) > 0 {
+			var back db.CampaignCodeUsesGiveBackParams
+			for _, code := range slices.Sorted(maps.Keys(codes)) {
+				back.Codes = append(back.Codes, code)
+				back.Uses = append(back.Uses, codes[code])
+			}
+			if err := q.CampaignCodeLockMany(ctx, back.Codes); err != nil {
+				return err
+			}
+			if err := q.CampaignCodeUsesGiveBack(ctx, back); err != nil {
+				return err
+			}
 		}
 		for _, code := range slices.Sorted(maps.Keys(vouchers)) {
 			if err := q.VoucherUsesGiveBack(ctx, db.VoucherUsesGiveBackParams{Code: code, N: vouchers[code], Discount: discounts[code]}); err != nil {
@@ -572,6 +630,11 @@ func mapError(err error) error {
 			return voucher.Errorf(voucher.BudgetExhausted, "the voucher's budget cannot cover the discount")
 		case pgErr.ConstraintName == "voucher_customer_within_limit":
 			return voucher.Errorf(voucher.AlreadyUsed, "the customer already holds the voucher's per-customer limit")
+		case pgErr.Code == "23505" && pgErr.ConstraintName == "voucher_code_pkey":
+			// The registry of codes: a campaign's code (or a voucher's) has it.
+			return voucher.Errorf(voucher.VoucherExists, "the code is taken")
+		case pgErr.ConstraintName == "voucher_code_used_within_limit":
+			return voucher.Errorf(voucher.OutOfStock, "the code is used up")
 		case pgErr.Code == "23505" && strings.HasPrefix(pgErr.ConstraintName, "voucher_redemption"):
 			return voucher.Errorf(voucher.OrderConflict, "the orderId was already used")
 		}
@@ -656,10 +719,16 @@ func percent32(p int) *int32 {
 	return &v
 }
 
+// toReservation names a campaign code's reservation by the code it was made
+// with (its voucher_code is the campaign's row).
 func toReservation(r db.VoucherRedemption) voucher.Reservation {
+	code := r.VoucherCode
+	if r.CampaignCode != nil {
+		code = *r.CampaignCode
+	}
 	return voucher.Reservation{
 		OrderID:        r.OrderID,
-		VoucherCode:    r.VoucherCode,
+		VoucherCode:    code,
 		CustomerID:     r.CustomerID,
 		OrderAmount:    r.OrderAmount,
 		DiscountAmount: r.DiscountAmount,

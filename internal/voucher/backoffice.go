@@ -475,6 +475,9 @@ func (b *Backoffice) UpdateVoucher(ctx context.Context, code string, c VoucherCh
 		return Voucher{}, err
 	}
 	code = before.Code // the stored form
+	if before.CampaignID != 0 {
+		return Voucher{}, campaignCodeError(code)
+	}
 	if before.State(b.now()) != StateScheduled || before.UsedCount > 0 {
 		return Voucher{}, startedError(code)
 	}
@@ -531,7 +534,11 @@ func (b *Backoffice) EndVoucher(ctx context.Context, code string) (Voucher, erro
 	if err != nil {
 		return Voucher{}, err
 	}
-	if v, err := b.svc.Voucher(ctx, code); err == nil && v.Flash && b.svc.gate != nil &&
+	v, err := b.svc.Voucher(ctx, code)
+	if err == nil && v.CampaignID != 0 {
+		return Voucher{}, campaignCodeError(code)
+	}
+	if err == nil && v.Flash && b.svc.gate != nil &&
 		(v.State(b.now()) == StateLive || v.State(b.now()) == StateSoldOut) {
 		// The gate first: in kafka mode it decides the window itself, and a
 		// gate that stopped early only undersells if the database then fails.
@@ -605,6 +612,12 @@ func (b *Backoffice) OperationAudit(ctx context.Context) ([]AuditEvent, error) {
 // the chart of remaining uses; the service's own job calls it.
 func (b *Backoffice) SampleOpenVouchers(ctx context.Context) (int, error) {
 	return b.store.SampleOpenVouchers(ctx, time.Minute)
+}
+
+// campaignCodeError refuses to change one code of a campaign: its terms are
+// the campaign's, for all its codes.
+func campaignCodeError(code string) error {
+	return Invalid("code", fmt.Sprintf("%s is a code of a campaign: its terms are the campaign's, for all its codes", code))
 }
 
 func startedError(code string) error {

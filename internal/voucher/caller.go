@@ -33,6 +33,8 @@ const (
 	OpManageVoucher Operation = "manage-voucher" // create and change vouchers
 	OpOperate       Operation = "operate"        // drift, reconciliation, gate rebuild
 	OpManageUsers   Operation = "manage-users"   // dashboard users and their sign-in locks
+	// OpReadCampaigns reads campaigns (their codes' export is OpManageVoucher).
+	OpReadCampaigns Operation = "read-campaigns"
 )
 
 var permissions = map[Operation][]Role{
@@ -41,6 +43,7 @@ var permissions = map[Operation][]Role{
 	OpManageVoucher: {RoleAdmin, RoleMarketer},
 	OpOperate:       {RoleAdmin, RoleOperator},
 	OpManageUsers:   {RoleAdmin},
+	OpReadCampaigns: {RoleAdmin, RoleMarketer, RoleOperator},
 }
 
 // Caller is who makes a request; transports put it in the context after

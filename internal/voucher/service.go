@@ -47,6 +47,7 @@ type Store interface {
 	// voucher must hold: NOT_FOUND.
 	GateSnapshot(ctx context.Context, code string) (GateSnapshot, error)
 	DriftStore
+	CampaignStore
 }
 
 // Page is one page of vouchers, newest first.
@@ -104,6 +105,8 @@ type Service struct {
 
 	meta    *metadataCache
 	soldOut *soldOutCache
+	// gens are the campaign generators running in this process.
+	gens *generators
 }
 
 // NewService returns the service over its dependencies.
@@ -139,6 +142,7 @@ func NewService(deps Deps, cfg Config) *Service {
 		logger:   cfg.Logger,
 		meta:     newMetadataCache(cfg.MetadataTTL),
 		soldOut:  newSoldOutCache(cfg.SoldOutTTL),
+		gens:     newGenerators(),
 	}
 	switch {
 	case deps.Gate == nil:
@@ -393,6 +397,11 @@ func (c *metadataCache) get(ctx context.Context, code string, load func(context.
 				return e.v, nil
 			}
 			return Voucher{}, err
+		}
+		if v.CampaignID != 0 {
+			// A campaign's codes are not kept: a million of them would
+			// fill the map for good. Each is read from the database.
+			return v, nil
 		}
 		c.mu.Lock()
 		c.m[code] = cachedVoucher{v: v, fetched: time.Now()}

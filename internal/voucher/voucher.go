@@ -77,6 +77,9 @@ type Voucher struct {
 	EndsAt         time.Time
 	Flash          bool
 	CreatedAt      time.Time
+	// CampaignID is the campaign a code belongs to (its counts are then the
+	// code's own, its terms the campaign's); 0 for a standalone voucher.
+	CampaignID int64
 }
 
 // Remaining is how many uses are neither held nor sold.

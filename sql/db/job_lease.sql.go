@@ -9,6 +9,22 @@ import (
 	"context"
 )
 
+const jobLeaseRelease = `-- name: JobLeaseRelease :exec
+UPDATE job_lease SET until = now() WHERE name = $1 AND holder = $2
+`
+
+type JobLeaseReleaseParams struct {
+	Name   string
+	Holder string
+}
+
+// JobLeaseRelease ends a lease its holder no longer needs (a generator that
+// stopped), so another holder may take it at once.
+func (q *Queries) JobLeaseRelease(ctx context.Context, arg JobLeaseReleaseParams) error {
+	_, err := q.db.Exec(ctx, jobLeaseRelease, arg.Name, arg.Holder)
+	return err
+}
+
 const jobLeaseTake = `-- name: JobLeaseTake :one
 INSERT INTO job_lease AS l (name, holder, until)
 VALUES ($1, $2, now() + make_interval(secs => $3::float8))

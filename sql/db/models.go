@@ -8,6 +8,20 @@ import (
 	"time"
 )
 
+type Campaign struct {
+	ID             int64
+	VoucherCode    string
+	Name           string
+	CodeCount      int32
+	GeneratedCount int32
+	CodePrefix     string
+	CodeLength     int32
+	UsesPerCode    int32
+	Status         string
+	Failure        *string
+	CreatedAt      time.Time
+}
+
 type DashboardPasswordLink struct {
 	TokenHash []byte
 	UserID    int64
@@ -133,6 +147,15 @@ type VoucherAudit struct {
 	OccurredAt  time.Time
 }
 
+type VoucherCode struct {
+	Code           string
+	CampaignID     *int64
+	Seq            *int64
+	UseLimit       *int32
+	UsedCount      int32
+	ConfirmedCount int32
+}
+
 type VoucherCustomer struct {
 	VoucherCode string
 	CustomerID  int64
@@ -151,6 +174,7 @@ type VoucherRedemption struct {
 	ExpiresAt      time.Time
 	ConfirmedAt    *time.Time
 	ReleasedAt     *time.Time
+	CampaignCode   *string
 }
 
 type VoucherSample struct {

@@ -160,6 +160,7 @@ func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (V
 const voucherListAfter = `-- name: VoucherListAfter :many
 SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
 WHERE (created_at, code) < ($2::timestamptz, $3::text)
+  AND code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
 LIMIT $1
 `
@@ -211,10 +212,13 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 
 const voucherListFirst = `-- name: VoucherListFirst :many
 SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
+WHERE code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
 LIMIT $1
 `
 
+// The lists leave out campaigns' voucher rows (code '~C<id>'): a campaign
+// is listed by the campaigns query.
 func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher, error) {
 	rows, err := q.db.Query(ctx, voucherListFirst, limit)
 	if err != nil {

@@ -87,7 +87,7 @@ func (q *Queries) VoucherExtend(ctx context.Context, arg VoucherExtendParams) (V
 }
 
 const voucherRedemptionPage = `-- name: VoucherRedemptionPage :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption
 WHERE voucher_code = $1
   AND ($2::text = '' OR status = $2::text)
   AND ($3::bigint = 0 OR customer_id = $3::bigint)
@@ -139,6 +139,7 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 			&i.ExpiresAt,
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
+			&i.CampaignCode,
 		); err != nil {
 			return nil, err
 		}
@@ -152,7 +153,8 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 
 const voucherSearch = `-- name: VoucherSearch :many
 SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
-WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
+WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
+  AND ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
   AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
   AND (NOT $3::boolean OR flash)
 ORDER BY
@@ -235,7 +237,8 @@ func (q *Queries) VoucherSearch(ctx context.Context, arg VoucherSearchParams) ([
 
 const voucherSearchCount = `-- name: VoucherSearchCount :one
 SELECT count(*) FROM voucher
-WHERE ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
+WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
+  AND ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
   AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
   AND (NOT $3::boolean OR flash)
 `

@@ -23,7 +23,7 @@ WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
 `
 
 type VoucherRedemptionClaimEligibleParams struct {
@@ -66,6 +66,7 @@ func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg Vouche
 			&i.ExpiresAt,
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
+			&i.CampaignCode,
 		); err != nil {
 			return nil, err
 		}
@@ -80,18 +81,20 @@ func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg Vouche
 const voucherRedemptionConfirm = `-- name: VoucherRedemptionConfirm :one
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = clock_timestamp()
-WHERE order_id = $1 AND voucher_code = $2 AND status = 'RESERVED' AND expires_at > now()
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = $2::text AND status = 'RESERVED' AND expires_at > now()
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
 `
 
 type VoucherRedemptionConfirmParams struct {
-	OrderID     string
-	VoucherCode string
+	OrderID string
+	Code    string
 }
 
 // VoucherRedemptionConfirm confirms a live reservation that has not expired.
+// code is the one the reservation was made with: a campaign code, else the
+// voucher's own.
 func (q *Queries) VoucherRedemptionConfirm(ctx context.Context, arg VoucherRedemptionConfirmParams) (VoucherRedemption, error) {
-	row := q.db.QueryRow(ctx, voucherRedemptionConfirm, arg.OrderID, arg.VoucherCode)
+	row := q.db.QueryRow(ctx, voucherRedemptionConfirm, arg.OrderID, arg.Code)
 	var i VoucherRedemption
 	err := row.Scan(
 		&i.OrderID,
@@ -104,6 +107,7 @@ func (q *Queries) VoucherRedemptionConfirm(ctx context.Context, arg VoucherRedem
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }
@@ -112,7 +116,7 @@ const voucherRedemptionConfirmDecided = `-- name: VoucherRedemptionConfirmDecide
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = $2
 WHERE order_id = $1 AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
 `
 
 type VoucherRedemptionConfirmDecidedParams struct {
@@ -136,6 +140,7 @@ func (q *Queries) VoucherRedemptionConfirmDecided(ctx context.Context, arg Vouch
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }
@@ -144,7 +149,7 @@ const voucherRedemptionExpire = `-- name: VoucherRedemptionExpire :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
 WHERE order_id = $1 AND status = 'RESERVED' AND expires_at <= now()
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
 `
 
 // VoucherRedemptionExpire releases a reservation only if it is still live and
@@ -163,6 +168,7 @@ func (q *Queries) VoucherRedemptionExpire(ctx context.Context, orderID string) (
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }
@@ -179,7 +185,7 @@ UPDATE voucher_redemption r
 SET status = 'RELEASED', released_at = clock_timestamp()
 FROM due
 WHERE r.order_id = due.order_id AND r.status = 'RESERVED'
-RETURNING r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status, r.created_at, r.expires_at, r.confirmed_at, r.released_at
+RETURNING r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status, r.created_at, r.expires_at, r.confirmed_at, r.released_at, r.campaign_code
 `
 
 // VoucherRedemptionExpireDue releases up to n reservations past their
@@ -206,6 +212,7 @@ func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]Vo
 			&i.ExpiresAt,
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
+			&i.CampaignCode,
 		); err != nil {
 			return nil, err
 		}
@@ -218,7 +225,7 @@ func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]Vo
 }
 
 const voucherRedemptionGetByOrderID = `-- name: VoucherRedemptionGetByOrderID :one
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = $1
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption WHERE order_id = $1
 `
 
 func (q *Queries) VoucherRedemptionGetByOrderID(ctx context.Context, orderID string) (VoucherRedemption, error) {
@@ -235,12 +242,13 @@ func (q *Queries) VoucherRedemptionGetByOrderID(ctx context.Context, orderID str
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }
 
 const voucherRedemptionGetByOrderIDs = `-- name: VoucherRedemptionGetByOrderIDs :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = ANY($1::text[])
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption WHERE order_id = ANY($1::text[])
 `
 
 // VoucherRedemptionGetByOrderIDs reads the rows of several orders at once
@@ -265,6 +273,7 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 			&i.ExpiresAt,
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
+			&i.CampaignCode,
 		); err != nil {
 			return nil, err
 		}
@@ -278,7 +287,7 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 
 const voucherRedemptionGetForUpdate = `-- name: VoucherRedemptionGetForUpdate :one
 
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
 `
 
 // The Kafka write path's consumer applies the gate's decisions to the
@@ -301,16 +310,17 @@ func (q *Queries) VoucherRedemptionGetForUpdate(ctx context.Context, orderID str
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }
 
 const voucherRedemptionInsert = `-- name: VoucherRedemptionInsert :one
 
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, 'RESERVED', $6, $7)
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, campaign_code)
+VALUES ($1, $2, $3, $4, $5, 'RESERVED', $6, $7, $8)
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
 `
 
 type VoucherRedemptionInsertParams struct {
@@ -321,6 +331,7 @@ type VoucherRedemptionInsertParams struct {
 	DiscountAmount int64
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
+	CampaignCode   *string
 }
 
 // Taking a use writes, in every path, in one lock order: the order's row
@@ -348,6 +359,7 @@ func (q *Queries) VoucherRedemptionInsert(ctx context.Context, arg VoucherRedemp
 		arg.DiscountAmount,
 		arg.CreatedAt,
 		arg.ExpiresAt,
+		arg.CampaignCode,
 	)
 	var i VoucherRedemption
 	err := row.Scan(
@@ -361,6 +373,7 @@ func (q *Queries) VoucherRedemptionInsert(ctx context.Context, arg VoucherRedemp
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }
@@ -473,7 +486,7 @@ func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucher
 }
 
 const voucherRedemptionListDueWithFlash = `-- name: VoucherRedemptionListDueWithFlash :many
-SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, v.flash
+SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, voucher_redemption.campaign_code, v.flash
 FROM voucher_redemption
 JOIN voucher v ON v.code = voucher_redemption.voucher_code
 WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
@@ -508,6 +521,7 @@ func (q *Queries) VoucherRedemptionListDueWithFlash(ctx context.Context, limit i
 			&i.VoucherRedemption.ExpiresAt,
 			&i.VoucherRedemption.ConfirmedAt,
 			&i.VoucherRedemption.ReleasedAt,
+			&i.VoucherRedemption.CampaignCode,
 			&i.Flash,
 		); err != nil {
 			return nil, err
@@ -595,7 +609,7 @@ func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, vouche
 }
 
 const voucherRedemptionListRecent = `-- name: VoucherRedemptionListRecent :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at FROM voucher_redemption
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption
 WHERE voucher_code = $1
 ORDER BY created_at DESC
 LIMIT $2
@@ -626,6 +640,7 @@ func (q *Queries) VoucherRedemptionListRecent(ctx context.Context, arg VoucherRe
 			&i.ExpiresAt,
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
+			&i.CampaignCode,
 		); err != nil {
 			return nil, err
 		}
@@ -640,19 +655,19 @@ func (q *Queries) VoucherRedemptionListRecent(ctx context.Context, arg VoucherRe
 const voucherRedemptionRelease = `-- name: VoucherRedemptionRelease :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
-WHERE order_id = $1 AND voucher_code = $2 AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = $2::text AND status = 'RESERVED'
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
 `
 
 type VoucherRedemptionReleaseParams struct {
-	OrderID     string
-	VoucherCode string
+	OrderID string
+	Code    string
 }
 
 // VoucherRedemptionRelease releases a live reservation; the status condition
 // makes a second release (or a racing expiry) change nothing.
 func (q *Queries) VoucherRedemptionRelease(ctx context.Context, arg VoucherRedemptionReleaseParams) (VoucherRedemption, error) {
-	row := q.db.QueryRow(ctx, voucherRedemptionRelease, arg.OrderID, arg.VoucherCode)
+	row := q.db.QueryRow(ctx, voucherRedemptionRelease, arg.OrderID, arg.Code)
 	var i VoucherRedemption
 	err := row.Scan(
 		&i.OrderID,
@@ -665,6 +680,7 @@ func (q *Queries) VoucherRedemptionRelease(ctx context.Context, arg VoucherRedem
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }
@@ -673,7 +689,7 @@ const voucherRedemptionReleaseDecided = `-- name: VoucherRedemptionReleaseDecide
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = $2
 WHERE order_id = $1 AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
 `
 
 type VoucherRedemptionReleaseDecidedParams struct {
@@ -695,6 +711,7 @@ func (q *Queries) VoucherRedemptionReleaseDecided(ctx context.Context, arg Vouch
 		&i.ExpiresAt,
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
+		&i.CampaignCode,
 	)
 	return i, err
 }

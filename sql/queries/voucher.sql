@@ -8,14 +8,18 @@ RETURNING *;
 -- name: VoucherGetByCode :one
 SELECT * FROM voucher WHERE code = $1;
 
+-- The lists leave out campaigns' voucher rows (code '~C<id>'): a campaign
+-- is listed by the campaigns query.
 -- name: VoucherListFirst :many
 SELECT * FROM voucher
+WHERE code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
 LIMIT $1;
 
 -- name: VoucherListAfter :many
 SELECT * FROM voucher
 WHERE (created_at, code) < (sqlc.arg(after_created_at)::timestamptz, sqlc.arg(after_code)::text)
+  AND code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
 LIMIT $1;
 

@@ -6,7 +6,8 @@
 -- descending; newest first among equals.
 -- name: VoucherSearch :many
 SELECT * FROM voucher
-WHERE (sqlc.arg(search)::text = '' OR lower(code) LIKE '%' || sqlc.arg(search)::text || '%')
+WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
+  AND (sqlc.arg(search)::text = '' OR lower(code) LIKE '%' || sqlc.arg(search)::text || '%')
   AND (sqlc.arg(state)::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = sqlc.arg(state)::text)
   AND (NOT sqlc.arg(flash_only)::boolean OR flash)
 ORDER BY
@@ -26,7 +27,8 @@ LIMIT sqlc.arg(max_rows) OFFSET sqlc.arg(skip_rows);
 -- VoucherSearchCount counts what VoucherSearch pages through.
 -- name: VoucherSearchCount :one
 SELECT count(*) FROM voucher
-WHERE (sqlc.arg(search)::text = '' OR lower(code) LIKE '%' || sqlc.arg(search)::text || '%')
+WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
+  AND (sqlc.arg(search)::text = '' OR lower(code) LIKE '%' || sqlc.arg(search)::text || '%')
   AND (sqlc.arg(state)::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = sqlc.arg(state)::text)
   AND (NOT sqlc.arg(flash_only)::boolean OR flash);
 

@@ -16,8 +16,8 @@
 -- request holds it (this waits for that request's transaction to end).
 -- A single reserve and a single reserved event.
 -- name: VoucherRedemptionInsert :one
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, 'RESERVED', sqlc.arg(created_at), sqlc.arg(expires_at))
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, campaign_code)
+VALUES ($1, $2, $3, $4, $5, 'RESERVED', sqlc.arg(created_at), sqlc.arg(expires_at), sqlc.narg(campaign_code))
 ON CONFLICT (order_id) DO NOTHING
 RETURNING *;
 
@@ -25,10 +25,12 @@ RETURNING *;
 SELECT * FROM voucher_redemption WHERE order_id = $1;
 
 -- VoucherRedemptionConfirm confirms a live reservation that has not expired.
+-- code is the one the reservation was made with: a campaign code, else the
+-- voucher's own.
 -- name: VoucherRedemptionConfirm :one
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = clock_timestamp()
-WHERE order_id = $1 AND voucher_code = $2 AND status = 'RESERVED' AND expires_at > now()
+WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = sqlc.arg(code)::text AND status = 'RESERVED' AND expires_at > now()
 RETURNING *;
 
 -- VoucherRedemptionRelease releases a live reservation; the status condition
@@ -36,7 +38,7 @@ RETURNING *;
 -- name: VoucherRedemptionRelease :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
-WHERE order_id = $1 AND voucher_code = $2 AND status = 'RESERVED'
+WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = sqlc.arg(code)::text AND status = 'RESERVED'
 RETURNING *;
 
 -- VoucherRedemptionExpire releases a reservation only if it is still live and

@@ -1,0 +1,199 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"voucherd/internal/voucher"
+)
+
+func newCampaign(t *testing.T, s *Store, count int) voucher.Campaign {
+	t.Helper()
+	total := count
+	c, err := s.CreateCampaign(context.Background(), voucher.NewCampaign{
+		Name: "test", CodeCount: count, CodeLength: 10, UsesPerCode: 1, TotalLimit: &total, PerUserLimit: 1,
+		Terms: voucher.NewVoucher{DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD",
+			StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A batch whose codes include one a voucher (or another campaign) has
+// stores the others only, and the next batch makes up for it: the registry
+// of codes decides, not a check before the insert.
+func TestAddCampaignCodes_ACodeTakenByAVoucherIsSkippedAndMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	s := New(testPool)
+	taken := newFlashVoucher(t, s, 1, 1, 0)
+	c := newCampaign(t, s, 3)
+	other := newCampaign(t, s, 1)
+	lease := voucher.Lease{Name: unique("gen"), Holder: "test", TTL: time.Minute}
+	fixed := func(codes ...string) func(string, int, int) ([]string, error) {
+		return func(_ string, _, n int) ([]string, error) {
+			if n != len(codes) {
+				return nil, fmt.Errorf("asked for %d codes, have %d", n, len(codes))
+			}
+			return codes, nil
+		}
+	}
+	a, b := unique("A"), unique("B")
+	if _, err := s.AddCampaignCodes(ctx, other.ID, lease, 10, fixed(b)); err != nil {
+		t.Fatal(err)
+	}
+	lease.Name = unique("gen")
+	step, err := s.AddCampaignCodes(ctx, c.ID, lease, 10, fixed(taken, a, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step.Asked != 3 || step.Added != 1 || step.GeneratedCount != 1 || step.Status != voucher.CampaignGenerating {
+		t.Fatalf("batch with two taken codes: %+v", step)
+	}
+	step, err = s.AddCampaignCodes(ctx, c.ID, lease, 10, fixed(unique("C"), unique("D")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step.Added != 2 || step.GeneratedCount != 3 || step.Status != voucher.CampaignReady {
+		t.Fatalf("the batch that completes it: %+v", step)
+	}
+	// Another holder cannot write a batch while the lease is held.
+	if _, err := s.AddCampaignCodes(ctx, c.ID, voucher.Lease{Name: lease.Name, Holder: "other", TTL: time.Minute}, 10, fixed()); err != voucher.ErrLeaseHeld {
+		t.Fatalf("another holder's batch: %v, want ErrLeaseHeld", err)
+	}
+	v, err := s.Voucher(ctx, taken)
+	if err != nil || v.CampaignID != 0 {
+		t.Fatalf("the voucher keeps its code: %+v %v", v, err)
+	}
+	got, err := s.Voucher(ctx, a)
+	if err != nil || got.CampaignID != c.ID || got.TotalLimit != 1 {
+		t.Fatalf("the campaign code: %+v %v", got, err)
+	}
+}
+
+// Generators of two instances (holders) racing on one campaign make exactly
+// its count of codes, each once.
+func TestGenerateCampaign_TwoHoldersMakeEachCodeOnce(t *testing.T) {
+	ctx := context.Background()
+	s := New(testPool)
+	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
+	c := newCampaign(t, s, 60_000)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			if err := svc.GenerateCampaign(ctx, c.ID, fmt.Sprintf("holder-%d", i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	// The loser of the lease returned at once; the winner finished.
+	got, err := s.Campaign(ctx, c.ID)
+	if err != nil || got.Status != voucher.CampaignReady || got.GeneratedCount != 60_000 {
+		t.Fatalf("after two generators: %+v %v", got, err)
+	}
+	var rows, distinct int
+	if err := testPool.QueryRow(ctx, `SELECT count(*), count(DISTINCT code) FROM voucher_code WHERE campaign_id = $1`, c.ID).Scan(&rows, &distinct); err != nil || rows != 60_000 || distinct != 60_000 {
+		t.Fatalf("%d codes, %d distinct (%v)", rows, distinct, err)
+	}
+}
+
+// A generator stopped by its context leaves a campaign GENERATING with the
+// batches it committed, and the next one finishes it.
+func TestGenerateCampaign_StoppedByItsContextResumes(t *testing.T) {
+	s := New(testPool)
+	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
+	c := newCampaign(t, s, 200_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.GenerateCampaign(ctx, c.ID, "first") }()
+	for {
+		got, err := s.Campaign(context.Background(), c.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GeneratedCount > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	half, err := s.Campaign(context.Background(), c.ID)
+	if err != nil || half.Status != voucher.CampaignGenerating || half.GeneratedCount == 0 || half.GeneratedCount == 200_000 {
+		t.Fatalf("after the stop: %+v %v", half, err)
+	}
+	// Not reservable while GENERATING.
+	var code string
+	if err := testPool.QueryRow(context.Background(), `SELECT code FROM voucher_code WHERE campaign_id = $1 LIMIT 1`, c.ID).Scan(&code); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.Reserve(context.Background(), voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("o"), OrderAmount: 500}, time.Minute, voucher.PathDatabase)
+	if voucher.ErrorCodeOf(err) != voucher.NotFound {
+		t.Fatalf("reserve of a code of a generating campaign: %v, want NOT_FOUND", err)
+	}
+	// The stopped generator released its lease: another takes over at once.
+	if err := svc.GenerateCampaign(context.Background(), c.ID, "second"); err != nil {
+		t.Fatal(err)
+	}
+	done2, err := s.Campaign(context.Background(), c.ID)
+	if err != nil || done2.Status != voucher.CampaignReady || done2.GeneratedCount != 200_000 {
+		t.Fatalf("resumed: %+v %v", done2, err)
+	}
+	if _, _, err := s.Reserve(context.Background(), voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("o"), OrderAmount: 500}, time.Minute, voucher.PathDatabase); err != nil {
+		t.Fatalf("reserve once READY: %v", err)
+	}
+}
+
+// The sweep gives an expired campaign reservation's use back to its code,
+// its campaign and its customer, in one batch with other vouchers'.
+func TestExpireDue_GivesCampaignCodesTheirUsesBack(t *testing.T) {
+	ctx := context.Background()
+	pool := ownDatabase(t)
+	s := New(pool)
+	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
+	c := newCampaign(t, s, 5)
+	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	_ = s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil })
+	plain := newFlashVoucher(t, s, 5, 1, 0)
+	for i, code := range append(codes[:3], plain) {
+		if _, _, err := s.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: int64(10 + i), OrderID: unique("o"), OrderAmount: 500}, time.Millisecond, voucher.PathDatabase); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	expired, err := s.ExpireDue(ctx, 100)
+	if err != nil || len(expired) != 4 {
+		t.Fatalf("expired %d (%v)", len(expired), err)
+	}
+	got, _ := s.Campaign(ctx, c.ID)
+	if got.Terms.UsedCount != 0 {
+		t.Errorf("campaign used %d after the sweep", got.Terms.UsedCount)
+	}
+	var used int
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(used_count), 0) FROM voucher_code WHERE campaign_id = $1`, c.ID).Scan(&used); err != nil || used != 0 {
+		t.Errorf("codes hold %d uses after the sweep (%v)", used, err)
+	}
+	var held int
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum(used_count), 0) FROM voucher_customer WHERE voucher_code = $1`, got.Terms.Code).Scan(&held); err != nil || held != 0 {
+		t.Errorf("customers hold %d uses after the sweep (%v)", held, err)
+	}
+	codesOf := map[string]bool{}
+	for _, r := range expired {
+		codesOf[r.VoucherCode] = true
+	}
+	for _, code := range append(codes[:3], plain) {
+		if !codesOf[code] {
+			t.Errorf("expired reservations %v do not name %s", codesOf, code)
+		}
+	}
+}
