@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"voucherd/internal/postgres"
 	"voucherd/internal/voucher"
 	"voucherd/web"
 )
@@ -400,6 +401,33 @@ func TestCampaigns_TheListIsNewestFirstPagedWithTheCursor(t *testing.T) {
 		s := f.signIn(t, role)
 		if got := doc(t, f.do(t, http.MethodGet, "/admin/vouchers", &s, nil, nil)).Find(`[data-testid=nav-campaigns]`).AttrOr("href", ""); got != "/admin/campaigns" {
 			t.Errorf("a %s's navigation has no Campaigns entry (%q)", role, got)
+		}
+	}
+}
+
+func TestCampaigns_AFailedCampaignsPageSaysWhyAndStopsAsking(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	c := createCampaign(t, f, m, nil)
+	if err := postgres.New(pool).FailCampaign(context.Background(), c.ID, "no unused code left to make"); err != nil {
+		t.Fatal(err)
+	}
+	page := "/admin/campaigns/" + strconv.FormatInt(c.ID, 10)
+	for _, target := range []string{page, page + "/live?shown=GENERATING"} {
+		rec := f.do(t, http.MethodGet, target, &m, nil, map[string]string{"HX-Request": strconv.FormatBool(strings.Contains(target, "/live"))})
+		d := doc(t, rec)
+		if got := d.Find(`#campaign-status`).Text(); rec.Code != http.StatusOK || got != "failed" {
+			t.Errorf("%s: %d, status %q, want failed", target, rec.Code, got)
+		}
+		if got := d.Find(`[data-testid=campaign-failure]`).Text(); !strings.Contains(got, "no unused code left to make") {
+			t.Errorf("%s: the failure says %q", target, got)
+		}
+		if poll := d.Find(`#campaign-poll`); poll.Length() != 1 || poll.AttrOr("hx-trigger", "") != "" || poll.AttrOr("hx-get", "") != "" {
+			t.Errorf("%s: a FAILED campaign's page still polls (%q)", target, poll.AttrOr("hx-trigger", ""))
+		}
+		if d.Find(`[data-testid=export-codes]`).Length() != 0 {
+			t.Errorf("%s: a FAILED campaign offers the export", target)
 		}
 	}
 }

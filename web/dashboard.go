@@ -245,7 +245,7 @@ var notices = map[string]string{
 	"dl-applied":       "Applied again: the event is in the database now, and the dead letter is closed.",
 	"dl-refused":       "Applying again was refused: the dead letter stays, with the new reason below.",
 	"dl-discarded":     "Dead letter discarded: nothing was written.",
-	"campaign-created": "Campaign created: its codes are being made, and the progress below follows by itself.",
+	"campaign-created": "Campaign created.",
 	"rebuilt":          "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 
