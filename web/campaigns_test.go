@@ -194,6 +194,18 @@ func TestCampaigns_TheCodeLookupFindsOnlyThisCampaignsCodes(t *testing.T) {
 	if _, err := f.svc.Reserve(checkout, voucher.ReserveRequest{Code: mine[1], CustomerID: 4242, OrderID: "camp-" + unique(), OrderAmount: 5000}); err != nil {
 		t.Fatalf("reserving %s: %v", mine[1], err)
 	}
+	// The chart is the backing row's samples, taken as any voucher's.
+	if _, err := postgres.New(pool).SampleOpenVouchers(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	chart := doc(t, f.do(t, http.MethodGet, "/admin/campaigns/"+strconv.FormatInt(c.ID, 10), &m, nil, nil))
+	if got := chart.Find(`[data-testid=remaining-chart]`).Parent().Text(); !strings.Contains(got, "Now: 9 remaining") {
+		t.Errorf("the chart after one use of 10: %q", got)
+	}
+	a, err := voucher.NewBackoffice(f.svc, postgres.New(pool)).CampaignActivity(asAdmin, c.ID)
+	if err != nil || len(a.Samples) != 1 || a.Samples[0].Remaining != 9 || a.Samples[0].Reserved != 1 {
+		t.Errorf("the campaign's samples: %+v (%v), want the one of its use", a.Samples, err)
+	}
 	standalone := "SOLO-" + unique()
 	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(standalone, m.csrf, time.Hour), nil); rec.Code != http.StatusSeeOther {
 		t.Fatalf("creating %s: %d", standalone, rec.Code)
