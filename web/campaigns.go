@@ -119,8 +119,8 @@ func (d *dashboard) lookUp(w http.ResponseWriter, r *http.Request, id int64) (co
 	if typed == "" {
 		return components.CodeLookup{}, true
 	}
-	if len(typed) > 64 { // no code is that long; the page repeats what was typed
-		typed = typed[:64]
+	if r := []rune(typed); len(r) > 64 { // no code is that long; the page repeats what was typed
+		typed = string(r[:64])
 	}
 	found, err := d.deps.Campaigns.LookUpCampaignCode(r.Context(), id, typed)
 	if err != nil {
