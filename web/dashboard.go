@@ -89,6 +89,8 @@ type Deps struct {
 	DeadLetters DeadLetterCounter
 	// DeadLetterDesk lists dead letters and acts on them; nil: no page.
 	DeadLetterDesk DeadLetterDesk
+	// Campaigns lists, creates and shows campaigns; nil: no pages.
+	Campaigns Campaigns
 }
 
 // Config tunes the dashboard.
@@ -164,6 +166,7 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("GET /admin/vouchers/{code}/extend", voucher.OpManageVoucher, d.extendForm)
 	signedIn("POST /admin/vouchers/{code}/extend", voucher.OpManageVoucher, d.extendVoucher)
 	signedIn("GET /admin/reservations", voucher.OpRead, d.reservationLookup)
+	d.campaignRoutes(signedIn)
 
 	signedIn("GET /admin/drift", voucher.OpOperate, d.driftPage)
 	signedIn("GET /admin/drift/live", voucher.OpOperate, d.driftLive)
@@ -219,28 +222,31 @@ func (d *dashboard) page(r *http.Request, title, active string) components.Page 
 		Active: active,
 		Notice: notices[r.URL.Query().Get("notice")],
 		Zone:   zoneOf(r),
+		// The navigation shows the campaigns when the dashboard has them.
+		Campaigns: d.deps.Campaigns != nil,
 	}
 }
 
 // notices are the sentences a redirect after an action may show, by key, so
 // a URL can never put words of its own on the page.
 var notices = map[string]string{
-	"created":      "Voucher created.",
-	"updated":      "Voucher changed.",
-	"ended":        "Voucher ended: no new reserve is taken; held reservations keep their rules.",
-	"duplicated":   "Voucher created with the terms of the one it was duplicated from.",
-	"extended":     "Voucher extended: the new end and total apply from now, and the change is in the audit log.",
-	"reconciled":   "Reconciliation ran: the reports below are fresh.",
-	"unlocked":     "Sign-in lock lifted: the failures so far stop counting, and they can sign in now.",
-	"not-locked":   "Nothing was locked for that email or address.",
-	"role-changed": "Role changed: it takes effect on the user's next click.",
-	"role-same":    "The user had that role already: nothing changed.",
-	"disabled":     "User disabled: their sessions have ended and they cannot sign in.",
-	"enabled":      "User enabled: they can sign in again with their password (reset it if they no longer know it).",
-	"dl-applied":   "Applied again: the event is in the database now, and the dead letter is closed.",
-	"dl-refused":   "Applying again was refused: the dead letter stays, with the new reason below.",
-	"dl-discarded": "Dead letter discarded: nothing was written.",
-	"rebuilt":      "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
+	"created":          "Voucher created.",
+	"updated":          "Voucher changed.",
+	"ended":            "Voucher ended: no new reserve is taken; held reservations keep their rules.",
+	"duplicated":       "Voucher created with the terms of the one it was duplicated from.",
+	"extended":         "Voucher extended: the new end and total apply from now, and the change is in the audit log.",
+	"reconciled":       "Reconciliation ran: the reports below are fresh.",
+	"unlocked":         "Sign-in lock lifted: the failures so far stop counting, and they can sign in now.",
+	"not-locked":       "Nothing was locked for that email or address.",
+	"role-changed":     "Role changed: it takes effect on the user's next click.",
+	"role-same":        "The user had that role already: nothing changed.",
+	"disabled":         "User disabled: their sessions have ended and they cannot sign in.",
+	"enabled":          "User enabled: they can sign in again with their password (reset it if they no longer know it).",
+	"dl-applied":       "Applied again: the event is in the database now, and the dead letter is closed.",
+	"dl-refused":       "Applying again was refused: the dead letter stays, with the new reason below.",
+	"dl-discarded":     "Dead letter discarded: nothing was written.",
+	"campaign-created": "Campaign created.",
+	"rebuilt":          "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 
 // problem renders an error page. For htmx requests it answers the status

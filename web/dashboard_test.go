@@ -78,7 +78,7 @@ func newFixture(t *testing.T, cfg web.Config) fixture {
 	bo := voucher.NewBackoffice(svc, store)
 	f := fixture{
 		h: web.New(web.Deps{
-			Accounts: accounts, Vouchers: bo, Reservations: svc, Drift: bo,
+			Accounts: accounts, Vouchers: bo, Reservations: svc, Drift: bo, Campaigns: bo,
 		}, cfg),
 		accounts: accounts, svc: svc, users: map[voucher.Role]string{},
 	}

@@ -63,7 +63,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		}
 		fmt.Fprintf(stdout, "development dashboard user (%s): %s, password %q; sign in at /admin (never made with APP_ENV=production)\n", note, devUserEmail, devUserPassword)
 	}
-	deps := web.Deps{Accounts: accounts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice}
+	deps := web.Deps{Accounts: accounts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice}
 	// Dead-lettered events are shown only once a store counts them.
 	if dl, ok := any(store).(web.DeadLetterCounter); ok {
 		deps.DeadLetters = dl

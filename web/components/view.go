@@ -24,6 +24,8 @@ type Page struct {
 	Active string // the navigation entry to highlight: vouchers, new, drift
 	Notice string // a sentence shown once after an action
 	Zone   *time.Location
+	// Campaigns shows the campaigns in the navigation.
+	Campaigns bool
 }
 
 // Viewer is the signed-in user as the pages need them.
@@ -36,6 +38,11 @@ type Viewer struct {
 // CanManage reports whether the viewer may create and change vouchers.
 func (v Viewer) CanManage() bool {
 	return voucher.Caller{Role: v.Role}.Can(voucher.OpManageVoucher)
+}
+
+// CanReadCampaigns reports whether the viewer may see campaigns.
+func (v Viewer) CanReadCampaigns() bool {
+	return voucher.Caller{Role: v.Role}.Can(voucher.OpReadCampaigns)
 }
 
 // CanOperate reports whether the viewer may see drift and run repairs.
