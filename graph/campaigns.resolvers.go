@@ -8,7 +8,11 @@ import (
 
 // CreateCampaign is the resolver for the createCampaign field.
 func (r *mutationResolver) CreateCampaign(ctx context.Context, input model.CreateCampaignInput) (*model.CampaignPayload, error) {
-	c, err := r.Service.CreateCampaign(ctx, voucher.NewCampaign{
+	create := r.Service.CreateCampaign
+	if r.Backoffice != nil {
+		create = r.Backoffice.CreateCampaign // the same, and audited with who did it
+	}
+	c, err := create(ctx, voucher.NewCampaign{
 		Name:         input.Name,
 		CodeCount:    input.CodeCount,
 		CodePrefix:   deref(input.CodePrefix, ""),

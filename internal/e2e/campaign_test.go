@@ -890,3 +890,18 @@ func TestCampaign_OnAKafkaModeServerTakesTheDatabasePath(t *testing.T) {
 		t.Errorf("the campaign: %v", c)
 	}
 }
+
+// createCampaign through the admin token is audited with who did it, on the
+// campaign's backing row, as createVoucher is (issue 15's "every change, from
+// any transport").
+func TestCampaign_CreatedWithTheAdminTokenIsAudited(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	c := createCampaign(t, s, campaignSpec{CodeCount: 5})
+	var action, actor string
+	err := database(t).QueryRow(t.Context(),
+		`SELECT action, actor FROM voucher_audit WHERE voucher_code = '~C' || $1 ORDER BY id LIMIT 1`, str(c["id"])).Scan(&action, &actor)
+	if err != nil || action != "created" || actor != "token" {
+		t.Errorf("audit of campaign %v: %q by %q (%v), want created by token", c["id"], action, actor, err)
+	}
+}
