@@ -325,7 +325,6 @@ func TestCampaigns_BadInputIsRefusedNextToEachFieldInTheLabelsWords(t *testing.T
 		field string
 		want  string
 	}{
-		{map[string]string{"flash": "1"}, "flash", "Flash campaigns are not available yet"},
 		{map[string]string{"name": ""}, "name", "Name must be 1-100 characters"},
 		{map[string]string{"totalLimit": "", "codeCount": "1000000", "usesPerCode": "3000"}, "totalLimit", "Number of codes * uses per code is more than 2147483647: give total uses"},
 	} {
@@ -346,6 +345,22 @@ func TestCampaigns_BadInputIsRefusedNextToEachFieldInTheLabelsWords(t *testing.T
 				t.Errorf("%v: the refused campaign was created", tc.set)
 			}
 		}
+	}
+}
+
+// The form's flash box makes a flash campaign (the sync write path serves
+// them; the kafka path's refusal is the service's, tested there).
+func TestCampaigns_TheFlashBoxMakesAFlashCampaign(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	name := "Flash " + unique()
+	rec := f.do(t, http.MethodPost, "/admin/campaigns", &m, campaignForm(m.csrf, name, map[string]string{"flash": "1"}), nil)
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("create a flash campaign: HTTP %d: %.300s", rec.Code, rec.Body.String())
+	}
+	if c, ok := campaignNamed(t, f, name); !ok || !c.Terms.Flash {
+		t.Errorf("the campaign %q: found %v, flash %v", name, ok, c.Terms.Flash)
 	}
 }
 
