@@ -821,3 +821,22 @@ func TestCreateVoucher_TakesPercentCapCurrencyAndBudgetAndShowsThemInTheCurrency
 		t.Errorf("a percent of 101: %d %q, want 422 with the message next to the percent", rec.Code, got)
 	}
 }
+
+// A flash campaign's drift row names its gate ~C<id>: the rebuild's confirm
+// page names the campaign instead of answering "no voucher with that code".
+func TestRebuildConfirm_NamesACampaignsGate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	op := f.signIn(t, voucher.RoleOperator)
+	rec := f.do(t, http.MethodGet, "/admin/drift/"+url.PathEscape(voucher.CampaignGateCode(42))+"/rebuild", &op, nil, nil)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("confirm page of a campaign's gate: HTTP %d", rec.Code)
+	}
+	d := doc(t, rec)
+	if got := d.Find("h1, h2").Text(); !strings.Contains(got, "campaign 42") {
+		t.Errorf("confirm page title %q, want it to name campaign 42", got)
+	}
+	if rec := f.do(t, http.MethodGet, "/admin/drift/"+url.PathEscape("no such code!")+"/rebuild", &op, nil, nil); rec.Code != http.StatusNotFound {
+		t.Errorf("confirm page of a malformed code: HTTP %d, want 404", rec.Code)
+	}
+}

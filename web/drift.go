@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
@@ -81,13 +82,21 @@ func (d *dashboard) reconcile(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *dashboard) confirmRebuild(w http.ResponseWriter, r *http.Request) {
-	code, err := voucher.CanonicalCode(r.PathValue("code"))
-	if err != nil {
-		d.problem(w, r, http.StatusNotFound, "Not found", "There is no voucher with that code.")
-		return
+	code, title := r.PathValue("code"), ""
+	if id, ok := voucher.CampaignOfGate(code); ok {
+		// A flash campaign's gate is named after its campaign (~C<id>), a
+		// name no one can type as a code.
+		title = "Rebuild the gate of campaign " + strconv.FormatInt(id, 10) + " from the database?"
+	} else {
+		c, err := voucher.CanonicalCode(code)
+		if err != nil {
+			d.problem(w, r, http.StatusNotFound, "Not found", "There is no voucher with that code.")
+			return
+		}
+		code, title = c, "Rebuild the gate of "+c+" from the database?"
 	}
 	d.render(w, r, http.StatusOK, components.Confirm(d.page(r, "Rebuild gate", "drift"), components.ConfirmAction{
-		Title:    "Rebuild the gate of " + code + " from the database?",
+		Title:    title,
 		Question: "The database is the truth; the gate is made to agree with it.",
 		Effects:  components.RebuildEffects(code),
 		Action:   "/admin/drift/" + url.PathEscape(code) + "/rebuild",
