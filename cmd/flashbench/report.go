@@ -277,7 +277,7 @@ func (r *report) finish() {
 	r.Machine = describeMachine(r.b.pgVer, r.b.redisVer)
 	ceiling := r.find("ceiling")
 	for _, s := range r.Scenarios {
-		if s.Skipped != "" {
+		if s.Skipped != "" || isCampaignRow(s) { // codes a second: no ratio
 			continue
 		}
 		if s.Ceiling == 0 && ceiling != nil {
