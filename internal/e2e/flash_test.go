@@ -299,7 +299,10 @@ func TestFlash_GateOnARedisCluster(t *testing.T) {
 
 func TestFlash_SoldOutCrowdIsAnsweredFromMemoryWithTheGatesVerdicts(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, nil) // its own counters
+	// Its own counters, and a sold-out snapshot that outlives the test: on a
+	// loaded machine the crowd below may take longer than the 2 s default,
+	// and a lapsed snapshot asks the gate again (as it should).
+	s := startServer(t, map[string]string{"SOLD_OUT_TTL": "1m"})
 	api := restAPI{s}
 	code := createVoucher(t, s, voucherSpec{TotalLimit: 3, Flash: true})
 	_, won := sale(t, api, code, 1, 3, 3)

@@ -49,6 +49,8 @@ const (
 	// reconcileInterval is the servers' RECONCILE_INTERVAL: short, so "the
 	// gate equals the database within one reconciliation" is checked here.
 	reconcileInterval = 2 * time.Second
+	// admissionLease is the servers' ADMISSION_LEASE (voucherd's default).
+	admissionLease = 11 * time.Second
 )
 
 var databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
@@ -891,7 +893,10 @@ func retryEveryAnsweredOrder(t testing.TB, s *sale) {
 // uses: within a couple of reconciliation passes once nothing is in flight.
 func waitGateEqualsDatabase(t testing.TB, base, code string, db *pgxpool.Pool) {
 	t.Helper()
-	bound := 3*reconcileInterval + 5*time.Second
+	// An admission whose owner never heard its outcome (a reply lost in a
+	// failover, a client that gave up) holds its use until its lease (the
+	// default 11 s) runs out and a pass voids it: the bound includes it.
+	bound := admissionLease + 3*reconcileInterval + 5*time.Second
 	deadline := time.Now().Add(bound)
 	var gate, remaining int
 	for time.Now().Before(deadline) {
