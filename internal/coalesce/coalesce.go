@@ -61,3 +61,26 @@ func (c *Coalescer[T]) drain() {
 		c.run(batch)
 	}
 }
+
+// PerKey is one Coalescer per key (a voucher's code, so that a batch is
+// always of one voucher), each made on its key's first call.
+type PerKey[T any] struct {
+	workers, maxBatch int
+	run               func(key string, batch []T)
+	queues            sync.Map // key -> *Coalescer[T]
+}
+
+// NewPerKey makes a PerKey whose batches of key run run(key, batch); run
+// must answer every call of its batch before it returns.
+func NewPerKey[T any](workers, maxBatch int, run func(key string, batch []T)) *PerKey[T] {
+	return &PerKey[T]{workers: workers, maxBatch: maxBatch, run: run}
+}
+
+// Add queues a call in key's Coalescer.
+func (p *PerKey[T]) Add(key string, call T) {
+	q, ok := p.queues.Load(key)
+	if !ok {
+		q, _ = p.queues.LoadOrStore(key, New(p.workers, p.maxBatch, func(batch []T) { p.run(key, batch) }))
+	}
+	q.(*Coalescer[T]).Add(call)
+}

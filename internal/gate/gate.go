@@ -37,11 +37,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"voucherd/internal/coalesce"
 	"voucherd/internal/voucher"
 	"voucherd/lua"
 )
@@ -85,8 +85,9 @@ type Gate struct {
 	// claim (another slot) takes a call of its own.
 	cluster bool
 	// admitters and finalizers batch each voucher's kafka-mode reserves and
-	// the finalizes of its admissions (code -> *coalesce.Coalescer; kafka.go).
-	admitters, finalizers sync.Map
+	// the finalizes of its admissions (kafka.go).
+	admitters  *coalesce.PerKey[*pendingAdmit]
+	finalizers *coalesce.PerKey[*pendingSettle]
 }
 
 // Option changes how New builds the gate.
@@ -113,6 +114,8 @@ func New(rdb redis.UniversalClient, opts ...Option) *Gate {
 	}
 	_, isCluster := rdb.(*redis.ClusterClient)
 	g := &Gate{rdb: rdb, hot: rdb, cluster: isCluster}
+	g.admitters = coalesce.NewPerKey(admitWorkers, maxAdmitBatch, g.admitBatch)
+	g.finalizers = coalesce.NewPerKey(finalizeWorkers, maxFinalizeBatch, g.finalizeBatch)
 	if c.autoPipeline {
 		// *redis.Client and *redis.ClusterClient have one; a client that has
 		// none, or refuses (closed), leaves the scripts on the plain client.

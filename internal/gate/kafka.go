@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"voucherd/internal/coalesce"
 	"voucherd/internal/voucher"
 	"voucherd/lua"
 )
@@ -34,20 +33,7 @@ var (
 // reads of the voucher's terms) per batch, not per reserve.
 func (g *Gate) Admit(ctx context.Context, code string, r voucher.ReserveRequest, discount int64) (voucher.Admission, error) {
 	p := &pendingAdmit{r: r, discount: discount, done: make(chan admitted, 1)}
-	q, ok := g.admitters.Load(code)
-	if !ok {
-		q, _ = g.admitters.LoadOrStore(code, coalesce.New(admitWorkers, maxAdmitBatch, func(batch []*pendingAdmit) {
-			// The batch is everyone's: no one caller's end cancels it (the
-			// client's timeouts bound it). A caller that gave up first
-			// answers UNAVAILABLE; an admission made for it stays pending
-			// without an owner, and its lease runs out (reconciliation
-			// voids it), as when a request dies after its script.
-			ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
-			defer cancel()
-			g.admit(ctx, code, batch)
-		}))
-	}
-	q.(*coalesce.Coalescer[*pendingAdmit]).Add(p)
+	g.admitters.Add(code, p)
 	select {
 	case out := <-p.done:
 		return out.a, out.err
@@ -73,6 +59,17 @@ type pendingAdmit struct {
 type admitted struct {
 	a   voucher.Admission
 	err error
+}
+
+// admitBatch decides a batch of code's reserves. The batch is everyone's:
+// no one caller's end cancels it (the client's timeouts bound it). A caller
+// that gave up first answers UNAVAILABLE; an admission made for it stays
+// pending without an owner, and its lease runs out (reconciliation voids
+// it), as when a request dies after its script.
+func (g *Gate) admitBatch(code string, batch []*pendingAdmit) {
+	ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
+	defer cancel()
+	g.admit(ctx, code, batch)
 }
 
 // admit runs admit.lua once for the reserves of batch, all of code, and
@@ -139,19 +136,7 @@ func (g *Gate) Settle(ctx context.Context, code string, op voucher.SettleOp, o v
 		out := <-p.done
 		return out.answer, out.after, out.err
 	}
-	q, ok := g.finalizers.Load(code)
-	if !ok {
-		q, _ = g.finalizers.LoadOrStore(code, coalesce.New(finalizeWorkers, maxFinalizeBatch, func(batch []*pendingSettle) {
-			// The batch is everyone's: no one caller's end cancels it
-			// (the client's timeouts bound it). A caller that gives up
-			// first answers UNAVAILABLE; its event is on the broker, so
-			// the consumer settles it and a retry finds it live.
-			ctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
-			defer cancel()
-			g.settle(ctx, code, voucher.SettleFinalize, batch)
-		}))
-	}
-	q.(*coalesce.Coalescer[*pendingSettle]).Add(p)
+	g.finalizers.Add(code, p)
 	select {
 	case out := <-p.done:
 		return out.answer, out.after, out.err
@@ -180,6 +165,16 @@ type settled struct {
 	answer voucher.SettleAnswer
 	after  voucher.GateOrder
 	err    error
+}
+
+// finalizeBatch finalizes a batch of code's admissions. The batch is
+// everyone's: no one caller's end cancels it (the client's timeouts bound
+// it). A caller that gives up first answers UNAVAILABLE; its event is on
+// the broker, so the consumer settles it and a retry finds it live.
+func (g *Gate) finalizeBatch(code string, batch []*pendingSettle) {
+	ctx, cancel := context.WithTimeout(context.Background(), finalizeTimeout)
+	defer cancel()
+	g.settle(ctx, code, voucher.SettleFinalize, batch)
 }
 
 // settle runs admission.lua once for the admissions of batch, all of code,

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"voucherd/internal/coalesce"
 	"voucherd/internal/voucher"
 	"voucherd/sql/db"
 )
@@ -78,14 +77,8 @@ func (s *Store) ReserveAdmittedCode(ctx context.Context, campaignGate string, r 
 }
 
 func (s *Store) reserveAdmitted(ctx context.Context, owner string, r voucher.ReserveRequest, ttl time.Duration, path voucher.Path) (voucher.Reservation, bool, error) {
-	q, ok := s.winnerQueues.Load(owner)
-	if !ok {
-		q, _ = s.winnerQueues.LoadOrStore(owner, coalesce.New(winnerWriters, MaxWinnerBatch, func(batch []*pendingWinner) {
-			s.writeBatch(batch, batchSplits)
-		}))
-	}
 	p := &pendingWinner{ctx: ctx, owner: owner, r: r, ttl: ttl, path: path, done: make(chan winnerOutcome, 1)}
-	q.(*coalesce.Coalescer[*pendingWinner]).Add(p)
+	s.winnerQueues.Add(owner, p)
 	select {
 	case out := <-p.done:
 		return out.res, out.created, out.err

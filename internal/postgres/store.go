@@ -38,8 +38,8 @@ type Store struct {
 	// 642/s with 16 at once, 1,617/s with 4).
 	reserveSlots sync.Map
 	// winnerQueues holds each flash voucher's admitted reserves waiting to
-	// be written in a batch (code -> *coalesce.Coalescer[*pendingWinner]; batch.go).
-	winnerQueues sync.Map
+	// be written in a batch (batch.go).
+	winnerQueues *coalesce.PerKey[*pendingWinner]
 	// lookups holds the reads of Reservation waiting for a query (lookup.go).
 	lookups       *coalesce.Coalescer[*pendingLookup]
 	lookupQueries atomic.Int64 // queries it sent, for tests
@@ -55,6 +55,9 @@ var _ voucher.Store = (*Store)(nil)
 func New(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool, q: db.New(pool)}
 	s.lookups = coalesce.New(lookupWorkers, maxLookupBatch, s.lookup)
+	s.winnerQueues = coalesce.NewPerKey(winnerWriters, MaxWinnerBatch, func(_ string, batch []*pendingWinner) {
+		s.writeBatch(batch, batchSplits)
+	})
 	return s
 }
 
