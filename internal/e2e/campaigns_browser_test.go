@@ -52,12 +52,6 @@ func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 			el.dispatchEvent(new Event("change", {bubbles: true}));
 		})()`, sel, value))
 	}
-	// press clicks an element as a script does: a click by coordinates may
-	// miss while a swap (the window's preview, an amount's echo) moves the
-	// form under it.
-	press := func(sel string) chromedp.Action[chromedp.Void] {
-		return chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).click()`, sel))
-	}
 	b.signIn("mia@example.com", password)
 	b.step("the Campaigns entry", chromedp.Click(chromedp.CSS(`[data-testid=nav-campaigns]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=no-campaigns]`)))
 	b.axe("the empty campaigns list")
@@ -75,7 +69,7 @@ func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 		fill(`#startsAt`, now.Add(-time.Hour).Format("2006-01-02T15:04")),
 		fill(`#endsAt`, now.Add(48*time.Hour).Format("2006-01-02T15:04")),
 		fill(`#tz`, "UTC"),
-		press(`[data-testid=campaign-submit]`),
+		pressJS(`[data-testid=campaign-submit]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=error-codeCount]`)),
 	)
 	for field, want := range map[string]string{
@@ -103,7 +97,7 @@ func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 		fill(`#totalLimit`, "1500"),
 		fill(`#perUserLimit`, "1"),
 		fill(`#discountAmount`, "7.50"),
-		press(`[data-testid=campaign-submit]`),
+		pressJS(`[data-testid=campaign-submit]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=campaign-title]`)),
 	)
 	if got := b.text(`#campaign-status`); got != "making codes" {
@@ -195,7 +189,7 @@ func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 	b.step("the figures follow the reserve", chromedp.Poll[chromedp.Void](`document.querySelector("[data-testid=fig-used]").textContent.trim() === "1 of 1,500"`, chromedp.WithPollingInterval(200*time.Millisecond)))
 	b.step("look up the code",
 		fill(`#lookup-code`, strings.ToLower(code)),
-		press(`[data-testid=lookup-submit]`),
+		pressJS(`[data-testid=lookup-submit]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=code-found]`)),
 	)
 	if got := strings.Join(strings.Fields(b.text(`[data-testid=code-found]`)), " "); !strings.Contains(got, code) || !strings.Contains(got, "used") || !strings.Contains(got, "1 of 1 held or confirmed") {
@@ -208,7 +202,7 @@ func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 	b.phone("camp-lookup-390", `[data-testid=code-found]`, `[data-testid=lookup-submit]`)
 	b.step("look up a code of no campaign",
 		fill(`#lookup-code`, "NEWS-NOTACODE"),
-		press(`[data-testid=lookup-submit]`),
+		pressJS(`[data-testid=lookup-submit]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=code-not-found]`)),
 	)
 	if got := b.text(`[data-testid=code-not-found]`); got != "“NEWS-NOTACODE” is not a code of this campaign." {
