@@ -72,6 +72,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg web.Config) fixture {
 	t.Helper()
+	return newFixtureOn(t, cfg, pool)
+}
+
+// newFixtureOn is newFixture over a database of the test's own (one whose
+// list of users must not be crowded out by every other test's users).
+func newFixtureOn(t *testing.T, cfg web.Config, pool *pgxpool.Pool) fixture {
+	t.Helper()
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{DefaultCurrency: cfg.DefaultCurrency}) // one DEFAULT_CURRENCY, as in voucherd
 	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
