@@ -127,6 +127,13 @@ func (s *Service) flashVouchers(ctx context.Context) ([]Voucher, error) {
 // identical retry. A duplicate whose first request died before its write
 // writes it now, backed by the use the gate took then.
 func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservation, error) {
+	// Nearly always the order's row is written already (a client's retry):
+	// the store's coalesced read answers it as Reserve would, without a
+	// transaction of its own. Only a row missing (or unreadable) goes on
+	// to Reserve, which decides it under its locks.
+	if earlier, err := s.store.Reservation(ctx, r.OrderID); err == nil {
+		return r.Retry(earlier)
+	}
 	s.obs.DatabaseWrite("reserve")
 	res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
 	if err != nil && !IsRefusal(err) {
