@@ -32,7 +32,7 @@ type Accounts interface {
 	LockWait(ctx context.Context, field, address, email string) (time.Duration, error)
 	LiftLocks(ctx context.Context, email, address string) (int, error)
 
-	Users(ctx context.Context) ([]voucher.User, error)
+	Users(ctx context.Context, q voucher.UserQuery) (voucher.UserPage, error)
 	UserAudit(ctx context.Context) ([]voucher.UserAuditEvent, error)
 	InviteUser(ctx context.Context, in voucher.Invite) (voucher.User, voucher.PasswordLink, error)
 	ChangeRole(ctx context.Context, email string, role voucher.Role) (voucher.Role, error)

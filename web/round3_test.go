@@ -179,8 +179,8 @@ func TestExtendVoucher_FromTheDashboard(t *testing.T) {
 // alone.
 func TestUsers_AnAdminEnablesADisabledUser(t *testing.T) {
 	t.Parallel()
-	// A database of its own: the page lists at most UserListLimit users,
-	// disabled ones last, and the shared database holds every test's users.
+	// A database of its own: a page lists UserPageSize users, disabled ones
+	// last, and the shared database holds every test's users.
 	own, err := pgxpool.New(context.Background(), testdb.Own(t, databaseURL))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"voucherd/internal/voucher"
@@ -19,14 +20,24 @@ func (d *dashboard) usersPage(w http.ResponseWriter, r *http.Request) {
 	d.renderUsers(w, r, http.StatusOK, components.UsersView{Invite: components.InviteForm{Role: string(voucher.RoleMarketer)}})
 }
 
-// renderUsers reads the users and their latest changes into v and shows
-// the page.
+// renderUsers reads the page of users the URL names (?q= searches the
+// emails, ?page= pages) and their latest changes into v and shows the page.
 func (d *dashboard) renderUsers(w http.ResponseWriter, r *http.Request, status int, v components.UsersView) {
-	var err error
-	if v.Users, err = d.deps.Accounts.Users(r.Context()); err != nil {
+	v.Query = voucher.UserQuery{Search: strings.TrimSpace(r.URL.Query().Get("q")), Page: 1}
+	// As on the vouchers list, a page that is not a small whole number is
+	// the first: a URL typed by hand never errors.
+	if n, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && n > 1 && n <= voucher.MaxUserPage {
+		v.Query.Page = n
+	}
+	page, err := d.deps.Accounts.Users(r.Context(), v.Query)
+	if e := voucher.AsError(err); err != nil && e.Code == voucher.InvalidInput {
+		d.problem(w, r, http.StatusUnprocessableEntity, "Search not accepted", e.Message)
+		return
+	} else if err != nil {
 		d.fail(w, r, err)
 		return
 	}
+	v.Users, v.More = page.Users, page.More
 	if v.Audit, err = d.deps.Accounts.UserAudit(r.Context()); err != nil {
 		d.fail(w, r, err)
 		return

@@ -196,18 +196,24 @@ func userList(ctx context.Context, a *voucher.Accounts, args []string, stdout io
 	if a == nil {
 		return nil
 	}
-	users, err := a.Users(ctx)
-	if err != nil {
-		return err
-	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EMAIL\tNAME\tROLE\tSTATUS\tADDED")
-	for _, u := range users {
-		status := "active"
-		if u.Disabled() {
-			status = "disabled " + u.DisabledAt.UTC().Format(time.RFC3339)
+	// Every user, page after page (the dashboard shows one at a time).
+	for q := (voucher.UserQuery{Page: 1}); ; q.Page++ {
+		page, err := a.Users(ctx, q)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Email, printable(u.Name), u.Role, status, u.CreatedAt.UTC().Format(time.RFC3339))
+		for _, u := range page.Users {
+			status := "active"
+			if u.Disabled() {
+				status = "disabled " + u.DisabledAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Email, printable(u.Name), u.Role, status, u.CreatedAt.UTC().Format(time.RFC3339))
+		}
+		if !page.More {
+			break
+		}
 	}
 	return tw.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"voucherd/internal/app"
+	"voucherd/internal/voucher"
 )
 
 // voucherdRun runs a voucherd subcommand against the database and returns
@@ -59,6 +60,18 @@ func TestUsersCLI_ListRoleDisableReset(t *testing.T) {
 		if !want.MatchString(list) {
 			t.Errorf("user list printed\n%s\nwant a line matching %s", list, want)
 		}
+	}
+	// More users than the dashboard's page: the CLI lists every one.
+	if _, err := db.Exec(context.Background(), `INSERT INTO dashboard_user (email, role, password_hash)
+		SELECT 'bulk' || i || '@example.com', 'operator', 'x' FROM generate_series(1, $1) i`, voucher.UserPageSize+20); err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM dashboard_user`).Scan(&total); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(run("user", "list"), "\n") - 1; lines != total {
+		t.Errorf("user list printed %d users of %d", lines, total)
 	}
 
 	if out := run("user", "role", "-email", "MIA@example.com", "-role", "operator"); out != "user mia@example.com: role marketer -> operator\n" {

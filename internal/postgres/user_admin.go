@@ -13,9 +13,11 @@ import (
 
 var _ voucher.UserAdminStore = (*Store)(nil)
 
-// ListUsers lists users, enabled admins first, then by email.
-func (s *Store) ListUsers(ctx context.Context, limit int) ([]voucher.User, error) {
-	rows, err := s.q.DashboardUserList(ctx, limit32(limit))
+// ListUsers lists a page of users, enabled admins first, then by email.
+func (s *Store) ListUsers(ctx context.Context, search string, limit, offset int) ([]voucher.User, error) {
+	rows, err := s.q.DashboardUserList(ctx, db.DashboardUserListParams{
+		Search: search, RowLimit: limit32(limit), RowOffset: limit32(offset),
+	})
 	if err != nil {
 		return nil, mapError(err)
 	}

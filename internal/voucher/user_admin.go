@@ -2,6 +2,8 @@ package voucher
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -61,8 +63,9 @@ type Invite struct {
 // UserAdminStore is what managing users needs beyond UserStore. Each change
 // is one transaction with its audit event.
 type UserAdminStore interface {
-	// ListUsers lists users, enabled admins first: at most limit.
-	ListUsers(ctx context.Context, limit int) ([]User, error)
+	// ListUsers lists limit users from offset of those whose email
+	// contains search (any case), enabled admins first, then by email.
+	ListUsers(ctx context.Context, search string, limit, offset int) ([]User, error)
 	// InviteUser adds a user with an unusable password and a password
 	// link: USER_EXISTS.
 	InviteUser(ctx context.Context, u User, linkHash []byte, expiresAt time.Time, audit UserAuditEvent) (User, error)
@@ -91,9 +94,24 @@ type UserAdminStore interface {
 
 // How many users and audit lines the users page shows.
 const (
-	UserListLimit  = 500
+	UserPageSize   = 100
 	UserAuditLimit = 50
+	// MaxUserPage keeps an offset typed into a URL far from overflowing.
+	MaxUserPage = 100_000
 )
+
+// UserQuery is a page of the users list: the users whose email contains
+// Search (any case; empty: every user), page Page (from 1) of UserPageSize.
+type UserQuery struct {
+	Search string
+	Page   int
+}
+
+// UserPage is one page of users, and whether a next one has more.
+type UserPage struct {
+	Users []User
+	More  bool
+}
 
 // userAdmin is the store's user management, when it has it.
 func (a *Accounts) userAdmin() (UserAdminStore, error) {
@@ -104,13 +122,29 @@ func (a *Accounts) userAdmin() (UserAdminStore, error) {
 	return s, nil
 }
 
-// Users lists the dashboard's users. Errors: FORBIDDEN.
-func (a *Accounts) Users(ctx context.Context) ([]User, error) {
+// Users lists a page of the dashboard's users. Errors: FORBIDDEN,
+// INVALID_INPUT (search: longer than an email, or not UTF-8; page).
+func (a *Accounts) Users(ctx context.Context, q UserQuery) (UserPage, error) {
 	s, err := a.manage(ctx)
 	if err != nil {
-		return nil, err
+		return UserPage{}, err
 	}
-	return s.ListUsers(ctx, UserListLimit)
+	if len(q.Search) > 254 || !utf8.ValidString(q.Search) || strings.ContainsRune(q.Search, 0) {
+		return UserPage{}, Invalid("search", "search for at most 254 characters of text (an email's length)")
+	}
+	if q.Page < 1 || q.Page > MaxUserPage {
+		return UserPage{}, Invalid("page", fmt.Sprintf("page must be a whole number from 1 to %d", MaxUserPage))
+	}
+	// One row more than a page says whether there is a next one.
+	users, err := s.ListUsers(ctx, q.Search, UserPageSize+1, (q.Page-1)*UserPageSize)
+	if err != nil {
+		return UserPage{}, err
+	}
+	page := UserPage{Users: users}
+	if len(users) > UserPageSize {
+		page.Users, page.More = users[:UserPageSize], true
+	}
+	return page, nil
 }
 
 // UserAudit lists the latest changes of users. Errors: FORBIDDEN.

@@ -140,13 +140,22 @@ func (q *Queries) DashboardUserInsert(ctx context.Context, arg DashboardUserInse
 
 const dashboardUserList = `-- name: DashboardUserList :many
 SELECT id, email, name, role, password_hash, created_at, disabled_at FROM dashboard_user
+WHERE strpos(lower(email), lower($1::text)) > 0
 ORDER BY disabled_at IS NOT NULL, role = 'admin' DESC, email
-LIMIT $1
+LIMIT $3 OFFSET $2
 `
 
-// DashboardUserList lists every user, admins first, then by email.
-func (q *Queries) DashboardUserList(ctx context.Context, limit int32) ([]DashboardUser, error) {
-	rows, err := q.db.Query(ctx, dashboardUserList, limit)
+type DashboardUserListParams struct {
+	Search    string
+	RowOffset int32
+	RowLimit  int32
+}
+
+// DashboardUserList lists a page of the users whose email contains search
+// (any case; ” matches every one): enabled first, admins first, then by
+// email, which is unique, so the pages never overlap.
+func (q *Queries) DashboardUserList(ctx context.Context, arg DashboardUserListParams) ([]DashboardUser, error) {
+	rows, err := q.db.Query(ctx, dashboardUserList, arg.Search, arg.RowOffset, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}

@@ -11,11 +11,14 @@ SELECT * FROM dashboard_user WHERE email = $1;
 -- name: DashboardUserGetByID :one
 SELECT * FROM dashboard_user WHERE id = $1;
 
--- DashboardUserList lists every user, admins first, then by email.
+-- DashboardUserList lists a page of the users whose email contains search
+-- (any case; '' matches every one): enabled first, admins first, then by
+-- email, which is unique, so the pages never overlap.
 -- name: DashboardUserList :many
 SELECT * FROM dashboard_user
+WHERE strpos(lower(email), lower(sqlc.arg(search)::text)) > 0
 ORDER BY disabled_at IS NOT NULL, role = 'admin' DESC, email
-LIMIT $1;
+LIMIT sqlc.arg(row_limit) OFFSET sqlc.arg(row_offset);
 
 -- DashboardUserLockAdmins serializes the changes that could leave no admin
 -- (a role change, a disable) until the transaction ends.

@@ -2,6 +2,7 @@ package components
 
 import (
 	"net/url"
+	"strconv"
 	"time"
 
 	"voucherd/internal/voucher"
@@ -9,6 +10,9 @@ import (
 
 // UsersView is what the users page shows.
 type UsersView struct {
+	// Query is the search and page shown; More says a next page has more.
+	Query  voucher.UserQuery
+	More   bool
 	Users  []voucher.User
 	Audit  []voucher.UserAuditEvent
 	Invite InviteForm
@@ -16,6 +20,21 @@ type UsersView struct {
 	Link *ShownLink
 	// Refusal says why the last change was refused (the last admin).
 	Refusal string
+}
+
+// usersURL is the users page at a search and page.
+func usersURL(search string, page int) string {
+	q := url.Values{}
+	if search != "" {
+		q.Set("q", search)
+	}
+	if page > 1 {
+		q.Set("page", strconv.Itoa(page))
+	}
+	if len(q) == 0 {
+		return "/admin/users"
+	}
+	return "/admin/users?" + q.Encode()
 }
 
 // InviteForm is the add-a-user form as typed, with its field messages
