@@ -113,6 +113,10 @@ func (b *tab) phone(shot string, onScreen ...string) {
 	if got := b.eval(`String(document.documentElement.scrollWidth)`); got != "390" {
 		b.t.Errorf("%s at 390 px is %s px wide: it overflows", shot, got)
 	}
+	// The header's order lookup is usable, not squeezed beside the links.
+	if got := b.eval(`(() => { const e = document.querySelector("#lookup-order"); return e ? String(e.getBoundingClientRect().width >= 195) : "true"; })()`); got != "true" {
+		b.t.Errorf("%s at 390 px: the order lookup is narrower than half the screen", shot)
+	}
 	for _, sel := range onScreen {
 		js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return "missing"; const r = e.getBoundingClientRect(); return r.width > 0 && r.left >= 0 && r.right <= 390 ? "on" : "off " + r.left + ".." + r.right; })()`, sel)
 		if got := b.eval(js); got != "on" {
