@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"voucherd/internal/postgres"
+	"voucherd/internal/testdb"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 	"voucherd/web"
@@ -75,8 +76,23 @@ func newFixture(t *testing.T, cfg web.Config) fixture {
 	return newFixtureOn(t, cfg, pool)
 }
 
-// newFixtureOn is newFixture over a database of the test's own (one whose
-// list of users must not be crowded out by every other test's users).
+// newOwnFixture is newFixture over a migrated database of the test's own
+// (dropped at its end), for a test whose list of users must not be crowded
+// out by every other test's users; it returns that database too.
+func newOwnFixture(t *testing.T, cfg web.Config) (fixture, *pgxpool.Pool) {
+	t.Helper()
+	own, err := pgxpool.New(context.Background(), testdb.Own(t, databaseURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.Close)
+	if _, err := migrations.Up(context.Background(), stdlib.OpenDBFromPool(own)); err != nil {
+		t.Fatal(err)
+	}
+	return newFixtureOn(t, cfg, own), own
+}
+
+// newFixtureOn is newFixture over the database pool.
 func newFixtureOn(t *testing.T, cfg web.Config, pool *pgxpool.Pool) fixture {
 	t.Helper()
 	store := postgres.New(pool)

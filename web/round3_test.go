@@ -9,12 +9,8 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
-	"voucherd/internal/testdb"
 	"voucherd/internal/voucher"
-	"voucherd/migrations"
 	"voucherd/web"
 )
 
@@ -181,15 +177,7 @@ func TestUsers_AnAdminEnablesADisabledUser(t *testing.T) {
 	t.Parallel()
 	// A database of its own: a page lists UserPageSize users, disabled ones
 	// last, and the shared database holds every test's users.
-	own, err := pgxpool.New(context.Background(), testdb.Own(t, databaseURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(own.Close)
-	if _, err := migrations.Up(context.Background(), stdlib.OpenDBFromPool(own)); err != nil {
-		t.Fatal(err)
-	}
-	f := newFixtureOn(t, web.Config{}, own)
+	f, _ := newOwnFixture(t, web.Config{})
 	a := f.signIn(t, voucher.RoleAdmin)
 	email := f.users[voucher.RoleOperator]
 	if _, err := f.accounts.DisableUser(adminCtx, email); err != nil {

@@ -7,12 +7,8 @@ import (
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
-	"voucherd/internal/testdb"
 	"voucherd/internal/voucher"
-	"voucherd/migrations"
 	"voucherd/web"
 )
 
@@ -22,15 +18,7 @@ import (
 // and a search that is no email's text is refused without a stack trace.
 func TestUsers_PagesAndSearchReachEveryUser(t *testing.T) {
 	t.Parallel()
-	own, err := pgxpool.New(context.Background(), testdb.Own(t, databaseURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(own.Close)
-	if _, err := migrations.Up(context.Background(), stdlib.OpenDBFromPool(own)); err != nil {
-		t.Fatal(err)
-	}
-	f := newFixtureOn(t, web.Config{}, own)
+	f, own := newOwnFixture(t, web.Config{})
 	a := f.signIn(t, voucher.RoleAdmin)
 	// Two and a half pages: written directly, as an import would.
 	if _, err := own.Exec(context.Background(), `INSERT INTO dashboard_user (email, role, password_hash)
