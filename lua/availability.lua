@@ -5,9 +5,14 @@
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
 -- KEYS[3] voucher:{CODE}:meta (layout in reserve.lua)
 -- ARGV[1] customerId
+-- KEYS[4] voucher:{CODE}:codes, ARGV[2] a campaign code (a campaign's gate;
+--         empty for a voucher): the code's uses left (meta's usesPerCode
+--         less its uses held) come fourth, as reserve.lua decides a code
+--         used up with the stock.
 --
 -- Returns {} when the gate holds nothing for the voucher, else
--- {remaining, the customer's uses, budget left or '' for none}, as strings.
+-- {remaining, the customer's uses, budget left or '' for none[, the code's
+-- uses left]}, as strings.
 
 local stock = redis.call('GET', KEYS[1])
 if not stock then
@@ -15,4 +20,12 @@ if not stock then
 end
 local uses = redis.call('HGET', KEYS[2], ARGV[1]) or '0'
 local budget = redis.call('HGET', KEYS[3], 'budget') or ''
+if ARGV[2] and ARGV[2] ~= '' then
+  local perCode = redis.call('HGET', KEYS[3], 'usesPerCode')
+  if not perCode then
+    return redis.error_reply('GATE_CODES the gate holds no usesPerCode: not a campaign gate')
+  end
+  local left = tonumber(perCode) - tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
+  return {stock, uses, budget, tostring(left)}
+end
 return {stock, uses, budget}

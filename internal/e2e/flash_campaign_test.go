@@ -345,3 +345,28 @@ func TestFlashCampaign_ARebuildReplacesTheCampaignsGate(t *testing.T) {
 		t.Errorf("a used code after the rebuild: %+v", r)
 	}
 }
+
+// TestFlashCampaign_CheckAgreesWithTheReserveAndIsReadAtTheGate: a check of
+// a flash campaign's code answers what the reserve after it does in each
+// outcome (a success, the code used up, the customer at the campaign's
+// limit on another code, the campaign sold out), read from the campaign's
+// gate as a flash voucher's check is, not from the database: a stampede of
+// checks on a mailing's codes costs the database nothing.
+func TestFlashCampaign_CheckAgreesWithTheReserveAndIsReadAtTheGate(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, _ := ownDatabase(t)
+	s := startServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL})
+	_, codes := readyCampaign(t, s, campaignSpec{CodeCount: 3, UsesPerCode: 1, TotalLimit: 2, PerUserLimit: 1, Flash: true})
+	api := restAPI{s}
+	const calls = `voucher_gate_calls_total{op="availability",result="ok"}`
+	before := metricValue(t, s, calls)
+	checkAgrees(t, api, "a success", codes[0], 1, 5000, "", "")
+	checkAgrees(t, api, "the code used up", codes[0], 2, 5000, "", "OUT_OF_STOCK")
+	checkAgrees(t, api, "the customer at the campaign's limit, on another code", codes[1], 1, 5000, "", "ALREADY_USED")
+	checkAgrees(t, api, "the campaign's last use", codes[1], 2, 5000, "", "")
+	checkAgrees(t, api, "the campaign sold out, on a fresh code", codes[2], 3, 5000, "", "OUT_OF_STOCK")
+	if got := metricValue(t, s, calls) - before; got < 5 {
+		t.Errorf("5 checks of a flash campaign's codes asked its gate %v times; want each read there", got)
+	}
+}

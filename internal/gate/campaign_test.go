@@ -158,3 +158,37 @@ func TestCampaignGate_LoadInstallsCodeUsesAndOrderCodes(t *testing.T) {
 	release(t, g, c, "o00001", true)
 	reserveCode(t, g, c, 1, req("C00001", "x4", 999_996, 100), voucher.GateAdmitted)
 }
+
+// TestCampaignGate_AvailabilityReadsTheCodesUsesApartFromTheCampaigns: a
+// check of a campaign code reads the code's uses left beside the
+// campaign's stock (one used up, the campaign not), changing nothing.
+func TestCampaignGate_AvailabilityReadsTheCodesUsesApartFromTheCampaigns(t *testing.T) {
+	g, _ := newGate(t)
+	ctx := context.Background()
+	c := newCampaignGate(t)
+	load(t, g, campaignSnapshot(c, 5, 1, 2)) // 5 uses across the codes, 2 a code
+	reserveCode(t, g, c, 1, req("CODE-A", "o1", 1, 100), voucher.GateAdmitted)
+	reserveCode(t, g, c, 1, req("CODE-A", "o2", 2, 100), voucher.GateAdmitted)
+	for range 2 { // a read: the same answer every time
+		a, loaded, err := g.Availability(ctx, c, "CODE-A", 1)
+		if err != nil || !loaded || a.Remaining != 3 || a.CustomerUses != 1 || a.CodeRemaining == nil || *a.CodeRemaining != 0 {
+			t.Fatalf("Availability(CODE-A) = %+v (code left %v), %v, %v; want 3 left, 1 use, the code used up", a, deref32(a.CodeRemaining), loaded, err)
+		}
+	}
+	if a, _, err := g.Availability(ctx, c, "CODE-B", 3); err != nil || a.Remaining != 3 || a.CustomerUses != 0 || a.CodeRemaining == nil || *a.CodeRemaining != 2 {
+		t.Errorf("Availability(CODE-B) = %+v (code left %v), %v; want 3 left and both of the code's uses", a, deref32(a.CodeRemaining), err)
+	}
+	// A voucher's gate has no code to read.
+	v := newCode(t)
+	load(t, g, snapshot(v, 4, 1))
+	if a, _, err := g.Availability(ctx, v, "CODE-A", 1); err != nil || a.CodeRemaining != nil || a.Remaining != 4 {
+		t.Errorf("Availability on a voucher's gate = %+v, %v; want 4 left and no code's count", a, err)
+	}
+}
+
+func deref32(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}

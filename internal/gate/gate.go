@@ -406,21 +406,30 @@ func (g *Gate) Remaining(ctx context.Context, code string) (int, bool, error) {
 // left in one script (availability.lua: what checkVoucher decides on; it
 // changes nothing), run with the hot scripts so a stampede of checks is
 // pipelined like one of reserves; loaded is false when the gate holds
-// nothing for the voucher.
-func (g *Gate) Availability(ctx context.Context, code string, customerID int64) (voucher.Availability, bool, error) {
+// nothing for the voucher. On a campaign's gate campaignCode is the code
+// checked: its uses left bound Remaining too.
+func (g *Gate) Availability(ctx context.Context, code, campaignCode string, customerID int64) (voucher.Availability, bool, error) {
 	k := keysOf(code)
-	vals, err := availabilityScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.meta}, customerID).StringSlice()
+	if !voucher.IsCampaignGate(code) {
+		campaignCode = ""
+	}
+	vals, err := availabilityScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.meta, k.codes}, customerID, campaignCode).StringSlice()
 	if err != nil {
 		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: %w", code, err)
 	}
 	if len(vals) == 0 {
 		return voucher.Availability{}, false, nil
 	}
-	if len(vals) != 3 {
+	if len(vals) != 3 && (len(vals) != 4 || campaignCode == "") {
 		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: unexpected answer %q", code, vals)
 	}
 	var a voucher.Availability
-	var err1, err2, err3 error
+	var err1, err2, err3, err4 error
+	if len(vals) == 4 {
+		var left int
+		left, err4 = strconv.Atoi(vals[3])
+		a.CodeRemaining = &left
+	}
 	a.Remaining, err1 = strconv.Atoi(vals[0])
 	a.CustomerUses, err2 = strconv.Atoi(vals[1])
 	if vals[2] != "" {
@@ -428,7 +437,7 @@ func (g *Gate) Availability(ctx context.Context, code string, customerID int64) 
 		left, err3 = strconv.ParseInt(vals[2], 10, 64)
 		a.BudgetLeft = &left
 	}
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: %w", code, err)
 	}
 	return a, true, nil

@@ -716,7 +716,7 @@ func TestAvailability_ReadsStockCustomerAndBudgetAndChangesNothing(t *testing.T)
 	g, _ := newGate(t)
 	ctx := context.Background()
 	code := newCode(t)
-	if _, loaded, err := g.Availability(ctx, code, 7); err != nil || loaded {
+	if _, loaded, err := g.Availability(ctx, code, "", 7); err != nil || loaded {
 		t.Fatalf("Availability of a gate not loaded = %v, %v; want not loaded", loaded, err)
 	}
 	snap := snapshot(code, 3, 2)
@@ -727,12 +727,12 @@ func TestAvailability_ReadsStockCustomerAndBudgetAndChangesNothing(t *testing.T)
 		t.Fatal(err)
 	}
 	for range 3 { // a read: the same answer every time
-		a, loaded, err := g.Availability(ctx, code, 7)
+		a, loaded, err := g.Availability(ctx, code, "", 7)
 		if err != nil || !loaded || a.Remaining != 2 || a.CustomerUses != 1 || a.BudgetLeft == nil || *a.BudgetLeft != 300 {
 			t.Fatalf("Availability = %+v (budget %v), %v, %v; want 2 left, 1 use, 300 of budget", a, a.BudgetLeft, loaded, err)
 		}
 	}
-	if a, _, _ := g.Availability(ctx, code, 8); a.CustomerUses != 0 {
+	if a, _, _ := g.Availability(ctx, code, "", 8); a.CustomerUses != 0 {
 		t.Errorf("a customer with no use has %d", a.CustomerUses)
 	}
 }

@@ -26,6 +26,9 @@ type Availability struct {
 	Remaining    int
 	CustomerUses int
 	BudgetLeft   *int64
+	// CodeRemaining is a campaign code's own uses left, when they are read
+	// apart from the campaign's (a flash campaign's gate); nil otherwise.
+	CodeRemaining *int
 }
 
 // Check answers a check as a reserve would decide it at now, in the
@@ -39,7 +42,7 @@ func (v Voucher) Check(now time.Time, c CheckRequest, a Availability) (int64, er
 	if a.CustomerUses >= v.PerUserLimit {
 		return 0, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", c.CustomerID, v.PerUserLimit, v.Code)
 	}
-	if a.Remaining <= 0 {
+	if a.Remaining <= 0 || a.CodeRemaining != nil && *a.CodeRemaining <= 0 {
 		return 0, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
 	}
 	discount := v.DiscountFor(c.OrderAmount)
@@ -65,13 +68,15 @@ func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, erro
 	}
 	c.Code = upperCode(c.Code)
 	if s.flash != nil {
-		v, err := s.meta.get(ctx, c.Code, s.store.Voucher)
+		// The terms a reserve would take: a flash voucher's, or a READY
+		// flash campaign's for one of its codes (decided at the
+		// campaign's gate, which holds the code's uses with the
+		// campaign's); anything else is read from the database.
+		v, flash, err := s.reserveTerms(ctx, c.Code)
 		if err != nil {
 			return 0, err
 		}
-		// A campaign code's check is read from the database, which holds
-		// the code's uses and its campaign's together.
-		if v.Flash && v.CampaignID == 0 {
+		if flash {
 			return s.checkAtGate(ctx, v, c)
 		}
 	}
@@ -86,13 +91,14 @@ func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, erro
 // the gate, on this instance's clock as the sync path's reserve does.
 func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (int64, error) {
 	now := time.Now()
-	if uses, ok := s.soldOut.customerUses(v.Code, c.CustomerID); ok {
+	gk := gateCode(v) // a campaign code's campaign's gate
+	if uses, ok := s.soldOut.customerUses(gk, c.CustomerID); ok {
 		return v.Check(now, c, Availability{CustomerUses: uses})
 	}
-	a, loaded, err := s.gate.Availability(ctx, v.Code, c.CustomerID)
+	a, loaded, err := s.gate.Availability(ctx, gk, v.Code, c.CustomerID)
 	if err == nil && !loaded {
-		if err = s.flash.warm(ctx, []Voucher{v}); err == nil {
-			a, loaded, err = s.gate.Availability(ctx, v.Code, c.CustomerID)
+		if err = s.flash.warm(ctx, []Voucher{{Code: gk}}); err == nil {
+			a, loaded, err = s.gate.Availability(ctx, gk, v.Code, c.CustomerID)
 		}
 	}
 	if err != nil {
@@ -104,7 +110,7 @@ func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (i
 	if a.Remaining <= 0 {
 		// Sold out: the late crowd's next checks, like its reserves, are
 		// answered from this instance's snapshot, not the gate.
-		s.noteSoldOut(ctx, v.Code)
+		s.noteSoldOut(ctx, gk)
 	}
 	return v.Check(now, c, a)
 }

@@ -210,8 +210,9 @@ type Gate interface {
 	// Remaining reads the gate's counter; ok is false when it holds nothing.
 	Remaining(ctx context.Context, code string) (n int, ok bool, err error)
 	// Availability reads, at one moment, the uses left, the customer's uses
-	// and the budget left; loaded is false when the gate holds nothing.
-	Availability(ctx context.Context, code string, customerID int64) (a Availability, loaded bool, err error)
+	// and the budget left; loaded is false when the gate holds nothing. On
+	// a campaign's gate, the uses left are at most campaignCode's.
+	Availability(ctx context.Context, code, campaignCode string, customerID int64) (a Availability, loaded bool, err error)
 	// Unload forgets a voucher so the next warm-up rebuilds it from the database.
 	Unload(ctx context.Context, code string) error
 	// Lower takes up to n uses off the counter (never below zero) and returns

@@ -88,9 +88,9 @@ func (g observedGate) Snapshot(ctx context.Context, code string) (GateSnapshot, 
 	return snap, ok, err
 }
 
-func (g observedGate) Availability(ctx context.Context, code string, customerID int64) (Availability, bool, error) {
+func (g observedGate) Availability(ctx context.Context, code, campaignCode string, customerID int64) (Availability, bool, error) {
 	start := time.Now()
-	a, ok, err := g.Gate.Availability(ctx, code, customerID)
+	a, ok, err := g.Gate.Availability(ctx, code, campaignCode, customerID)
 	g.obs.GateCall("availability", err, time.Since(start))
 	return a, ok, err
 }
