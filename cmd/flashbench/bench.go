@@ -76,6 +76,7 @@ var scenarioCatalog = []scenario{
 	{name: "check-live", title: "(e') checkVoucher on a live flash voucher, REST", kind: kindCheck, flash: true},
 	{name: "rest-percent", title: "the sale on a PERCENT voucher with a budget, REST", kind: kindREST, flash: true, terms: percentTerms},
 	{name: "campaign-sale", title: "flash campaign of 10,000 single-use codes, totalLimit 1,000, a random code a request, REST", kind: kindREST, flash: true, campaign: true},
+	{name: "campaign-check", title: "checkVoucher on a random code of a live flash campaign (10,000 codes), REST", kind: kindCheck, flash: true, campaign: true},
 	{name: "campaign-generate", title: "campaign: 1,000,000 unique codes generated in the background (createCampaign to READY)", kind: kindCampaignGenerate},
 	{name: "campaign-export", title: "campaign: its codes exported (GET /campaigns/{id}/codes.csv)", kind: kindCampaignExport},
 }
@@ -662,13 +663,14 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		Name: s.name, Kind: "http", Base: p.api.base, Path: "/vouchers/" + p.code + "/reservations", Token: p.api.storefront,
 		Body: "rest", Classify: "rest", Code: p.code, OrderPrefix: p.orderPrefix, Requests: requests, MaxTime: maxTime,
 	}
-	if s.campaign {
+	switch {
+	case s.campaign && s.kind == kindCheck:
+		spec.Path, spec.Body, spec.Classify, spec.Codes = "/vouchers/", "campaign-check", "check", p.codes
+	case s.campaign:
 		spec.Path, spec.Body, spec.Codes = "/vouchers/", "campaign", p.codes
-	}
-	switch s.kind {
-	case kindGraphQL:
+	case s.kind == kindGraphQL:
 		spec.Path, spec.Body, spec.Classify = "/graphql", "graphql", "graphql"
-	case kindCheck:
+	case s.kind == kindCheck:
 		spec.Path, spec.Body, spec.Classify = "/vouchers/"+p.code+"/checks", "check", "check"
 	}
 
@@ -723,7 +725,7 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 	if s.campaign {
 		// A campaign's counts are its own (campaign(id), the export), not a
 		// voucher row's.
-		if err := b.checkCampaignSale(ctx, p, res, sold); err != nil {
+		if err := b.checkCampaignSale(ctx, s, p, res, lr, sold); err != nil {
 			return nil, err
 		}
 		res.check("no failed requests (UNAVAILABLE, INTERNAL, transport, GraphQL errors)", failedAnswers(lr) == 0,

@@ -320,8 +320,9 @@ func (b *bench) prepareCampaign(ctx context.Context, s scenario, p *prepared) er
 }
 
 // checkCampaignSale checks the sale against the campaign's own counts and
-// its export: exactly the quota sold, no code used twice.
-func (b *bench) checkCampaignSale(ctx context.Context, p *prepared, res *scenarioResult, sold int64) error {
+// its export: exactly the quota sold, no code used twice; a load of checks
+// held nothing and each answered a discount.
+func (b *bench) checkCampaignSale(ctx context.Context, s scenario, p *prepared, res *scenarioResult, lr *loadResult, sold int64) error {
 	c, err := p.api.campaign(ctx, p.campaign.ID)
 	if err != nil {
 		return err
@@ -335,6 +336,13 @@ func (b *bench) checkCampaignSale(ctx context.Context, p *prepared, res *scenari
 		return nil
 	}); err != nil {
 		return err
+	}
+	if s.kind == kindCheck {
+		answers := lr.Outcomes["DISCOUNT"] + lr.Outcomes["retry DISCOUNT"]
+		res.check("checks held nothing and each answered DISCOUNT", sold == 0 && c.UsedCount == 0 && uses == 0 && answers == lr.Requests,
+			fmt.Sprintf("%d of %d answered DISCOUNT; usedCount %d, uses in the export %d", answers, lr.Requests, c.UsedCount, uses))
+		res.Campaign = p.campaign
+		return nil
 	}
 	res.check("sold exactly the campaign's totalLimit", sold == int64(p.quota) && c.UsedCount == p.quota,
 		fmt.Sprintf("successes %d, usedCount %d, totalLimit %d", sold, c.UsedCount, p.quota))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,10 +65,10 @@ func (s loadSpec) validate() error {
 		if s.Client != "raw" && s.Client != "nethttp" {
 			errs = append(errs, errors.New("client must be raw or nethttp"))
 		}
-		if s.Body != "rest" && s.Body != "graphql" && s.Body != "check" && s.Body != "campaign" {
-			errs = append(errs, errors.New("body must be rest, graphql, check or campaign"))
+		if s.Body != "rest" && s.Body != "graphql" && s.Body != "check" && s.Body != "campaign" && s.Body != "campaign-check" {
+			errs = append(errs, errors.New("body must be rest, graphql, check, campaign or campaign-check"))
 		}
-		if s.Body == "campaign" && (len(s.Codes) == 0 || s.Client != "raw") {
+		if strings.HasPrefix(s.Body, "campaign") && (len(s.Codes) == 0 || s.Client != "raw") {
 			errs = append(errs, errors.New("a campaign load needs its codes and the raw client"))
 		}
 		if classifier(s.Classify) == nil {
@@ -147,16 +148,20 @@ func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(
 		build = checkBody
 	}
 	classify := classifier(s.Classify)
-	if s.Body == "campaign" {
+	if s.Body == "campaign" || s.Body == "campaign-check" {
 		// Each order j names one code of the campaign, the same one for
 		// its retries: REST's code is in the path.
 		codes, n := s.Codes, int64(len(s.Codes))
+		suffix, body := "/reservations", restBody(s.OrderPrefix)
+		if s.Body == "campaign-check" {
+			suffix, body = "/checks", checkBody
+		}
 		pathOf := func(j int64) string {
 			// A multiplicative hash spreads consecutive orders over the
 			// codes; j < 2^31 (the requests), so the product fits.
-			return s.Path + codes[(j%(1<<31))*2654435761%n] + "/reservations"
+			return s.Path + codes[(j%(1<<31))*2654435761%n] + suffix
 		}
-		return rawAttemptPaths(s.Base, s.Path, pathOf, s.Token, restBody(s.OrderPrefix), classify), func() {}, nil
+		return rawAttemptPaths(s.Base, s.Path, pathOf, s.Token, body, classify), func() {}, nil
 	}
 	if s.Client == "nethttp" {
 		client := newLoadClient(s.Concurrency)
