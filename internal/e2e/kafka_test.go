@@ -775,6 +775,13 @@ func TestKafka_BrokerUnavailableDuringReserveIsUnavailableAndLeaksNoUse(t *testi
 	api := restAPI{s}
 	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 5}))
 	c.Close()
+	// The broker's end of the producer's connection is closed; until the
+	// producer has read that, a request it writes goes into a socket whose
+	// peer is gone, the write succeeds locally, and the outcome is unknown
+	// (held on the safe side: TestKafka_PublishOfUnknownOutcome... is that
+	// case). This test is the broker surely unreachable: give the producer
+	// the moment it takes to see the close.
+	time.Sleep(500 * time.Millisecond)
 
 	order := uniqueOrder()
 	for i := 0; i < 2; i++ { // and its retry
