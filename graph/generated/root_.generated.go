@@ -83,6 +83,7 @@ type ComplexityRoot struct {
 
 	DriftReport struct {
 		CheckedAt         func(childComplexity int) int
+		CodesDiffering    func(childComplexity int) int
 		DatabaseRemaining func(childComplexity int) int
 		Drift             func(childComplexity int) int
 		GateRemaining     func(childComplexity int) int
@@ -411,6 +412,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DriftReport.CheckedAt(childComplexity), true
+	case "DriftReport.codesDiffering":
+		if e.ComplexityRoot.DriftReport.CodesDiffering == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DriftReport.CodesDiffering(childComplexity), true
 	case "DriftReport.databaseRemaining":
 		if e.ComplexityRoot.DriftReport.DatabaseRemaining == nil {
 			break
@@ -1027,6 +1034,15 @@ extend type Voucher {
   campaign: Campaign
 }
 
+extend type DriftReport {
+  """
+  A flash campaign's gate (voucherCode ~C<id>): the codes whose uses at the
+  gate differ from the database's once orders in flight are counted (sorted,
+  at most 50). Empty for a voucher. Rebuilding the gate restores them.
+  """
+  codesDiffering: [String!]!
+}
+
 input CreateCampaignInput {
   "1-100 characters."
   name: String!
@@ -1488,6 +1504,8 @@ func (ec *executionContext) childFields_DriftReport(ctx context.Context, field g
 		return ec.fieldContext_DriftReport_drift(ctx, field)
 	case "checkedAt":
 		return ec.fieldContext_DriftReport_checkedAt(ctx, field)
+	case "codesDiffering":
+		return ec.fieldContext_DriftReport_codesDiffering(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DriftReport", field.Name)
 }

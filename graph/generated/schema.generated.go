@@ -390,6 +390,29 @@ func (ec *executionContext) fieldContext_DriftReport_checkedAt(_ context.Context
 	return graphql.NewScalarFieldContext("DriftReport", field, false, false, "Time")
 }
 
+func (ec *executionContext) _DriftReport_codesDiffering(ctx context.Context, field graphql.CollectedField, obj *model.DriftReport) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DriftReport_codesDiffering(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.CodesDiffering, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DriftReport_codesDiffering(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DriftReport", field, false, false, "String")
+}
+
 func (ec *executionContext) _Mutation_reserveVoucher(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2435,6 +2458,11 @@ func (ec *executionContext) _DriftReport(ctx context.Context, sel ast.SelectionS
 			}
 		case "checkedAt":
 			out.Values[i] = ec._DriftReport_checkedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "codesDiffering":
+			out.Values[i] = ec._DriftReport_codesDiffering(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -135,6 +135,10 @@ type DriftReport struct {
 	// gateRemaining - databaseRemaining, after events still in flight are counted.
 	Drift     int       `json:"drift"`
 	CheckedAt time.Time `json:"checkedAt"`
+	// A flash campaign's gate (voucherCode ~C<id>): the codes whose uses at the
+	// gate differ from the database's once orders in flight are counted (sorted,
+	// at most 50). Empty for a voucher. Rebuilding the gate restores them.
+	CodesDiffering []string `json:"codesDiffering"`
 }
 
 type ExtendVoucherInput struct {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/testredis"
 )
@@ -369,4 +371,91 @@ func TestFlashCampaign_CheckAgreesWithTheReserveAndIsReadAtTheGate(t *testing.T)
 	if got := metricValue(t, s, calls) - before; got < 5 {
 		t.Errorf("5 checks of a flash campaign's codes asked its gate %v times; want each read there", got)
 	}
+}
+
+// TestFlashCampaign_ReconciliationNamesTheCodesWhoseUsesDiffer: a pass
+// compares each code's uses at the campaign's gate with the database's.
+// After a sale with a release (an order the gate released and the database
+// still counted is no difference) none differ; a code the gate counts used
+// while the database has it free (that code is refused at the gate: an
+// undersell) and one the gate forgot are named, sorted, and alerted once a
+// second pass still sees them; when the gate agrees again the report is
+// clear and the alert gone.
+func TestFlashCampaign_ReconciliationNamesTheCodesWhoseUsesDiffer(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, db := ownDatabase(t)
+	s := startServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL, "RECONCILE_INTERVAL": "1s"})
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	api := restAPI{s}
+	id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 4, UsesPerCode: 1, TotalLimit: 3, PerUserLimit: 1, Flash: true})
+	var orders []string
+	for i := range 3 {
+		order := uniqueOrder()
+		if r := api.reserve(t, codes[i], int64(i+1), order, 5000); r.status() != "RESERVED" {
+			t.Fatalf("reserve %d: %+v", i, r)
+		}
+		orders = append(orders, order)
+	}
+	if r := api.release(t, codes[2], orders[2]); r.status() != "RELEASED" {
+		t.Fatalf("release: %+v", r)
+	}
+	gate := "~C" + id
+	// report waits for a pass that began after now and returns what it
+	// found: the codes named and whether it alerted.
+	report := func(what string, want []string, alert bool) {
+		t.Helper()
+		after := time.Now()
+		deadline := after.Add(20 * time.Second)
+		var codesDiffering []string
+		var alerted bool
+		for time.Now().Before(deadline) {
+			var checked time.Time
+			err := db.QueryRow(context.Background(), `SELECT codes_differing, alert, checked_at FROM drift_report WHERE voucher_code = $1 ORDER BY id DESC LIMIT 1`, gate).
+				Scan(&codesDiffering, &alerted, &checked)
+			if err == nil && checked.After(after) && slices.Equal(codesDiffering, want) && alerted == alert {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !slices.Equal(codesDiffering, want) || alerted != alert {
+			t.Fatalf("%s: the latest report names %q (alert %v); want %q (alert %v)", what, codesDiffering, alerted, want, alert)
+		}
+	}
+	report("after the sale and a release", []string{}, false)
+	r := gql(t, s, adminToken, `{ driftReports { voucherCode codesDiffering } }`, nil)
+	if !strings.Contains(r.Raw, `"voucherCode":"`+gate+`","codesDiffering":[]`) {
+		t.Errorf("driftReports over GraphQL: %s", r.Raw)
+	}
+
+	// The gate counts codes[3] used (the database has it free) and has
+	// forgotten codes[0]'s use.
+	ctx := context.Background()
+	key := "voucher:{" + gate + "}:codes"
+	if err := rdb.HSet(ctx, key, codes[3], 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HDel(ctx, key, codes[0]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{codes[0], codes[3]}
+	slices.Sort(want)
+	if r := api.reserve(t, codes[3], 9, uniqueOrder(), 5000); r.Error != "OUT_OF_STOCK" {
+		t.Fatalf("a reserve of the code the gate counts used: %+v, want OUT_OF_STOCK (the undersell the report shows)", r)
+	}
+	report("two passes after the gate's codes changed", want, true)
+	r = gql(t, s, adminToken, `{ driftReports { voucherCode codesDiffering } }`, nil)
+	if !strings.Contains(r.Raw, `"codesDiffering":["`+want[0]+`","`+want[1]+`"]`) {
+		t.Errorf("driftReports over GraphQL: %s, want %v", r.Raw, want)
+	}
+
+	// The gate agrees again: the next pass is clear.
+	if err := rdb.HDel(ctx, key, codes[3]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, key, codes[0], 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	report("once the gate agrees", []string{}, false)
 }

@@ -44,6 +44,7 @@ func (s *Store) SaveDriftReport(ctx context.Context, d voucher.DriftReport) (vou
 		OrdersOnlyInDb:    nonNil(d.OrdersOnlyInStore),
 		Repaired:          d.Repaired,
 		Alert:             d.Alert,
+		CodesDiffering:    nonNil(d.CodesDiffering),
 	})
 	if err != nil {
 		return voucher.DriftReport{}, mapError(err)
@@ -100,6 +101,7 @@ func toDriftReport(r db.DriftReport) voucher.DriftReport {
 		Repaired:          r.Repaired,
 		Alert:             r.Alert,
 		CheckedAt:         r.CheckedAt,
+		CodesDiffering:    r.CodesDiffering,
 	}
 	if r.GateRemaining != nil {
 		g := int(*r.GateRemaining)

@@ -26,6 +26,51 @@ type DriftReport struct {
 	Repaired          string // what the pass changed, for people
 	Alert             bool   // the drift persisted past one interval
 	CheckedAt         time.Time
+	// CodesDiffering names, on a campaign's gate, the codes whose uses at
+	// the gate differ from the database's once the orders in flight are
+	// counted (sorted; at most maxCodesDiffering of them). A code too high
+	// at the gate is refused there while the database has room (an
+	// undersell of that code); one too low is refused by the database and
+	// converges by itself. Rebuilding the gate restores both.
+	CodesDiffering []string
+}
+
+// maxCodesDiffering bounds the codes a drift report names.
+const maxCodesDiffering = 50
+
+// codesDiffering compares a campaign gate's uses per code with the
+// database's: the gate also counts the orders it admitted that the database
+// does not hold yet (inFlight, their codes in the gate's OrderCodes) and no
+// longer counts the orders it released that the database still holds
+// (releasedSince, their codes in the database's OrderCodes).
+func codesDiffering(dbSnap, gateSnap GateSnapshot, inFlight, releasedSince []string) []string {
+	want := make(map[string]int, len(dbSnap.Codes))
+	for c, n := range dbSnap.Codes {
+		want[c] = n
+	}
+	for _, id := range inFlight {
+		if c, ok := gateSnap.OrderCodes[id]; ok {
+			want[c]++
+		}
+	}
+	for _, id := range releasedSince {
+		if c, ok := dbSnap.OrderCodes[id]; ok {
+			want[c]--
+		}
+	}
+	var out []string
+	for c, n := range want {
+		if gateSnap.Codes[c] != n {
+			out = append(out, c)
+		}
+	}
+	for c := range gateSnap.Codes {
+		if _, ok := want[c]; !ok {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out[:min(len(out), maxCodesDiffering)]
 }
 
 // DriftStore keeps reconciliation results.
@@ -117,11 +162,11 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 			gateLive[o.OrderID] = true
 		}
 	}
-	releasedSince := 0
+	var releasedSince []string
 	for id := range inStore {
 		switch {
 		case gateReleased[id]:
-			releasedSince++
+			releasedSince = append(releasedSince, id)
 		case !gateLive[id]:
 			d.OrdersOnlyInStore = append(d.OrdersOnlyInStore, id)
 		}
@@ -138,7 +183,10 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	d.GateRemaining = &gateRemaining
 	// A lost use is taken at the gate and absent from the database: it
 	// shows as negative drift (an undersell), alerted every pass.
-	d.Drift = gateRemaining - (dbSnap.Remaining - d.InFlight + releasedSince)
+	d.Drift = gateRemaining - (dbSnap.Remaining - d.InFlight + len(releasedSince))
+	if IsCampaignGate(code) {
+		d.CodesDiffering = codesDiffering(dbSnap, gateSnap, d.OrdersOnlyInGate, releasedSince)
+	}
 
 	previous, err := s.drift.LatestDriftReport(ctx, code)
 	if err != nil && ErrorCodeOf(err) != NotFound {
@@ -159,11 +207,14 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	repairs = append(repairs, s.flash.reconcileOrders(ctx, gateSnap, &d, previous, settled)...)
 	d.Repaired = joinSentences(repairs)
 	d.Alert = d.Alert || (d.Drift != 0 && previous.Drift != 0 && !previous.CheckedAt.IsZero())
+	// A code's count at odds past one interval is an alert too: an order
+	// in flight between the two snapshots explains one pass, not two.
+	d.Alert = d.Alert || (len(d.CodesDiffering) > 0 && len(previous.CodesDiffering) > 0)
 	if d.Alert {
 		s.logger.ErrorContext(ctx, "gate drift persists past one reconciliation interval",
-			"code", code, "drift", d.Drift, "gate_remaining", gateRemaining, "database_remaining", dbSnap.Remaining)
-	} else if d.Drift != 0 || len(d.OrdersOnlyInStore) > 0 {
-		s.logger.WarnContext(ctx, "gate drift", "code", code, "drift", d.Drift, "only_in_store", len(d.OrdersOnlyInStore))
+			"code", code, "drift", d.Drift, "gate_remaining", gateRemaining, "database_remaining", dbSnap.Remaining, "codes_differing", d.CodesDiffering)
+	} else if d.Drift != 0 || len(d.OrdersOnlyInStore) > 0 || len(d.CodesDiffering) > 0 {
+		s.logger.WarnContext(ctx, "gate drift", "code", code, "drift", d.Drift, "only_in_store", len(d.OrdersOnlyInStore), "codes_differing", d.CodesDiffering)
 	}
 	s.obs.DriftChecked(d)
 	return s.drift.SaveDriftReport(ctx, d)

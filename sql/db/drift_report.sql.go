@@ -21,7 +21,7 @@ func (q *Queries) DriftReportDeleteBefore(ctx context.Context, checkedAt time.Ti
 }
 
 const driftReportGetLatest = `-- name: DriftReportGetLatest :one
-SELECT id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at FROM drift_report
+SELECT id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing FROM drift_report
 WHERE voucher_code = $1
 ORDER BY id DESC
 LIMIT 1
@@ -42,15 +42,16 @@ func (q *Queries) DriftReportGetLatest(ctx context.Context, voucherCode string) 
 		&i.Repaired,
 		&i.Alert,
 		&i.CheckedAt,
+		&i.CodesDiffering,
 	)
 	return i, err
 }
 
 const driftReportInsert = `-- name: DriftReportInsert :one
 INSERT INTO drift_report (voucher_code, database_remaining, gate_remaining, in_flight, drift,
-                          orders_only_in_gate, orders_only_in_db, repaired, alert)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at
+                          orders_only_in_gate, orders_only_in_db, repaired, alert, codes_differing)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+RETURNING id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing
 `
 
 type DriftReportInsertParams struct {
@@ -63,6 +64,7 @@ type DriftReportInsertParams struct {
 	OrdersOnlyInDb    []string
 	Repaired          string
 	Alert             bool
+	CodesDiffering    []string
 }
 
 func (q *Queries) DriftReportInsert(ctx context.Context, arg DriftReportInsertParams) (DriftReport, error) {
@@ -76,6 +78,7 @@ func (q *Queries) DriftReportInsert(ctx context.Context, arg DriftReportInsertPa
 		arg.OrdersOnlyInDb,
 		arg.Repaired,
 		arg.Alert,
+		arg.CodesDiffering,
 	)
 	var i DriftReport
 	err := row.Scan(
@@ -90,12 +93,13 @@ func (q *Queries) DriftReportInsert(ctx context.Context, arg DriftReportInsertPa
 		&i.Repaired,
 		&i.Alert,
 		&i.CheckedAt,
+		&i.CodesDiffering,
 	)
 	return i, err
 }
 
 const driftReportListLatest = `-- name: DriftReportListLatest :many
-SELECT DISTINCT ON (voucher_code) id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at
+SELECT DISTINCT ON (voucher_code) id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing
 FROM drift_report
 ORDER BY voucher_code, id DESC
 `
@@ -121,6 +125,7 @@ func (q *Queries) DriftReportListLatest(ctx context.Context) ([]DriftReport, err
 			&i.Repaired,
 			&i.Alert,
 			&i.CheckedAt,
+			&i.CodesDiffering,
 		); err != nil {
 			return nil, err
 		}

@@ -98,6 +98,7 @@ type DriftReport struct {
 	Repaired          string
 	Alert             bool
 	CheckedAt         time.Time
+	CodesDiffering    []string
 }
 
 type JobLease struct {
