@@ -202,9 +202,12 @@ func TestCampaigns_TheCodeLookupFindsOnlyThisCampaignsCodes(t *testing.T) {
 	if got := chart.Find(`[data-testid=remaining-chart]`).Parent().Text(); !strings.Contains(got, "Now: 9 remaining") {
 		t.Errorf("the chart after one use of 10: %q", got)
 	}
+	// The last sample is the one taken after the use. (The servers of other
+	// packages' tests sample every open voucher of this shared database
+	// too, so an earlier one, of 10 remaining, may be there.)
 	a, err := voucher.NewBackoffice(f.svc, postgres.New(pool)).CampaignActivity(asAdmin, c.ID)
-	if err != nil || len(a.Samples) != 1 || a.Samples[0].Remaining != 9 || a.Samples[0].Reserved != 1 {
-		t.Errorf("the campaign's samples: %+v (%v), want the one of its use", a.Samples, err)
+	if err != nil || len(a.Samples) == 0 || a.Samples[len(a.Samples)-1].Remaining != 9 || a.Samples[len(a.Samples)-1].Reserved != 1 {
+		t.Errorf("the campaign's samples: %+v (%v), want the last one of its use", a.Samples, err)
 	}
 	standalone := "SOLO-" + unique()
 	if rec := f.do(t, http.MethodPost, "/admin/vouchers", &m, voucherForm(standalone, m.csrf, time.Hour), nil); rec.Code != http.StatusSeeOther {
