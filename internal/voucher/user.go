@@ -67,6 +67,10 @@ func (n NewUser) normalize() NewUser {
 	return n
 }
 
+// maxEmailLength is the longest email a user can have (the database's
+// CHECK on dashboard_user.email).
+const maxEmailLength = 254
+
 // Validate returns INVALID_INPUT naming the first field at fault.
 func (n NewUser) Validate() error {
 	n = n.normalize()
@@ -75,7 +79,7 @@ func (n NewUser) Validate() error {
 			return err
 		}
 	}
-	if a, err := mail.ParseAddress(n.Email); err != nil || a.Address != n.Email || len(n.Email) > 254 {
+	if a, err := mail.ParseAddress(n.Email); err != nil || a.Address != n.Email || len(n.Email) > maxEmailLength {
 		return Invalid("email", "email must be an address such as name@example.com")
 	}
 	if utf8.RuneCountInString(n.Name) > 100 {
@@ -279,7 +283,7 @@ const invalidSignInEmail = "(not an email)"
 // a user's email is stored as.
 func signInEmail(email string) string {
 	email = strings.ToLower(strings.TrimSpace(email))
-	if email == "" || !utf8.ValidString(email) || strings.ContainsRune(email, 0) || len(email) > 254 {
+	if email == "" || ValidateText("email", email) != nil || len(email) > maxEmailLength {
 		return invalidSignInEmail
 	}
 	return email

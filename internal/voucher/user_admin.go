@@ -3,7 +3,6 @@ package voucher
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -129,8 +128,11 @@ func (a *Accounts) Users(ctx context.Context, q UserQuery) (UserPage, error) {
 	if err != nil {
 		return UserPage{}, err
 	}
-	if len(q.Search) > 254 || !utf8.ValidString(q.Search) || strings.ContainsRune(q.Search, 0) {
-		return UserPage{}, Invalid("search", "search for at most 254 characters of text (an email's length)")
+	if err := ValidateText("search", q.Search); err != nil {
+		return UserPage{}, err
+	}
+	if len(q.Search) > maxEmailLength {
+		return UserPage{}, Invalid("search", fmt.Sprintf("search for at most %d characters (an email's length)", maxEmailLength))
 	}
 	if q.Page < 1 || q.Page > MaxUserPage {
 		return UserPage{}, Invalid("page", fmt.Sprintf("page must be a whole number from 1 to %d", MaxUserPage))
