@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"voucherd/internal/voucher"
@@ -23,12 +22,8 @@ func (d *dashboard) usersPage(w http.ResponseWriter, r *http.Request) {
 // renderUsers reads the page of users the URL names (?q= searches the
 // emails, ?page= pages) and their latest changes into v and shows the page.
 func (d *dashboard) renderUsers(w http.ResponseWriter, r *http.Request, status int, v components.UsersView) {
-	v.Query = voucher.UserQuery{Search: strings.TrimSpace(r.URL.Query().Get("q")), Page: 1}
-	// As on the vouchers list, a page that is not a small whole number is
-	// the first: a URL typed by hand never errors.
-	if n, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && n > 1 && n <= voucher.MaxUserPage {
-		v.Query.Page = n
-	}
+	q := r.URL.Query()
+	v.Query = voucher.UserQuery{Search: strings.TrimSpace(q.Get("q")), Page: pageParam(q, voucher.MaxUserPage)}
 	page, err := d.deps.Accounts.Users(r.Context(), v.Query)
 	if e := voucher.AsError(err); err != nil && e.Code == voucher.InvalidInput {
 		d.problem(w, r, http.StatusUnprocessableEntity, "Search not accepted", e.Message)

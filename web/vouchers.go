@@ -25,12 +25,20 @@ func listQuery(r *http.Request) components.ListQuery {
 	case "start", "state", "usage":
 		lq.Sort = sort
 	}
-	// A page that is not a small whole number is the first: a URL typed by
-	// hand never errors, and the offset stays far from overflowing.
-	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n <= 1_000_000 {
+	if n := pageParam(q, 1_000_000); n > 1 {
 		lq.Page = n
 	}
 	return lq
+}
+
+// pageParam is the page a list's URL asks for (?page=), from 1. A page that
+// is not a whole number from 1 to last is the first: a URL typed by hand
+// never errors, and the offset stays far from overflowing.
+func pageParam(q url.Values, last int) int {
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 1 && n <= last {
+		return n
+	}
+	return 1
 }
 
 func filterOf(q components.ListQuery) voucher.VoucherFilter {
