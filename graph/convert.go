@@ -96,16 +96,8 @@ func toDriftReport(d voucher.DriftReport) *model.DriftReport {
 		GateRemaining:     d.GateRemaining,
 		Drift:             d.Drift,
 		CheckedAt:         d.CheckedAt,
-		CodesDiffering:    nonNilStrings(d.CodesDiffering),
+		CodesDiffering:    d.CodesDiffering, // nil marshals as [] (gqlgen)
 	}
-}
-
-// nonNilStrings is s, or an empty list for a non-null list field.
-func nonNilStrings(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // deref returns *p, or def when p is nil (an omitted optional argument).
