@@ -11,7 +11,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -68,7 +67,7 @@ func (s loadSpec) validate() error {
 		if s.Body != "rest" && s.Body != "graphql" && s.Body != "check" && s.Body != "campaign" && s.Body != "campaign-check" {
 			errs = append(errs, errors.New("body must be rest, graphql, check, campaign or campaign-check"))
 		}
-		if strings.HasPrefix(s.Body, "campaign") && (len(s.Codes) == 0 || s.Client != "raw") {
+		if s.campaignLoad() && (len(s.Codes) == 0 || s.Client != "raw") {
 			errs = append(errs, errors.New("a campaign load needs its codes and the raw client"))
 		}
 		if classifier(s.Classify) == nil {
@@ -135,6 +134,9 @@ func loadMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	return w.Flush()
 }
 
+// campaignLoad: the requests name a random code of a campaign each.
+func (s loadSpec) campaignLoad() bool { return s.Body == "campaign" || s.Body == "campaign-check" }
+
 // attempts makes the workers' attempt factory for the spec.
 func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(), error) {
 	if s.Kind == "evalsha" {
@@ -148,7 +150,7 @@ func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(
 		build = checkBody
 	}
 	classify := classifier(s.Classify)
-	if s.Body == "campaign" || s.Body == "campaign-check" {
+	if s.campaignLoad() {
 		// Each order j names one code of the campaign, the same one for
 		// its retries: REST's code is in the path.
 		codes, n := s.Codes, int64(len(s.Codes))
