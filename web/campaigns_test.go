@@ -351,8 +351,7 @@ func TestCampaigns_BadInputIsRefusedNextToEachFieldInTheLabelsWords(t *testing.T
 	}
 }
 
-// The form's flash box makes a flash campaign (the sync write path serves
-// them; the kafka path's refusal is the service's, tested there).
+// The form's flash box makes a flash campaign.
 func TestCampaigns_TheFlashBoxMakesAFlashCampaign(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, web.Config{})

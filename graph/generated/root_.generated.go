@@ -1067,7 +1067,7 @@ input CreateCampaignInput {
   budgetAmount: Money
   startsAt: Time!
   endsAt: Time!
-  "One gate for the whole campaign, as a flash voucher. With FLASH_WRITE_PATH=kafka, true is INVALID_INPUT (field flash): not supported there yet."
+  "One gate for the whole campaign, as a flash voucher. With FLASH_WRITE_PATH=kafka too, where its winners are written in the request rather than through the broker."
   flash: Boolean = false
 }
 

@@ -98,7 +98,7 @@ type CreateCampaignInput struct {
 	BudgetAmount      *int64        `json:"budgetAmount,omitempty"`
 	StartsAt          time.Time     `json:"startsAt"`
 	EndsAt            time.Time     `json:"endsAt"`
-	// One gate for the whole campaign, as a flash voucher. With FLASH_WRITE_PATH=kafka, true is INVALID_INPUT (field flash): not supported there yet.
+	// One gate for the whole campaign, as a flash voucher. With FLASH_WRITE_PATH=kafka too, where its winners are written in the request rather than through the broker.
 	Flash *bool `json:"flash,omitempty"`
 }
 

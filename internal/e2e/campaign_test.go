@@ -166,17 +166,18 @@ func readyCampaign(t testing.TB, s *server, c campaignSpec) (id string, codes []
 
 // The scenario: 100 codes of one use each, totalLimit 50,
 // perUserLimit 1, on both transports, on the database path and on a flash
-// campaign (one gate for all its codes, FLASH_WRITE_PATH=sync).
+// campaign (one gate for all its codes) with either write path.
 func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
 	s := sharedServer(t)
-	for _, flash := range []bool{false, true} {
-		kind := "database"
-		if flash {
-			kind = "flash"
-		}
-		t.Run(kind, func(t *testing.T) {
+	kafka := kafkaServer(t, nil)
+	for _, kind := range []struct {
+		name  string
+		s     *server
+		flash bool
+	}{{"database", s, false}, {"flash", s, true}, {"flash-kafka", kafka, true}} {
+		t.Run(kind.name, func(t *testing.T) {
 			t.Parallel()
-			campaignLimitsHoldTogether(t, s, flash)
+			campaignLimitsHoldTogether(t, kind.s, kind.flash)
 		})
 	}
 }

@@ -209,7 +209,10 @@ func (s *Store) DueReservations(ctx context.Context, limit int) ([]voucher.DueRe
 	}
 	out := make([]voucher.DueReservation, len(rows))
 	for i, r := range rows {
-		out[i] = voucher.DueReservation{Reservation: toReservation(r.VoucherRedemption), Flash: r.Flash}
+		// A flash campaign's reservation is the database's to expire, as on
+		// the sync path (its gate only hears of the use given back).
+		campaign := r.VoucherRedemption.CampaignCode != nil
+		out[i] = voucher.DueReservation{Reservation: toReservation(r.VoucherRedemption), Flash: r.Flash && !campaign}
 	}
 	return out, nil
 }

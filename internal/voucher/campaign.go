@@ -306,11 +306,6 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	if err := n.Validate(); err != nil {
 		return Campaign{}, err
 	}
-	if n.Terms.Flash && s.flash != nil && !s.runsCampaigns() {
-		// Kafka mode's gate (admit.lua) keeps no per-code uses yet: a
-		// flash campaign there would not have a flash voucher's guarantees.
-		return Campaign{}, Invalid("flash", "the kafka write path (FLASH_WRITE_PATH=kafka) does not support flash campaigns yet")
-	}
 	n.CodePrefix = upperCode(n.CodePrefix)
 	n.Terms.DiscountType = orDefault(n.Terms.DiscountType, DiscountFixed)
 	if n.Terms.Currency == "" {
@@ -327,7 +322,7 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	if c.Terms.Flash && s.flash != nil {
 		// Its gate at once, as a flash voucher's (nothing of it can be in
 		// flight); a failure leaves it to the first reserve or warm-up.
-		if err := s.flash.load(ctx, c.Terms); err != nil {
+		if err := s.campaigns.load(ctx, c.Terms); err != nil {
 			s.logger.WarnContext(ctx, "campaign gate warm-up at creation failed", "campaign", c.ID, "err", err)
 		}
 	}
@@ -463,7 +458,7 @@ func (s *Service) GenerateCampaign(ctx context.Context, id int64, holder string)
 		switch step.Status {
 		case CampaignReady:
 			s.logger.InfoContext(ctx, "campaign generated", "campaign", id, "codes", step.CodeCount, "took", time.Since(start).String())
-			if s.flash != nil && s.runsCampaigns() {
+			if s.flash != nil {
 				s.fillCampaignCodes(ctx, id) // only a flash campaign's
 			}
 			return nil

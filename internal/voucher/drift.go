@@ -204,7 +204,7 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftRepor
 	}
 	// The orders the gate holds and the database lacks: the write path
 	// decides what is leaked and what is on its way.
-	repairs = append(repairs, s.flash.reconcileOrders(ctx, gateSnap, &d, previous, settled)...)
+	repairs = append(repairs, s.flashFor(code).reconcileOrders(ctx, gateSnap, &d, previous, settled)...)
 	d.Repaired = joinSentences(repairs)
 	d.Alert = d.Alert || (d.Drift != 0 && previous.Drift != 0 && !previous.CheckedAt.IsZero())
 	// A code's count at odds past one interval is an alert too: an order
@@ -240,7 +240,7 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if err != nil {
 		return err
 	}
-	if !v.Flash || s.flash == nil || (v.CampaignID != 0 && !s.runsCampaigns()) {
+	if !v.Flash || s.flash == nil {
 		return Errorf(NotFound, "voucher %s has no gate", code)
 	}
 	code = gateCode(v)
@@ -248,7 +248,7 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if err := s.gate.Pause(ctx, code); err != nil {
 		return unavailable(err)
 	}
-	return s.flash.rebuild(ctx, code)
+	return s.flashFor(code).rebuild(ctx, code)
 }
 
 func joinSentences(parts []string) string {

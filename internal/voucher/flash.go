@@ -83,7 +83,8 @@ func (s *Service) WarmGate(ctx context.Context, code string) error {
 	if err != nil {
 		return err
 	}
-	return s.flash.warm(ctx, []Voucher{v})
+	gk := gateCode(v) // a campaign code's campaign's gate
+	return s.flashFor(gk).warm(ctx, []Voucher{{Code: gk}})
 }
 
 // WarmGates loads the gate of every flash voucher that has not ended, unless
@@ -97,29 +98,27 @@ func (s *Service) WarmGates(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
-	live := vouchers[:0]
+	var live, campaigns []Voucher
 	for _, v := range vouchers {
-		if !now.After(v.EndsAt) {
+		switch {
+		case now.After(v.EndsAt):
+		case IsCampaignGate(v.Code):
+			campaigns = append(campaigns, v)
+		default:
 			live = append(live, v)
 		}
 	}
-	return s.flash.warm(ctx, live)
+	if err := s.flash.warm(ctx, live); err != nil {
+		return err
+	}
+	return s.campaigns.warm(ctx, campaigns)
 }
 
 // flashVouchers lists the vouchers with a gate: every flash voucher, and
 // the flash campaigns' voucher rows when this write path runs them.
 func (s *Service) flashVouchers(ctx context.Context) ([]Voucher, error) {
 	vouchers, err := s.store.FlashVouchers(ctx)
-	if err != nil || s.runsCampaigns() {
-		return vouchers, err
-	}
-	out := vouchers[:0]
-	for _, v := range vouchers {
-		if !IsCampaignGate(v.Code) {
-			out = append(out, v)
-		}
-	}
-	return out, nil
+	return vouchers, err
 }
 
 // reserveKnown answers a reserve of an order that passed a sync-mode gate
@@ -183,7 +182,7 @@ func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 		s.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
 		return
 	}
-	if !v.Flash || (v.CampaignID != 0 && !s.runsCampaigns()) {
+	if !v.Flash {
 		return
 	}
 	s.useBack(ctx, gateCode(v), res.OrderID, res.DiscountAmount)

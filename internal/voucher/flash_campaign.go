@@ -60,11 +60,32 @@ func (f *flashCodes) add(id int64, codes ...string) {
 // fillBatch is how many codes a fill adds under one lock.
 const fillBatch = 1024
 
-// runsCampaigns: only the sync write path runs flash campaigns at a gate;
-// in kafka mode their codes take the database path.
-func (s *Service) runsCampaigns() bool {
-	_, ok := s.flash.(*syncFlash)
-	return ok
+// flashFor is the path that runs the gate named gate: a campaign's
+// (~C<id>) is always the sync one, a flash voucher's the write path chosen.
+func (s *Service) flashFor(gate string) flashPath {
+	if IsCampaignGate(gate) {
+		return s.campaigns
+	}
+	return s.flash
+}
+
+// reserveCampaignCode reserves a code of a READY flash campaign at its
+// campaign's gate (reserve.lua decides the code's uses with the campaign's
+// stock, the customer and the budget) and writes the winner in the request.
+// In kafka mode too: admit.lua keeps no per-code uses, so the campaign's
+// writes do not go through the broker there; the orderId's claim across
+// vouchers is asked and recorded around the write as for an ordinary
+// voucher, so a flash voucher's gate refuses an orderId a campaign code
+// holds and the campaign refuses one a flash voucher holds.
+func (s *Service) reserveCampaignCode(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
+	if err := s.flash.claimedElsewhere(ctx, r); err != nil {
+		return Reservation{}, err
+	}
+	res, err := s.campaigns.reserve(ctx, v, r, path)
+	if err == nil {
+		s.flash.claimOrdinary(ctx, r)
+	}
+	return res, err
 }
 
 // CampaignOfGate is the campaign id of a campaign's gate code (~C<id>,
@@ -92,11 +113,9 @@ func gateCode(v Voucher) string {
 // false when code takes the database path. A code of a flash campaign that
 // is not READY is NOT_FOUND, as on the database path.
 func (s *Service) reserveTerms(ctx context.Context, code string) (Voucher, bool, error) {
-	if s.runsCampaigns() {
-		if id, ok := s.flashCodes.get(code); ok {
-			v, err := s.campaignTerms(ctx, id, code)
-			return v, err == nil, err
-		}
+	if id, ok := s.flashCodes.get(code); ok {
+		v, err := s.campaignTerms(ctx, id, code)
+		return v, err == nil, err
 	}
 	v, err := s.meta.get(ctx, code, s.store.Voucher)
 	if err != nil {
@@ -107,9 +126,6 @@ func (s *Service) reserveTerms(ctx context.Context, code string) (Voucher, bool,
 	}
 	if v.CampaignID == 0 {
 		return v, true, nil
-	}
-	if !s.runsCampaigns() {
-		return v, false, nil
 	}
 	// A code of a flash campaign this instance has not seen (its codes not
 	// streamed here yet): one lookup however many requests ask for it.

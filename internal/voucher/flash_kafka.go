@@ -284,8 +284,9 @@ func (k *kafkaFlash) flashVoucher(ctx context.Context, code string) (Voucher, bo
 		}
 		return Voucher{}, false, unavailable(err)
 	}
-	// A campaign code takes the database path in kafka mode (its gate is
-	// the sync path's).
+	// A campaign code's confirm and release are the database's, as on the
+	// sync path (Service.campaigns): its campaign's gate only hears of a
+	// use given back.
 	return v, v.Flash && v.CampaignID == 0, nil
 }
 
@@ -523,7 +524,10 @@ func (k *kafkaFlash) recoverAtMarker(ctx context.Context, ev Event) error {
 		}
 	}
 	v, err := k.store.Voucher(ctx, ev.Code)
-	if ErrorCodeOf(err) == NotFound || (err == nil && !v.Flash) {
+	// Nothing of this path to load: no voucher, not a flash one, or a
+	// campaign's (its gate is Service.campaigns'); retrying would hold up
+	// the partition for ever.
+	if ErrorCodeOf(err) == NotFound || (err == nil && (!v.Flash || v.CampaignID != 0 || IsCampaignGate(v.Code))) {
 		return nil
 	}
 	if err != nil {

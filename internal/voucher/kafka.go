@@ -77,7 +77,9 @@ type EventRefusedError struct{ Reason string }
 
 func (e *EventRefusedError) Error() string { return "event refused: " + e.Reason }
 
-// DueReservation is a RESERVED reservation past its deadline.
+// DueReservation is a RESERVED reservation past its deadline; Flash when
+// a flash voucher's gate decides its expiry first (not a flash campaign's
+// code: the database decides those, as on the sync path).
 type DueReservation struct {
 	Reservation
 	Flash bool

@@ -102,6 +102,10 @@ type Service struct {
 	// flash is the write path of flash vouchers, chosen once: sync or
 	// kafka; nil without a gate.
 	flash flashPath
+	// campaigns decides the codes of flash campaigns at their campaign's
+	// gate with the database write in the request, on either write path
+	// (flash when it is the sync one); nil without a gate.
+	campaigns *syncFlash
 
 	meta    *metadataCache
 	soldOut *soldOutCache
@@ -152,8 +156,10 @@ func NewService(deps Deps, cfg Config) *Service {
 	case deps.Gate == nil:
 	case deps.Kafka != nil:
 		s.flash = newKafkaFlash(s, deps.Kafka)
+		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
 	default:
-		s.flash = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
+		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
+		s.flash = s.campaigns
 	}
 	return s
 }
@@ -247,6 +253,9 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 		v, flash, err := s.reserveTerms(ctx, r.Code)
 		if err != nil {
 			return Reservation{}, err
+		}
+		if flash && v.CampaignID != 0 {
+			return s.reserveCampaignCode(ctx, v, r, &path)
 		}
 		if flash {
 			return s.flash.reserve(ctx, v, r, &path)
