@@ -222,9 +222,20 @@ func clientAddress(r *http.Request) string {
 	return host
 }
 
-// signInLocks is the admin's page to lift a sign-in lock.
+// signInLocks is the admin's page of the sign-in locks now, to lift them.
 func (d *dashboard) signInLocks(w http.ResponseWriter, r *http.Request) {
-	d.render(w, r, http.StatusOK, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), "", "", ""))
+	d.renderLocks(w, r, http.StatusOK, components.SignInLocksView{})
+}
+
+// renderLocks shows the locks now with v's form.
+func (d *dashboard) renderLocks(w http.ResponseWriter, r *http.Request, status int, v components.SignInLocksView) {
+	locks, err := d.deps.Accounts.SignInLocks(r.Context())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	v.Locks, v.More, v.Limits = locks, len(locks) >= voucher.MaxSignInLocks, d.deps.Accounts.Limits()
+	d.render(w, r, status, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), v))
 }
 
 // liftSignInLock lifts the lock of an email or an address (as `voucherd
@@ -232,12 +243,12 @@ func (d *dashboard) signInLocks(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) liftSignInLock(w http.ResponseWriter, r *http.Request) {
 	email, address := strings.TrimSpace(r.PostFormValue("email")), strings.TrimSpace(r.PostFormValue("address"))
 	if address != "" && net.ParseIP(address) == nil {
-		d.render(w, r, http.StatusUnprocessableEntity, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), email, address, "An address is an IP address, like 203.0.113.7."))
+		d.renderLocks(w, r, http.StatusUnprocessableEntity, components.SignInLocksView{Email: email, Address: address, Message: "An address is an IP address, like 203.0.113.7."})
 		return
 	}
 	n, err := d.deps.Accounts.LiftLocks(r.Context(), email, address)
 	if voucher.ErrorCodeOf(err) == voucher.InvalidInput {
-		d.render(w, r, http.StatusUnprocessableEntity, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), email, address, "Name an email or an address to unlock."))
+		d.renderLocks(w, r, http.StatusUnprocessableEntity, components.SignInLocksView{Email: email, Address: address, Message: "Name an email or an address to unlock."})
 		return
 	}
 	if err != nil {

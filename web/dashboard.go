@@ -31,6 +31,9 @@ type Accounts interface {
 	// LockWait is how long a sign-in refused with TOO_MANY_ATTEMPTS waits.
 	LockWait(ctx context.Context, field, address, email string) (time.Duration, error)
 	LiftLocks(ctx context.Context, email, address string) (int, error)
+	// SignInLocks lists the locks now; Limits are the limits in force.
+	SignInLocks(ctx context.Context) ([]voucher.SignInLock, error)
+	Limits() voucher.SignInLimit
 
 	Users(ctx context.Context, q voucher.UserQuery) (voucher.UserPage, error)
 	UserAudit(ctx context.Context) ([]voucher.UserAuditEvent, error)
@@ -268,6 +271,9 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 		d.problem(w, r, http.StatusForbidden, "Not allowed", "Your role may not do this. Ask an admin if you need it.")
 	case voucher.NotFound:
 		d.problem(w, r, http.StatusNotFound, "Not found", e.Message)
+	case voucher.InvalidInput:
+		// The request, not the state, is at fault: a 422 with the rule.
+		d.problem(w, r, http.StatusUnprocessableEntity, "Not accepted", e.Message)
 	case voucher.Unavailable:
 		d.problem(w, r, http.StatusServiceUnavailable, "Unavailable", "A dependency did not answer; try again in a moment.")
 	case voucher.Internal:

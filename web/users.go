@@ -104,7 +104,11 @@ func (d *dashboard) refusedUserChange(w http.ResponseWriter, r *http.Request, er
 	case "":
 		return false
 	case voucher.LastAdmin, voucher.UserDisabled, voucher.InvalidInput:
-		d.renderUsers(w, r, http.StatusConflict, components.UsersView{
+		status := http.StatusConflict
+		if voucher.ErrorCodeOf(err) == voucher.InvalidInput {
+			status = http.StatusUnprocessableEntity // the request is at fault, not the users' state
+		}
+		d.renderUsers(w, r, status, components.UsersView{
 			Invite: components.InviteForm{Role: string(voucher.RoleMarketer)}, Refusal: voucher.AsError(err).Message,
 		})
 	default:

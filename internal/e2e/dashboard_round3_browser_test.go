@@ -13,7 +13,8 @@ import (
 // for last: a marketer extends a flash sale that sold out (a lower total is
 // refused next to its field; 10 raised to 15 makes 5 more uses to sell, the
 // fast counter with them), then duplicates it into a new voucher with the
-// same terms; an admin enables a user who was disabled. Each page and form
+// same terms; an admin enables a user who was disabled and lifts a sign-in
+// lock from the list of locks. Each page and form
 // state has no serious axe-core violation, fits 390 px, and is kept as a
 // screenshot (web/testdata/screenshots/r3-*.png).
 func TestDashboard_ExtendDuplicateEnable(t *testing.T) {
@@ -147,6 +148,23 @@ func TestDashboard_ExtendDuplicateEnable(t *testing.T) {
 	a.phone("r3-users-enabled-390", `[data-testid=notice]`, otto+` [data-testid=disable-user]`)
 	if st := newDashboardClient(s).signIn(t, "otto@example.com", password); st != 303 {
 		t.Errorf("otto signing in after being enabled: %d, want 303", st)
+	}
+
+	// Sign-in locks: the page lists mia's email, locked by five wrong
+	// passwords, and its row's button lifts it.
+	for range 5 {
+		newDashboardClient(s).signIn(t, "mia@example.com", "not her password")
+	}
+	mia := `[data-testid=lock-row][data-key="mia@example.com"]`
+	a.open("/admin/sign-in-locks", mia+` [data-testid=lift-lock]`)
+	if got := a.text(mia + ` [data-testid=lock-attempts]`); got != "5" {
+		t.Errorf("mia's lock lists %q failures, want 5", got)
+	}
+	a.axe("the sign-in locks page")
+	a.phone("r3-locks-390", mia+` [data-testid=lift-lock]`, `[data-testid=lift-lock-submit]`)
+	a.step("lift mia's lock", chromedp.Click(chromedp.CSS(mia+` [data-testid=lift-lock]`)), chromedp.WaitVisible(chromedp.CSS(`[data-testid=no-locks]`)))
+	if st := newDashboardClient(s).signIn(t, "mia@example.com", password); st != 303 {
+		t.Errorf("mia signing in after her lock was lifted: %d, want 303", st)
 	}
 }
 

@@ -144,6 +144,22 @@ func (s *Store) SignInLockWait(ctx context.Context, email, address string, windo
 	return max(0, time.Duration(secs*float64(time.Second))), nil
 }
 
+// SignInLocks lists up to limit of the emails and addresses locked now
+// under l, newest first.
+func (s *Store) SignInLocks(ctx context.Context, l voucher.SignInLimit, limit int) ([]voucher.SignInLock, error) {
+	rows, err := s.q.DashboardSignInLocksList(ctx, db.DashboardSignInLocksListParams{
+		WindowSeconds: l.Window.Seconds(), MaxPerEmail: int64(l.MaxPerEmail), MaxPerAddress: int64(l.MaxPerAddress), MaxRows: limit32(limit),
+	})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out := make([]voucher.SignInLock, len(rows))
+	for i, r := range rows {
+		out[i] = voucher.SignInLock{Field: r.Kind, Key: r.Key, Attempts: int(r.Attempts), Latest: r.Latest, Until: r.Until}
+	}
+	return out, nil
+}
+
 func toUser(r db.DashboardUser) voucher.User {
 	return voucher.User{
 		ID: r.ID, Email: r.Email, Name: r.Name, Role: voucher.Role(r.Role),

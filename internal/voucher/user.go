@@ -135,7 +135,25 @@ type UserStore interface {
 	// SignInLockWait is how long until the oldest counted attempt of an
 	// email or an address (either may be empty) leaves the window.
 	SignInLockWait(ctx context.Context, email, address string, window time.Duration) (time.Duration, error)
+	// SignInLocks lists up to max of the emails and addresses locked now
+	// under the limits (Email and Address of l unused), newest first.
+	SignInLocks(ctx context.Context, l SignInLimit, max int) ([]SignInLock, error)
 }
+
+// SignInLock is an email or a client address that may not sign in now: it
+// has its limit of failed (or unfinished) sign-ins within the window.
+type SignInLock struct {
+	// Field is "email" or "address"; Key the email or the address.
+	Field, Key string
+	// Attempts is how many count against it; Latest the last of them.
+	Attempts int
+	Latest   time.Time
+	// Until is when it may sign in again unless an admin lifts it first.
+	Until time.Time
+}
+
+// MaxSignInLocks is how many locks the admin's list shows.
+const MaxSignInLocks = 200
 
 // SignInLimit is one sign-in attempt with the limits it must fit.
 type SignInLimit struct {
@@ -231,10 +249,9 @@ func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err
 // Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS, USER_DISABLED, UNAVAILABLE.
 func (a *Accounts) SignIn(ctx context.Context, address, email, password string) (token string, s Session, u User, err error) {
 	email = signInEmail(email)
-	attempt, err := a.store.TakeSignInAttempt(ctx, SignInLimit{
-		Email: email, Address: address,
-		MaxPerEmail: a.cfg.MaxFailures, MaxPerAddress: a.cfg.MaxAddressFailures, Window: a.cfg.FailureWindow,
-	})
+	l := a.Limits()
+	l.Email, l.Address = email, address
+	attempt, err := a.store.TakeSignInAttempt(ctx, l)
 	if err != nil {
 		return "", Session{}, User{}, err
 	}
@@ -304,6 +321,21 @@ func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, e
 		email = signInEmail(email)
 	}
 	return a.store.LiftSignInLocks(ctx, email, strings.TrimSpace(address))
+}
+
+// SignInLocks lists the emails and addresses locked now, newest first (at
+// most MaxSignInLocks), for an admin to lift. Errors: FORBIDDEN.
+func (a *Accounts) SignInLocks(ctx context.Context) ([]SignInLock, error) {
+	if err := authorize(ctx, OpManageUsers); err != nil {
+		return nil, err
+	}
+	return a.store.SignInLocks(ctx, a.Limits(), MaxSignInLocks)
+}
+
+// Limits are the sign-in limits in force (Email and Address empty), which
+// the admin's page states.
+func (a *Accounts) Limits() SignInLimit {
+	return SignInLimit{MaxPerEmail: a.cfg.MaxFailures, MaxPerAddress: a.cfg.MaxAddressFailures, Window: a.cfg.FailureWindow}
 }
 
 // LockWait says how long a refused sign-in (TOO_MANY_ATTEMPTS) waits: until

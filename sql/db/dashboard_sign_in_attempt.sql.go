@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 )
 
 const dashboardSignInAttemptCount = `-- name: DashboardSignInAttemptCount :one
@@ -151,4 +152,78 @@ func (q *Queries) DashboardSignInAttemptWait(ctx context.Context, arg DashboardS
 	var wait_seconds float64
 	err := row.Scan(&wait_seconds)
 	return wait_seconds, err
+}
+
+const dashboardSignInLocksList = `-- name: DashboardSignInLocksList :many
+WITH counted AS (
+    SELECT 'email'::text AS kind, email AS key, started_at FROM dashboard_sign_in_attempt
+    WHERE lifted_at IS NULL AND started_at > now() - make_interval(secs => $1::float8)
+    UNION ALL
+    SELECT 'address'::text, address, started_at FROM dashboard_sign_in_attempt
+    WHERE lifted_at IS NULL AND started_at > now() - make_interval(secs => $1::float8)
+), ranked AS (
+    SELECT kind, key, started_at,
+           count(*) OVER (PARTITION BY kind, key) AS attempts,
+           row_number() OVER (PARTITION BY kind, key ORDER BY started_at) AS nth,
+           max(started_at) OVER (PARTITION BY kind, key) AS latest
+    FROM counted
+)
+SELECT kind, key, attempts::integer AS attempts, latest::timestamptz AS latest,
+       (started_at + make_interval(secs => $1::float8))::timestamptz AS until
+FROM ranked
+WHERE (kind = 'email' AND attempts >= $2::bigint AND nth = attempts - $2::bigint + 1)
+   OR (kind = 'address' AND attempts >= $3::bigint AND nth = attempts - $3::bigint + 1)
+ORDER BY latest DESC, kind, key
+LIMIT $4::integer
+`
+
+type DashboardSignInLocksListParams struct {
+	WindowSeconds float64
+	MaxPerEmail   int64
+	MaxPerAddress int64
+	MaxRows       int32
+}
+
+type DashboardSignInLocksListRow struct {
+	Kind     string
+	Key      string
+	Attempts int32
+	Latest   time.Time
+	Until    time.Time
+}
+
+// DashboardSignInLocksList lists the emails and addresses locked now (at
+// least their limit of counted attempts within the window), each with its
+// count and when it is let through again: when its oldest attempts have
+// left the window until one fewer than the limit is left. Newest lock
+// first.
+func (q *Queries) DashboardSignInLocksList(ctx context.Context, arg DashboardSignInLocksListParams) ([]DashboardSignInLocksListRow, error) {
+	rows, err := q.db.Query(ctx, dashboardSignInLocksList,
+		arg.WindowSeconds,
+		arg.MaxPerEmail,
+		arg.MaxPerAddress,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DashboardSignInLocksListRow
+	for rows.Next() {
+		var i DashboardSignInLocksListRow
+		if err := rows.Scan(
+			&i.Kind,
+			&i.Key,
+			&i.Attempts,
+			&i.Latest,
+			&i.Until,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -51,3 +51,30 @@ WHERE lifted_at IS NULL
   AND started_at > now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
   AND ((sqlc.arg(email)::text <> '' AND email = sqlc.arg(email))
     OR (sqlc.arg(address)::text <> '' AND address = sqlc.arg(address)));
+
+-- DashboardSignInLocksList lists the emails and addresses locked now (at
+-- least their limit of counted attempts within the window), each with its
+-- count and when it is let through again: when its oldest attempts have
+-- left the window until one fewer than the limit is left. Newest lock
+-- first.
+-- name: DashboardSignInLocksList :many
+WITH counted AS (
+    SELECT 'email'::text AS kind, email AS key, started_at FROM dashboard_sign_in_attempt
+    WHERE lifted_at IS NULL AND started_at > now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+    UNION ALL
+    SELECT 'address'::text, address, started_at FROM dashboard_sign_in_attempt
+    WHERE lifted_at IS NULL AND started_at > now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+), ranked AS (
+    SELECT kind, key, started_at,
+           count(*) OVER (PARTITION BY kind, key) AS attempts,
+           row_number() OVER (PARTITION BY kind, key ORDER BY started_at) AS nth,
+           max(started_at) OVER (PARTITION BY kind, key) AS latest
+    FROM counted
+)
+SELECT kind, key, attempts::integer AS attempts, latest::timestamptz AS latest,
+       (started_at + make_interval(secs => sqlc.arg(window_seconds)::float8))::timestamptz AS until
+FROM ranked
+WHERE (kind = 'email' AND attempts >= sqlc.arg(max_per_email)::bigint AND nth = attempts - sqlc.arg(max_per_email)::bigint + 1)
+   OR (kind = 'address' AND attempts >= sqlc.arg(max_per_address)::bigint AND nth = attempts - sqlc.arg(max_per_address)::bigint + 1)
+ORDER BY latest DESC, kind, key
+LIMIT sqlc.arg(max_rows)::integer;

@@ -71,3 +71,26 @@ type DeadLettersView struct {
 	// path); without it "apply again" cannot run here.
 	Applies bool
 }
+
+// SignInLocksView is what the sign-in locks page shows: the locks now (More
+// when there are more than listed), the limits in force, and the lift form
+// as sent with its refusal if any.
+type SignInLocksView struct {
+	Locks          []voucher.SignInLock
+	More           bool
+	Limits         voucher.SignInLimit
+	Email, Address string
+	Message        string
+}
+
+// minutes says a window in whole minutes ("15 minutes"), or seconds under
+// one.
+func minutes(d time.Duration) string {
+	if d < time.Minute {
+		return strconv.Itoa(int(d.Seconds())) + " seconds"
+	}
+	if m := int(d.Minutes()); m != 1 {
+		return strconv.Itoa(m) + " minutes"
+	}
+	return "1 minute"
+}
