@@ -149,8 +149,10 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 			t.Errorf("%s: sold %d, database %+v; want exactly %d everywhere", name, n, st, quota)
 		}
 	}
-	if n, _ := sold("campaign-sale"); n != quota {
-		t.Errorf("campaign-sale: sold %d, want the campaign's totalLimit %d", n, quota)
+	for _, name := range []string{"campaign-sale", "campaign-sale-kafka"} {
+		if n, _ := sold(name); n != quota {
+			t.Errorf("%s: sold %d, want the campaign's totalLimit %d", name, n, quota)
+		}
 	}
 	if n, _ := sold("evalsha"); n != quota {
 		t.Errorf("evalsha admitted %d orders, want %d", n, quota)
