@@ -62,30 +62,17 @@ const fillBatch = 1024
 
 // flashFor is the path that runs the gate named gate: a campaign's
 // (~C<id>) is always the sync one, a flash voucher's the write path chosen.
+// In kafka mode a flash campaign's winners are therefore written in the
+// request: admit.lua, the kafka path's script, keeps no per-code uses. The
+// orderId's claim across vouchers is asked by each winner before its write
+// and recorded after it (syncFlash.claims), as for an ordinary voucher
+// there, so a flash voucher's gate refuses an orderId a campaign code holds
+// and the campaign refuses one a flash voucher holds.
 func (s *Service) flashFor(gate string) flashPath {
 	if IsCampaignGate(gate) {
 		return s.campaigns
 	}
 	return s.flash
-}
-
-// reserveCampaignCode reserves a code of a READY flash campaign at its
-// campaign's gate (reserve.lua decides the code's uses with the campaign's
-// stock, the customer and the budget) and writes the winner in the request.
-// In kafka mode too: admit.lua keeps no per-code uses, so the campaign's
-// writes do not go through the broker there; the orderId's claim across
-// vouchers is asked and recorded around the write as for an ordinary
-// voucher, so a flash voucher's gate refuses an orderId a campaign code
-// holds and the campaign refuses one a flash voucher holds.
-func (s *Service) reserveCampaignCode(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
-	if err := s.flash.claimedElsewhere(ctx, r); err != nil {
-		return Reservation{}, err
-	}
-	res, err := s.campaigns.reserve(ctx, v, r, path)
-	if err == nil {
-		s.flash.claimOrdinary(ctx, r)
-	}
-	return res, err
 }
 
 // CampaignOfGate is the campaign id of a campaign's gate code (~C<id>,

@@ -20,6 +20,17 @@ type syncFlash struct {
 	// rebuildGrace is how long a rebuild waits, paused, for requests that
 	// passed the gate to finish their write.
 	rebuildGrace time.Duration
+	// claims, when this path serves flash campaigns beside the kafka path,
+	// is the kafka path's view of the orderId across vouchers (its gates
+	// read claims, not the database): asked by a winner before its write,
+	// told after it. nil on the sync path, where the database alone decides.
+	claims orderClaims
+}
+
+// orderClaims is a write path's view of the orderId across vouchers.
+type orderClaims interface {
+	claimedElsewhere(ctx context.Context, r ReserveRequest) error
+	claimOrdinary(ctx context.Context, r ReserveRequest)
 }
 
 // reserve passes the gate first so only winners reach the database.
@@ -63,6 +74,16 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 	gk := gateCode(v)
 	switch verdict {
 	case GateAdmitted:
+		if s.claims != nil {
+			if err := s.claims.claimedElsewhere(ctx, r); err != nil {
+				// Another voucher's order: the use goes back, and the order
+				// is forgotten so a retry is decided afresh.
+				if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+					s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
+				}
+				return Reservation{}, err
+			}
+		}
 		s.obs.DatabaseWrite("reserve")
 		var res Reservation
 		var err error
@@ -77,6 +98,9 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 			// use too: a concurrent duplicate of this order wrote the row,
 			// or the gate was loaded from a snapshot taken before the row
 			// was written; either way this gate use backs it.
+			if s.claims != nil {
+				s.claims.claimOrdinary(ctx, r)
+			}
 			return res, nil
 		case errors.Is(err, ErrCodeUsedUp):
 			// The database's count of the campaign code is higher than

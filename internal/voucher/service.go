@@ -155,8 +155,9 @@ func NewService(deps Deps, cfg Config) *Service {
 	switch {
 	case deps.Gate == nil:
 	case deps.Kafka != nil:
-		s.flash = newKafkaFlash(s, deps.Kafka)
-		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
+		k := newKafkaFlash(s, deps.Kafka)
+		s.flash = k
+		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace, claims: k}
 	default:
 		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
 		s.flash = s.campaigns
@@ -254,11 +255,8 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 		if err != nil {
 			return Reservation{}, err
 		}
-		if flash && v.CampaignID != 0 {
-			return s.reserveCampaignCode(ctx, v, r, &path)
-		}
 		if flash {
-			return s.flash.reserve(ctx, v, r, &path)
+			return s.flashFor(gateCode(v)).reserve(ctx, v, r, &path)
 		}
 		if err := s.flash.claimedElsewhere(ctx, r); err != nil {
 			return Reservation{}, err
