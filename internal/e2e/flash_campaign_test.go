@@ -505,3 +505,46 @@ func TestFlashCampaign_ReconciliationNamesTheCodesWhoseUsesDiffer(t *testing.T) 
 	}
 	report("once the gate agrees", []string{}, false)
 }
+
+// In kafka mode the same new orderId sent at the same instant to a kafka
+// flash voucher and to a code written in the request (a flash campaign's,
+// or an ordinary voucher's) has one success at most, and no success is
+// lost: the one written in the request takes the orderId's claim before its
+// write, so the flash voucher's gate (which reads claims, not the database)
+// refuses it, or the gate took it first and the write is refused; a
+// success of the flash voucher whose event the database then refused (its
+// orderId held by the other) would be a dead letter.
+func TestKafka_OneOrderIDOnTwoWritePathsAtOnceHasOneSuccess(t *testing.T) {
+	t.Parallel()
+	_, brokers := testBroker(t)
+	s := kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers})
+	api := restAPI{s}
+	_, codes := readyCampaign(t, s, campaignSpec{CodeCount: 40, UsesPerCode: 1, TotalLimit: 40, PerUserLimit: 40, Flash: true})
+	ordinary := createVoucher(t, s, voucherSpec{TotalLimit: 40, PerUserLimit: 40})
+	flashVoucher := createVoucher(t, s, flash(voucherSpec{TotalLimit: 80, PerUserLimit: 80}))
+	customer := time.Now().UnixNano()%1_000_000_000 + 1
+	for round := range 20 {
+		other := codes[round]
+		if round%2 == 1 {
+			other = ordinary
+		}
+		order := uniqueOrder()
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		var onFlash, onOther result
+		wg.Go(func() { <-start; onFlash = api.reserve(t, flashVoucher, customer, order, 5000) })
+		wg.Go(func() { <-start; onOther = api.reserve(t, other, customer, order, 5000) })
+		close(start)
+		wg.Wait()
+		if onFlash.Error == "" && onOther.Error == "" {
+			t.Errorf("round %d: order %s reserved on %s and on %s", round, order, flashVoucher, other)
+		}
+		for _, r := range []result{onFlash, onOther} {
+			if r.Error != "" && r.Error != "ORDER_CONFLICT" {
+				t.Errorf("round %d: %+v, want a reservation or ORDER_CONFLICT", round, r)
+			}
+		}
+	}
+	waitApplied(t, brokers)
+	assertNoDeadLetters(t, database(t), flashVoucher)
+}

@@ -40,11 +40,10 @@ type flashPath interface {
 	// (d.OrdersOnlyInGate) and may raise d.Alert; settled is false when the
 	// writes in flight could not be waited for. It returns what it changed.
 	reconcileOrders(ctx context.Context, gateSnap GateSnapshot, d *DriftReport, previous DriftReport, settled bool) []string
-	// claimedElsewhere is asked before an ordinary voucher's reserve, and
-	// claimOrdinary told after its success: the flash path's view of the
-	// orderId across vouchers.
-	claimedElsewhere(ctx context.Context, r ReserveRequest) error
-	claimOrdinary(ctx context.Context, r ReserveRequest)
+	// orderClaims is the flash path's view of the orderId across vouchers,
+	// taken before a write in the request (an ordinary voucher's) and given
+	// back when the write is refused.
+	orderClaims
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error

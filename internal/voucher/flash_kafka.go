@@ -348,24 +348,35 @@ func (k *kafkaFlash) unclaim(ctx context.Context, orderID, code string) {
 	}
 }
 
-// claimedElsewhere, in kafka mode, refuses a reserve on an ordinary voucher
-// of an orderId a flash voucher claimed (its event may not have reached the
-// database yet). Best effort: without Redis the database decides alone.
-func (k *kafkaFlash) claimedElsewhere(ctx context.Context, r ReserveRequest) error {
-	owner, ok, err := k.gate.OrderOwner(ctx, r.OrderID)
-	if err == nil && ok && owner != r.Code {
+// claimOrder takes, in kafka mode, the orderId's claim for a reserve
+// written in the request (an ordinary voucher's, a flash campaign code's)
+// before its write: a flash voucher's gate reads claims, not the database,
+// so a claim taken only after the write would let a flash voucher admit the
+// same new orderId in between, answer 201 and have its event refused by the
+// database (a lost success). ORDER_CONFLICT when another voucher holds it.
+// Best effort: without Redis the database decides alone (no flash reserve
+// is admitted then either).
+func (k *kafkaFlash) claimOrder(ctx context.Context, r ReserveRequest) error {
+	owner, err := k.gate.ClaimOrder(ctx, r.OrderID, r.Code)
+	if err != nil {
+		k.logger.WarnContext(ctx, "order claim not taken; the database decides alone", "code", r.Code, "order", r.OrderID, "err", err)
+		return nil
+	}
+	if owner != r.Code {
 		return Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
 	}
 	return nil
 }
 
-// claimOrdinary records, in kafka mode, the claim of an order reserved on an
-// ordinary voucher, so a flash voucher's gate (which does not read the
-// database) refuses the orderId with ORDER_CONFLICT. Best effort: while
-// Redis is down no flash reserve is admitted either.
-func (k *kafkaFlash) claimOrdinary(ctx context.Context, r ReserveRequest) {
-	if _, err := k.gate.ClaimOrder(ctx, r.OrderID, r.Code); err != nil {
-		k.logger.WarnContext(ctx, "order claim of an ordinary voucher not recorded", "code", r.Code, "order", r.OrderID, "err", err)
+// unclaimOrder drops the claim claimOrder took when the database refused
+// the write with a refusal that says the order holds nothing on the voucher
+// (sold out, limits, terms): the orderId is free for another voucher. Any
+// other outcome keeps it: a write that may have committed, or an order the
+// voucher held before (released, or with other terms).
+func (k *kafkaFlash) unclaimOrder(ctx context.Context, r ReserveRequest, err error) {
+	switch ErrorCodeOf(err) {
+	case OutOfStock, AlreadyUsed, NotEligible, BudgetExhausted, NotFound:
+		k.unclaim(ctx, r.OrderID, r.Code)
 	}
 }
 

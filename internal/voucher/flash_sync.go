@@ -22,15 +22,19 @@ type syncFlash struct {
 	rebuildGrace time.Duration
 	// claims, when this path serves flash campaigns beside the kafka path,
 	// is the kafka path's view of the orderId across vouchers (its gates
-	// read claims, not the database): asked by a winner before its write,
-	// told after it. nil on the sync path, where the database alone decides.
+	// read claims, not the database): taken by a winner before its write,
+	// given back when the write is refused. nil on the sync path, where the
+	// database alone decides.
 	claims orderClaims
 }
 
 // orderClaims is a write path's view of the orderId across vouchers.
 type orderClaims interface {
-	claimedElsewhere(ctx context.Context, r ReserveRequest) error
-	claimOrdinary(ctx context.Context, r ReserveRequest)
+	// claimOrder takes r's orderId for r.Code before its write in the
+	// request: ORDER_CONFLICT when another voucher holds it.
+	claimOrder(ctx context.Context, r ReserveRequest) error
+	// unclaimOrder gives it back after the write was refused with err.
+	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
 }
 
 // reserve passes the gate first so only winners reach the database.
@@ -75,7 +79,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 	switch verdict {
 	case GateAdmitted:
 		if s.claims != nil {
-			if err := s.claims.claimedElsewhere(ctx, r); err != nil {
+			if err := s.claims.claimOrder(ctx, r); err != nil {
 				// Another voucher's order: the use goes back, and the order
 				// is forgotten so a retry is decided afresh.
 				if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
@@ -92,15 +96,15 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		} else {
 			res, _, err = s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
 		}
+		if err != nil && s.claims != nil {
+			s.claims.unclaimOrder(ctx, r, err)
+		}
 		switch {
 		case err == nil:
 			// A success for an order the database already held keeps the
 			// use too: a concurrent duplicate of this order wrote the row,
 			// or the gate was loaded from a snapshot taken before the row
 			// was written; either way this gate use backs it.
-			if s.claims != nil {
-				s.claims.claimOrdinary(ctx, r)
-			}
 			return res, nil
 		case errors.Is(err, ErrCodeUsedUp):
 			// The database's count of the campaign code is higher than
@@ -266,8 +270,8 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 
 // The database alone decides an ordinary voucher's orderId in sync mode: it
 // reads every reservation, flash ones included.
-func (s *syncFlash) claimedElsewhere(context.Context, ReserveRequest) error { return nil }
-func (s *syncFlash) claimOrdinary(context.Context, ReserveRequest)          {}
+func (s *syncFlash) claimOrder(context.Context, ReserveRequest) error    { return nil }
+func (s *syncFlash) unclaimOrder(context.Context, ReserveRequest, error) {}
 
 // accepts every voucher: reserve.lua keeps the budget with the stock, and
 // the database after it.

@@ -258,13 +258,13 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 		if flash {
 			return s.flashFor(gateCode(v)).reserve(ctx, v, r, &path)
 		}
-		if err := s.flash.claimedElsewhere(ctx, r); err != nil {
+		if err := s.flash.claimOrder(ctx, r); err != nil {
 			return Reservation{}, err
 		}
 		s.obs.DatabaseWrite("reserve")
 		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
-		if err == nil {
-			s.flash.claimOrdinary(ctx, r)
+		if err != nil {
+			s.flash.unclaimOrder(ctx, r, err)
 		}
 		return res, err
 	}()
