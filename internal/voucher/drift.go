@@ -101,7 +101,7 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 	if s.flash == nil {
 		return nil, nil
 	}
-	vouchers, err := s.flashVouchers(ctx)
+	vouchers, err := s.store.FlashVouchers(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -40,10 +40,12 @@ type flashPath interface {
 	// (d.OrdersOnlyInGate) and may raise d.Alert; settled is false when the
 	// writes in flight could not be waited for. It returns what it changed.
 	reconcileOrders(ctx context.Context, gateSnap GateSnapshot, d *DriftReport, previous DriftReport, settled bool) []string
-	// orderClaims is the flash path's view of the orderId across vouchers,
-	// taken before a write in the request (an ordinary voucher's) and given
-	// back when the write is refused.
-	orderClaims
+	// claimOrder takes the orderId's claim across vouchers for r.Code before
+	// a write in the request (an ordinary voucher's, a flash campaign
+	// code's): ORDER_CONFLICT when another voucher holds it; unclaimOrder
+	// gives it back after the write was refused with err.
+	claimOrder(ctx context.Context, r ReserveRequest) error
+	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error
@@ -92,32 +94,20 @@ func (s *Service) WarmGates(ctx context.Context) error {
 	if s.flash == nil {
 		return nil
 	}
-	vouchers, err := s.flashVouchers(ctx)
+	vouchers, err := s.store.FlashVouchers(ctx)
 	if err != nil {
 		return err
 	}
 	now := time.Now()
-	var live, campaigns []Voucher
 	for _, v := range vouchers {
-		switch {
-		case now.After(v.EndsAt):
-		case IsCampaignGate(v.Code):
-			campaigns = append(campaigns, v)
-		default:
-			live = append(live, v)
+		if now.After(v.EndsAt) {
+			continue
+		}
+		if err := s.flashFor(v.Code).warm(ctx, []Voucher{v}); err != nil {
+			return err
 		}
 	}
-	if err := s.flash.warm(ctx, live); err != nil {
-		return err
-	}
-	return s.campaigns.warm(ctx, campaigns)
-}
-
-// flashVouchers lists the vouchers with a gate: every flash voucher, and
-// the flash campaigns' voucher rows when this write path runs them.
-func (s *Service) flashVouchers(ctx context.Context) ([]Voucher, error) {
-	vouchers, err := s.store.FlashVouchers(ctx)
-	return vouchers, err
+	return nil
 }
 
 // reserveKnown answers a reserve of an order that passed a sync-mode gate

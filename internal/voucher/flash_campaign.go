@@ -65,7 +65,7 @@ const fillBatch = 1024
 // In kafka mode a flash campaign's winners are therefore written in the
 // request: admit.lua, the kafka path's script, keeps no per-code uses. The
 // orderId's claim across vouchers is taken by each winner before its write
-// and given back if the write is refused (syncFlash.claims), as for an
+// and given back if the write is refused (flashPath.claimOrder), as for an
 // ordinary voucher there, so a flash voucher's gate refuses an orderId a
 // campaign code holds and the campaign refuses one a flash voucher holds.
 func (s *Service) flashFor(gate string) flashPath {

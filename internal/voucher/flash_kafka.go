@@ -538,7 +538,7 @@ func (k *kafkaFlash) recoverAtMarker(ctx context.Context, ev Event) error {
 	// Nothing of this path to load: no voucher, not a flash one, or a
 	// campaign's (its gate is Service.campaigns'); retrying would hold up
 	// the partition for ever.
-	if ErrorCodeOf(err) == NotFound || (err == nil && (!v.Flash || v.CampaignID != 0 || IsCampaignGate(v.Code))) {
+	if ErrorCodeOf(err) == NotFound || (err == nil && (!v.Flash || IsCampaignGate(gateCode(v)))) {
 		return nil
 	}
 	if err != nil {

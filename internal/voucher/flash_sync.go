@@ -20,21 +20,6 @@ type syncFlash struct {
 	// rebuildGrace is how long a rebuild waits, paused, for requests that
 	// passed the gate to finish their write.
 	rebuildGrace time.Duration
-	// claims, when this path serves flash campaigns beside the kafka path,
-	// is the kafka path's view of the orderId across vouchers (its gates
-	// read claims, not the database): taken by a winner before its write,
-	// given back when the write is refused. nil on the sync path, where the
-	// database alone decides.
-	claims orderClaims
-}
-
-// orderClaims is a write path's view of the orderId across vouchers.
-type orderClaims interface {
-	// claimOrder takes r's orderId for r.Code before its write in the
-	// request: ORDER_CONFLICT when another voucher holds it.
-	claimOrder(ctx context.Context, r ReserveRequest) error
-	// unclaimOrder gives it back after the write was refused with err.
-	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
 }
 
 // reserve passes the gate first so only winners reach the database.
@@ -78,15 +63,17 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 	gk := gateCode(v)
 	switch verdict {
 	case GateAdmitted:
-		if s.claims != nil {
-			if err := s.claims.claimOrder(ctx, r); err != nil {
-				// Another voucher's order: the use goes back, and the order
-				// is forgotten so a retry is decided afresh.
-				if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
-					s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
-				}
-				return Reservation{}, err
+		// The write path's claim of the orderId across vouchers, as an
+		// ordinary voucher's reserve takes it (Service.Reserve): the kafka
+		// path's when this path serves its flash campaigns, nothing on the
+		// sync path.
+		if err := s.flash.claimOrder(ctx, r); err != nil {
+			// Another voucher's order: the use goes back, and the order is
+			// forgotten so a retry is decided afresh.
+			if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
+			return Reservation{}, err
 		}
 		s.obs.DatabaseWrite("reserve")
 		var res Reservation
@@ -96,8 +83,8 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		} else {
 			res, _, err = s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
 		}
-		if err != nil && s.claims != nil {
-			s.claims.unclaimOrder(ctx, r, err)
+		if err != nil {
+			s.flash.unclaimOrder(ctx, r, err)
 		}
 		switch {
 		case err == nil:

@@ -22,7 +22,8 @@ type Store interface {
 	Availability(ctx context.Context, code string, customerID int64) (Voucher, time.Time, Availability, error)
 	// Vouchers lists newest first after an opaque cursor: INVALID_INPUT (after).
 	Vouchers(ctx context.Context, first int, after string) (Page, error)
-	// FlashVouchers lists every flash voucher.
+	// FlashVouchers lists every flash voucher, a flash campaign's voucher
+	// row (~C<id>, its gate) among them.
 	FlashVouchers(ctx context.Context) ([]Voucher, error)
 	// Reserve applies the contract's reserve rules 1-6 on the database's clock:
 	// NOT_FOUND, ORDER_CONFLICT, RESERVATION_RELEASED, NOT_ELIGIBLE,
@@ -155,9 +156,8 @@ func NewService(deps Deps, cfg Config) *Service {
 	switch {
 	case deps.Gate == nil:
 	case deps.Kafka != nil:
-		k := newKafkaFlash(s, deps.Kafka)
-		s.flash = k
-		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace, claims: k}
+		s.flash = newKafkaFlash(s, deps.Kafka)
+		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
 	default:
 		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
 		s.flash = s.campaigns
