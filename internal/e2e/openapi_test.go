@@ -56,6 +56,13 @@ func notREST(path string) bool {
 // validatingTransport is httpClient's transport.
 type validatingTransport struct{ next http.RoundTripper }
 
+// CloseIdleConnections forwards to the transport, so httpClient's does.
+func (v validatingTransport) CloseIdleConnections() {
+	if c, ok := v.next.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 func (v validatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := v.next.RoundTrip(req)
 	if err != nil || notREST(req.URL.Path) {
