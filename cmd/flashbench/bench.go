@@ -292,6 +292,9 @@ func (b *bench) startServers(ctx context.Context, wantKafka bool) error {
 			b.broker = br
 			extra["KAFKA_BROKERS"] = br.URL
 		}
+		// The kafka-mode server's pprof is KAFKA_DEBUG_ADDR; DEBUG_ADDR is
+		// the sync one's (two servers cannot listen on one address).
+		extra["DEBUG_ADDR"] = b.getenv("KAFKA_DEBUG_ADDR")
 		k, err := startServer(ctx, "voucherd (kafka)", b.bin.voucherd, []string{"serve"}, withEnv(b.environ, merge(b.serverEnv("kafka"), extra)), voucherdBanner, "/readyz", lg)
 		if err != nil {
 			b.noKafka = "kafka path not available: " + err.Error()
