@@ -26,14 +26,8 @@ const (
 	// MaxWinnerBatch bounds the reserves written in one transaction.
 	MaxWinnerBatch = 128
 	// winnerWriters is how many batches of one voucher are in flight at
-	// once in one process. One: a second batch of the same voucher gains
-	// nothing (its update of the hot row waits for the first's commit) and
-	// costs the database (its rows' foreign-key checks take key-share locks
-	// on the row the first has updated, building multixacts). Four
-	// interleaved make bench runs of winners-sync: 7,182/s with one
-	// against 6,619/s with two, PostgreSQL + Redis 0.66-0.72 cores against
-	// 0.79-0.83.
-	winnerWriters = 1
+	// once in one process: one claims its orders while the other commits.
+	winnerWriters = 2
 	// winnerBatchTimeout bounds one batch's transaction. The requests keep
 	// their own deadlines; one that gives up first answers UNAVAILABLE, and
 	// its retry finds the row if the batch committed.
