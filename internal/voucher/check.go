@@ -97,7 +97,7 @@ func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (i
 	}
 	a, loaded, err := s.gate.Availability(ctx, gk, v.Code, c.CustomerID)
 	if err == nil && !loaded {
-		if err = s.flashFor(gk).warm(ctx, []Voucher{{Code: gk}}); err == nil {
+		if err = s.flashFor(gk).warm(ctx, gk); err == nil {
 			a, loaded, err = s.gate.Availability(ctx, gk, v.Code, c.CustomerID)
 		}
 	}

@@ -26,8 +26,8 @@ type flashPath interface {
 	// expireDue releases up to limit reservations past their deadline and
 	// returns how many it released.
 	expireDue(ctx context.Context, limit int) (int, error)
-	// warm loads the gates of live flash vouchers unless they are loaded.
-	warm(ctx context.Context, live []Voucher) error
+	// warm loads a live flash voucher's gate (code) unless it is loaded.
+	warm(ctx context.Context, code string) error
 	// load loads the gate of a voucher just created (no admission of it can
 	// be in flight).
 	load(ctx context.Context, v Voucher) error
@@ -85,7 +85,7 @@ func (s *Service) WarmGate(ctx context.Context, code string) error {
 		return err
 	}
 	gk := gateCode(v) // a campaign code's campaign's gate
-	return s.flashFor(gk).warm(ctx, []Voucher{{Code: gk}})
+	return s.flashFor(gk).warm(ctx, gk)
 }
 
 // WarmGates loads the gate of every flash voucher that has not ended, unless
@@ -103,7 +103,7 @@ func (s *Service) WarmGates(ctx context.Context) error {
 		if now.After(v.EndsAt) {
 			continue
 		}
-		if err := s.flashFor(v.Code).warm(ctx, []Voucher{v}); err != nil {
+		if err := s.flashFor(v.Code).warm(ctx, v.Code); err != nil {
 			return err
 		}
 	}

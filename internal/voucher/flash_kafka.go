@@ -471,22 +471,20 @@ func gateExpireAt(v Voucher, ttl time.Duration) time.Time {
 	return v.EndsAt.Add(ttl + 7*24*time.Hour)
 }
 
-// warm asks the consumer to load every voucher whose gate is not
-// healthy (not loaded, or on another Redis server than it was loaded on, or
-// marked as having lost data). The load happens at a recovery marker in the
+// warm asks the consumer to load the voucher's gate if it is not healthy
+// (not loaded, or on another Redis server than it was loaded on, or marked
+// as having lost data). The load happens at a recovery marker in the
 // voucher's partition, after every event published before it, so the
 // snapshot it loads holds every decision the old gate answered; admissions
 // still on their way are settled against the new gate (apply_check.lua).
-func (k *kafkaFlash) warm(ctx context.Context, vouchers []Voucher) error {
-	for _, v := range vouchers {
-		ok, err := k.gate.Healthy(ctx, v.Code)
-		if err != nil {
+func (k *kafkaFlash) warm(ctx context.Context, code string) error {
+	ok, err := k.gate.Healthy(ctx, code)
+	if err != nil {
+		return unavailable(err)
+	}
+	if !ok {
+		if err := k.publishRecovery(ctx, code, false, ""); err != nil {
 			return unavailable(err)
-		}
-		if !ok {
-			if err := k.publishRecovery(ctx, v.Code, false, ""); err != nil {
-				return unavailable(err)
-			}
 		}
 	}
 	return nil

@@ -144,16 +144,14 @@ func (s *syncFlash) expireDue(pass context.Context, limit int) (int, error) {
 	return s.expireInDatabase(pass, limit, s.releaseGate)
 }
 
-// warm loads each gate that is not loaded from the database; a READY
+// warm loads the gate from the database if it is not loaded; a READY
 // flash campaign's codes are streamed into this instance's map of them.
-func (s *syncFlash) warm(ctx context.Context, live []Voucher) error {
-	for _, v := range live {
-		if err := s.loadGate(ctx, v.Code); err != nil {
-			return err
-		}
-		if id, ok := CampaignOfGate(v.Code); ok {
-			s.fillCampaignCodes(ctx, id)
-		}
+func (s *syncFlash) warm(ctx context.Context, code string) error {
+	if err := s.loadGate(ctx, code); err != nil {
+		return err
+	}
+	if id, ok := CampaignOfGate(code); ok {
+		s.fillCampaignCodes(ctx, id)
 	}
 	return nil
 }
