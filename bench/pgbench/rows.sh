@@ -18,8 +18,10 @@ name=${url##*/}
 name=${name%%\?*}
 admin=${url%/*}/postgres
 owner=$(echo "$url" | sed -E 's#^postgres(ql)?://([^:@/]+).*#\2#')
-psql -q "$admin" -U postgres -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name OWNER $owner" >/dev/null 2>&1 ||
-	psql -q "$admin" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name OWNER $owner" >/dev/null
+# as_admin runs psql on the server's postgres database as the postgres
+# superuser, else as the URL's user.
+as_admin() { psql -q "$admin" -U postgres "$@" >/dev/null 2>&1 || psql -q "$admin" "$@" >/dev/null; }
+as_admin -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" -c "CREATE DATABASE $name OWNER $owner"
 (cd "$here/../.." && DATABASE_URL=$url go run ./cmd/voucherd migrate >/dev/null 2>&1)
 
 q() { psql -qAt -v ON_ERROR_STOP=1 "$url" "$@"; }
@@ -69,5 +71,4 @@ q -c "DROP INDEX voucher_redemption_voucher_idx"
 run "without the foreign keys and voucher_redemption_voucher_idx"
 q -c "DROP INDEX voucher_redemption_due_idx"
 run "... and without voucher_redemption_due_idx"
-psql -q "$admin" -U postgres -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 ||
-	psql -q "$admin" -c "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null
+as_admin -c "DROP DATABASE IF EXISTS $name WITH (FORCE)"
