@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -369,5 +370,72 @@ func TestFlash_AGateTooHighConvergesInsteadOfSendingEveryRequestToTheDatabase(t 
 	}
 	if st := readVoucher(t, s, code); st.Used != 20 || st.GateRemaining == nil || *st.GateRemaining != 0 {
 		t.Errorf("after the late crowd: %+v (gate %v), want used 20 and the gate at 0", st, deref(st.GateRemaining))
+	}
+}
+
+// A retry sent while its order's first request waits for the database
+// write (the gate says DUPLICATE) waits for that write and answers from its
+// row, instead of writing the order in a transaction of its own: at a
+// sale's start every order is in flight, and such transactions queued on
+// the order's key and the voucher's row behind the winners' batches.
+func TestFlash_RetryOfAnOrderBeingWrittenWaitsForThatWrite(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nil)
+	db := database(t)
+	ctx := context.Background()
+	code := createVoucher(t, s, voucherSpec{TotalLimit: 10, Flash: true})
+	const writes = `voucher_database_writes_total{op="reserve"}`
+	before := metricValue(t, s, writes)
+
+	// The voucher's row locked FOR UPDATE holds the first request's batch
+	// at its foreign-key check, after the gate admitted it.
+	hold, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	var holder int
+	if err := hold.QueryRow(ctx, `SELECT pg_backend_pid() FROM voucher WHERE code = $1 FOR UPDATE`, code).Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
+	api := restAPI{s}
+	order := uniqueOrder()
+	answers := make(chan result, 2)
+	go func() { answers <- api.reserve(t, code, 42, order, 5000) }()
+	blocked := func() int {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for deadline := time.Now().Add(10 * time.Second); blocked() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request's write never reached the database")
+		}
+	}
+	go func() { answers <- api.reserve(t, code, 42, order, 5000) }()
+	select {
+	case r := <-answers:
+		t.Fatalf("an answer while the order's write is held: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, second := <-answers, <-answers
+	if first.Error != "" || second.Error != "" {
+		t.Fatalf("reserve and its retry: %q, %q", first.Error, second.Error)
+	}
+	for _, k := range []string{"orderId", "status", "createdAt", "expiresAt", "discountAmount"} {
+		if str(first.Reservation[k]) != str(second.Reservation[k]) {
+			t.Errorf("the retry's %s differs: %v vs %v", k, first.Reservation[k], second.Reservation[k])
+		}
+	}
+	if got := metricValue(t, s, writes) - before; got != 1 {
+		t.Errorf("the order and its retry sent %v reserve writes to the database, want 1 (the retry waits for the first)", got)
+	}
+	if st := readVoucher(t, s, code); st.Used != 1 || liveRows(t, db, code) != 1 {
+		t.Errorf("after the order and its retry: %+v, live rows %d", st, liveRows(t, db, code))
 	}
 }

@@ -110,11 +110,65 @@ func (s *Service) WarmGates(ctx context.Context) error {
 	return nil
 }
 
+// writesInFlight is the set of orders whose gate-admitted database write
+// has begun in this process and not yet ended, each with a channel closed
+// when it ends.
+type writesInFlight struct {
+	mu     sync.Mutex
+	orders map[string]chan struct{}
+}
+
+func newWritesInFlight() *writesInFlight {
+	return &writesInFlight{orders: map[string]chan struct{}{}}
+}
+
+// begin marks orderID's write as in flight until end is called; a write of
+// an order already in flight is not marked twice (end does nothing then).
+func (w *writesInFlight) begin(orderID string) (end func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.orders[orderID]; ok {
+		return func() {}
+	}
+	done := make(chan struct{})
+	w.orders[orderID] = done
+	return func() {
+		w.mu.Lock()
+		delete(w.orders, orderID)
+		w.mu.Unlock()
+		close(done)
+	}
+}
+
+// wait returns once no write of orderID is in flight, or with ctx's error.
+func (w *writesInFlight) wait(ctx context.Context, orderID string) error {
+	w.mu.Lock()
+	done, ok := w.orders[orderID]
+	w.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // reserveKnown answers a reserve of an order that passed a sync-mode gate
 // before: the database has the answer and takes no second use for an
 // identical retry. A duplicate whose first request died before its write
 // writes it now, backed by the use the gate took then.
 func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservation, error) {
+	// An order whose first request is still being written here (a retry
+	// sent while it waits for its batch) waits for that write, then reads
+	// its row: racing it with a transaction of its own would queue on the
+	// order's key and the voucher's row behind the batch, and every winner
+	// of the next batch behind that.
+	if err := s.writing.wait(ctx, r.OrderID); err != nil {
+		return Reservation{}, unavailable(err)
+	}
 	// Nearly always the order's row is written already (a client's retry):
 	// the store's coalesced read answers it as Reserve would, without a
 	// transaction of its own. Only a row missing (or unreadable) goes on

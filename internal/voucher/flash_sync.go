@@ -78,11 +78,13 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		s.obs.DatabaseWrite("reserve")
 		var res Reservation
 		var err error
+		written := s.writing.begin(r.OrderID) // a retry meanwhile waits for it (reserveKnown)
 		if v.CampaignID != 0 {
 			res, _, err = s.store.ReserveAdmittedCode(ctx, gk, r, s.ttl, PathGateSync)
 		} else {
 			res, _, err = s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
 		}
+		written()
 		if err != nil {
 			s.flash.unclaimOrder(ctx, r, err)
 		}

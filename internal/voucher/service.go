@@ -114,6 +114,9 @@ type Service struct {
 	gens *generators
 	// flashCodes maps the codes of READY flash campaigns to their campaign.
 	flashCodes *flashCodes
+	// writing holds the gate-admitted orders whose database write is in
+	// flight in this process (the sync path's).
+	writing *writesInFlight
 }
 
 // NewService returns the service over its dependencies.
@@ -152,6 +155,7 @@ func NewService(deps Deps, cfg Config) *Service {
 		gens:     newGenerators(),
 
 		flashCodes: newFlashCodes(),
+		writing:    newWritesInFlight(),
 	}
 	switch {
 	case deps.Gate == nil:
