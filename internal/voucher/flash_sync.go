@@ -76,15 +76,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 			return Reservation{}, err
 		}
 		s.obs.DatabaseWrite("reserve")
-		var res Reservation
-		var err error
-		written := s.writing.begin(r.OrderID) // a retry meanwhile waits for it (reserveKnown)
-		if v.CampaignID != 0 {
-			res, _, err = s.store.ReserveAdmittedCode(ctx, gk, r, s.ttl, PathGateSync)
-		} else {
-			res, _, err = s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
-		}
-		written()
+		res, err := s.writeAdmitted(ctx, v, gk, r)
 		if err != nil {
 			s.flash.unclaimOrder(ctx, r, err)
 		}
@@ -129,6 +121,19 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		return s.reserveKnown(ctx, r)
 	}
 	return s.refusedAtGate(v, r, verdict)
+}
+
+// writeAdmitted writes a reserve the gate admitted, in its voucher's (or
+// campaign's) next batch. A retry of the order meanwhile waits for this
+// write (reserveKnown), however it ends.
+func (s *syncFlash) writeAdmitted(ctx context.Context, v Voucher, gk string, r ReserveRequest) (Reservation, error) {
+	defer s.writing.begin(r.OrderID)()
+	if v.CampaignID != 0 {
+		res, _, err := s.store.ReserveAdmittedCode(ctx, gk, r, s.ttl, PathGateSync)
+		return res, err
+	}
+	res, _, err := s.store.ReserveAdmitted(ctx, r, s.ttl, PathGateSync)
+	return res, err
 }
 
 // confirm and release are the database's in sync mode.
