@@ -19,6 +19,17 @@ type result struct {
 
 func (r result) status() string { return str(r.Reservation["status"]) }
 
+// assertSameReservation fails t where retry's reservation differs from
+// first's in a field an identical retry must keep.
+func assertSameReservation(t testing.TB, first, retry result) {
+	t.Helper()
+	for _, k := range []string{"orderId", "status", "createdAt", "expiresAt", "discountAmount"} {
+		if str(first.Reservation[k]) != str(retry.Reservation[k]) {
+			t.Errorf("retry changed %s: %v -> %v", k, first.Reservation[k], retry.Reservation[k])
+		}
+	}
+}
+
 // checkoutAPI is reserve/confirm/release over one transport.
 type checkoutAPI interface {
 	name() string

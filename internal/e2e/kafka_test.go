@@ -172,11 +172,7 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 			if first.Error != "" || second.Error != "" {
 				t.Fatalf("reserve, retry = %q, %q", first.Error, second.Error)
 			}
-			for _, k := range []string{"orderId", "status", "createdAt", "expiresAt", "discountAmount"} {
-				if str(first.Reservation[k]) != str(second.Reservation[k]) {
-					t.Errorf("retry changed %s: %v -> %v", k, first.Reservation[k], second.Reservation[k])
-				}
-			}
+			assertSameReservation(t, first, second)
 			if c := api.confirm(t, code, order); c.Error != "" || c.status() != "CONFIRMED" {
 				t.Fatalf("confirm right after = %q %q", c.Error, c.status())
 			}
