@@ -255,18 +255,16 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 		}
 		if campaign {
 			// The codes' uses before the campaign's row, as a single
-			// reserve takes them; a code without the uses leaves its
-			// reserves to Reserve (CODE used up: OUT_OF_STOCK there).
-			full, err := takeCodeUses(ctx, q, claimed)
+			// reserve takes them. The reserves past a code's uses left
+			// (the later ones in the batch) go to Reserve, which answers
+			// them (CODE used up: OUT_OF_STOCK there); the rest are
+			// written together.
+			over, err := takeCodeUses(ctx, q, batch, rows)
 			if err != nil {
 				return err
 			}
-			if len(full) > 0 {
-				suspects = make([]bool, len(batch))
-				for i, p := range batch {
-					_, claimed := rows[p.r.OrderID]
-					suspects[i] = claimed && full[p.r.Code]
-				}
+			if over != nil {
+				suspects = over
 				return errBatchSplit
 			}
 		}
@@ -285,13 +283,14 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 	return rows, suspects, err
 }
 
-// takeCodeUses holds the campaign codes' uses of a batch's rows, the codes
-// locked in code order first (the order of every writer of several codes),
-// and returns the codes that had too few left (nothing is then taken: the
-// batch rolls back).
-func takeCodeUses(ctx context.Context, q *db.Queries, claimed []db.VoucherRedemption) (map[string]bool, error) {
+// takeCodeUses holds the campaign codes' uses of a batch's claimed rows,
+// the codes locked in code order first (the order of every writer of
+// several codes). When a code has fewer uses left than claimed rows, it
+// takes nothing and returns which reserves are past their code's uses, in
+// batch order (the batch rolls back; the others can be written together).
+func takeCodeUses(ctx context.Context, q *db.Queries, batch []*pendingWinner, rows map[string]db.VoucherRedemption) ([]bool, error) {
 	uses := map[string]int32{}
-	for _, row := range claimed {
+	for _, row := range rows {
 		if row.CampaignCode != nil {
 			uses[*row.CampaignCode]++
 		}
@@ -301,24 +300,42 @@ func takeCodeUses(ctx context.Context, q *db.Queries, claimed []db.VoucherRedemp
 		take.Codes = append(take.Codes, code)
 		take.Uses = append(take.Uses, uses[code])
 	}
-	if err := q.CampaignCodeLockMany(ctx, take.Codes); err != nil {
+	locked, err := q.CampaignCodeLockUsesLeft(ctx, take.Codes)
+	if err != nil {
 		return nil, err
+	}
+	left := make(map[string]int32, len(locked))
+	short := false
+	for _, c := range locked {
+		left[c.Code] = c.UsesLeft
+		short = short || c.UsesLeft < uses[c.Code]
+	}
+	if short || len(locked) != len(take.Codes) {
+		over := make([]bool, len(batch))
+		for i, p := range batch {
+			row, ok := rows[p.r.OrderID]
+			if !ok || row.CampaignCode == nil {
+				continue
+			}
+			code := *row.CampaignCode
+			if left[code] > 0 {
+				left[code]--
+			} else {
+				over[i] = true
+			}
+		}
+		return over, nil
 	}
 	taken, err := q.CampaignCodeUsesTake(ctx, take)
 	if err != nil {
 		return nil, err
 	}
-	if len(taken) == len(take.Codes) {
-		return nil, nil
+	if len(taken) != len(take.Codes) {
+		// Not after the locked read above; the CHECK's twin, kept so
+		// that a code's limit holds whatever that read said.
+		return nil, errors.New("campaign code uses changed under their lock")
 	}
-	full := make(map[string]bool, len(take.Codes)-len(taken))
-	for _, code := range take.Codes {
-		full[code] = true
-	}
-	for _, code := range taken {
-		delete(full, code)
-	}
-	return full, nil
+	return nil, nil
 }
 
 // usesLeft is how many uses the voucher has left now; 0 when unknown.

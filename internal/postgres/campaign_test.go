@@ -199,6 +199,83 @@ func TestExpireDue_GivesCampaignCodesTheirUsesBack(t *testing.T) {
 	}
 }
 
+// A batch naming a campaign code more times than the code has uses left
+// writes the first of them, in batch order, with the rest of the batch in
+// one transaction; only the ones past the code's uses are refused, each as
+// a single reserve would refuse it (the code used up).
+func TestReserveAdmittedCode_ABatchKeepsTheUsesACodeHasLeft(t *testing.T) {
+	ctx := context.Background()
+	pool := ownDatabase(t)
+	s := New(pool)
+	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
+	total := 100
+	c, err := s.CreateCampaign(ctx, voucher.NewCampaign{
+		Name: "two-use codes", CodeCount: 4, CodeLength: 10, UsesPerCode: 2, TotalLimit: &total, PerUserLimit: 1,
+		Terms: voucher.NewVoucher{DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD", Flash: true,
+			StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	_ = s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil })
+	gate := voucher.CampaignGateCode(c.ID)
+	ttl := 15 * time.Minute
+	a, b, cc, d := codes[0], codes[1], codes[2], codes[3]
+	// d has one use left.
+	if _, _, err := s.ReserveAdmittedCode(ctx, gate, voucher.ReserveRequest{Code: d, CustomerID: 1, OrderID: unique("d-before"), OrderAmount: 500}, ttl, voucher.PathGateSync); err != nil {
+		t.Fatal(err)
+	}
+
+	named := []string{a, b, a, d, cc, a, d, b}
+	wins := []bool{true, true, true, true, true, false, false, true}
+	batch := make([]*pendingWinner, len(named))
+	for i, code := range named {
+		r := voucher.ReserveRequest{Code: code, CustomerID: int64(100 + i), OrderID: unique("batch"), OrderAmount: 500}
+		batch[i] = &pendingWinner{ctx: ctx, owner: gate, r: r, ttl: ttl, path: voucher.PathGateSync, done: make(chan winnerOutcome, 1)}
+	}
+	s.writeBatch(batch, batchSplits)
+	for i, p := range batch {
+		out := <-p.done
+		switch {
+		case wins[i] && (out.err != nil || !out.created):
+			t.Errorf("reserve %d (code %s, use %d of it in the batch): created %v, %v; want it written", i, p.r.Code, countBefore(named, i)+1, out.created, out.err)
+		case !wins[i] && !errors.Is(out.err, voucher.ErrCodeUsedUp):
+			t.Errorf("reserve %d (code %s, past its uses left): created %v, %v; want the code used up", i, p.r.Code, out.created, out.err)
+		}
+	}
+	var writers int
+	if err := pool.QueryRow(ctx, `SELECT count(DISTINCT xmin::text) FROM voucher_redemption WHERE voucher_code = $1 AND order_id LIKE 'batch-%'`, gate).Scan(&writers); err != nil {
+		t.Fatal(err)
+	}
+	if writers != 1 {
+		t.Errorf("the batch's 6 winners were written by %d transactions, want 1", writers)
+	}
+	for code, want := range map[string]int{a: 2, b: 2, cc: 1, d: 2} {
+		var used int
+		if err := pool.QueryRow(ctx, `SELECT used_count FROM voucher_code WHERE code = $1`, code).Scan(&used); err != nil {
+			t.Fatal(err)
+		}
+		if used != want {
+			t.Errorf("code %s: used %d, want %d", code, used, want)
+		}
+	}
+}
+
+// countBefore is how many times named[i] appears before i.
+func countBefore(named []string, i int) int {
+	n := 0
+	for _, s := range named[:i] {
+		if s == named[i] {
+			n++
+		}
+	}
+	return n
+}
+
 // The sync path's winners of a flash campaign, of any of its codes, are
 // written in shared transactions on the campaign's row, each code's use
 // counted too: 200 winners on 100 single-use codes (two customers a code)

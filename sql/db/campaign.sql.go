@@ -80,6 +80,42 @@ func (q *Queries) CampaignCodeLockMany(ctx context.Context, codes []string) erro
 	return err
 }
 
+const campaignCodeLockUsesLeft = `-- name: CampaignCodeLockUsesLeft :many
+SELECT code, use_limit - used_count AS uses_left FROM voucher_code
+WHERE code = ANY($1::text[])
+ORDER BY code
+FOR NO KEY UPDATE
+`
+
+type CampaignCodeLockUsesLeftRow struct {
+	Code     string
+	UsesLeft int32
+}
+
+// CampaignCodeLockUsesLeft locks codes in code order, as CampaignCodeLockMany,
+// and returns how many uses each has left: a batch of a campaign's winners
+// reads them before it takes its codes' uses, so that a code named by more
+// of its winners than it has uses sets aside only the ones past its uses.
+func (q *Queries) CampaignCodeLockUsesLeft(ctx context.Context, codes []string) ([]CampaignCodeLockUsesLeftRow, error) {
+	rows, err := q.db.Query(ctx, campaignCodeLockUsesLeft, codes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []CampaignCodeLockUsesLeftRow
+	for rows.Next() {
+		var i CampaignCodeLockUsesLeftRow
+		if err := rows.Scan(&i.Code, &i.UsesLeft); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const campaignCodeOwner = `-- name: CampaignCodeOwner :one
 SELECT coalesce(c.voucher_code, vc.code)::text AS voucher_code
 FROM voucher_code vc LEFT JOIN campaign c ON c.id = vc.campaign_id

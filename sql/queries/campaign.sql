@@ -89,6 +89,16 @@ WHERE code = ANY(sqlc.arg(codes)::text[])
 ORDER BY code
 FOR NO KEY UPDATE;
 
+-- CampaignCodeLockUsesLeft locks codes in code order, as CampaignCodeLockMany,
+-- and returns how many uses each has left: a batch of a campaign's winners
+-- reads them before it takes its codes' uses, so that a code named by more
+-- of its winners than it has uses sets aside only the ones past its uses.
+-- name: CampaignCodeLockUsesLeft :many
+SELECT code, use_limit - used_count AS uses_left FROM voucher_code
+WHERE code = ANY(sqlc.arg(codes)::text[])
+ORDER BY code
+FOR NO KEY UPDATE;
+
 -- name: CampaignCodeUsesGiveBack :exec
 UPDATE voucher_code vc
 SET used_count = vc.used_count - g.uses
