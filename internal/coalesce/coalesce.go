@@ -22,6 +22,7 @@ type Coalescer[T any] struct {
 	mu      sync.Mutex
 	pending []T
 	busy    int
+	held    int // calls queued or in a running batch
 }
 
 // New makes a Coalescer whose batches run runs; run must answer every call
@@ -34,6 +35,7 @@ func New[T any](workers, maxBatch int, run func([]T)) *Coalescer[T] {
 func (c *Coalescer[T]) Add(call T) {
 	c.mu.Lock()
 	c.pending = append(c.pending, call)
+	c.held++
 	start := c.busy < c.workers
 	if start {
 		c.busy++
@@ -46,8 +48,10 @@ func (c *Coalescer[T]) Add(call T) {
 
 // drain runs batches until nothing is queued.
 func (c *Coalescer[T]) drain() {
+	ran := 0
 	for {
 		c.mu.Lock()
+		c.held -= ran
 		if len(c.pending) == 0 {
 			c.pending = nil
 			c.busy--
@@ -59,7 +63,16 @@ func (c *Coalescer[T]) drain() {
 		c.pending = c.pending[n:]
 		c.mu.Unlock()
 		c.run(batch)
+		ran = n
 	}
+}
+
+// Held is how many calls the Coalescer holds: queued, or in a batch that
+// has not returned yet. A test waits on it to know that its calls are in.
+func (c *Coalescer[T]) Held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
 }
 
 // PerKey is one Coalescer per key (a voucher's code, so that a batch is
