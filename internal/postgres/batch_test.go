@@ -283,7 +283,8 @@ func TestApplyReservedBatch_CountsOnlyNewOrdersAndAppliesNothingPastALimit(t *te
 // order's answer (NOT_FOUND for an order the database does not hold). The
 // table is locked while the reads arrive, so that every read is queued or
 // in a query before the first query answers, however the goroutines are
-// scheduled: the queries are then the workers' first ones and one more.
+// scheduled: the queries are then at most the workers' first ones and one
+// more.
 func TestReservation_ConcurrentReadsShareQueriesAndGetTheirOwnAnswers(t *testing.T) {
 	ctx := context.Background()
 	pool := ownDatabase(t)
@@ -324,7 +325,10 @@ func TestReservation_ConcurrentReadsShareQueriesAndGetTheirOwnAnswers(t *testing
 			}
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); s.lookups.Held() < len(orders) || s.lookupQueries.Load()-before < lookupWorkers; {
+	// Every read is in once the coalescer holds them all and a query is
+	// out (one worker may have taken them all). The wait stays well under
+	// lookupTimeout, past which the held queries would fail.
+	for deadline := time.Now().Add(lookupTimeout / 2); s.lookups.Held() < len(orders) || s.lookupQueries.Load() == before; {
 		if time.Now().After(deadline) {
 			t.Fatalf("the reads never all arrived: %d held, %d queries", s.lookups.Held(), s.lookupQueries.Load()-before)
 		}
