@@ -770,14 +770,19 @@ func TestKafka_BrokerUnavailableDuringReserveIsUnavailableAndLeaksNoUse(t *testi
 	s := kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers, "DATABASE_URL": dbURL})
 	api := restAPI{s}
 	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 5}))
+	probe := createVoucher(t, s, flash(voucherSpec{TotalLimit: 5}))
 	c.Close()
 	// The broker's end of the producer's connection is closed; until the
 	// producer has read that, a request it writes goes into a socket whose
 	// peer is gone, the write succeeds locally, and the outcome is unknown
 	// (held on the safe side: TestKafka_PublishOfUnknownOutcome... is that
-	// case). This test is the broker surely unreachable: give the producer
-	// the moment it takes to see the close.
-	time.Sleep(500 * time.Millisecond)
+	// case). This test is the broker surely unreachable: a reserve on
+	// another voucher first makes the producer find the connection dead,
+	// however late it would have noticed by itself (a fixed wait was not
+	// enough on a loaded machine); after it, every dial is refused.
+	if r := api.reserve(t, probe, 1, uniqueOrder(), 100); r.Error != "UNAVAILABLE" {
+		t.Fatalf("reserve with the broker down = %q (HTTP %d), want UNAVAILABLE", r.Error, r.HTTPStatus)
+	}
 
 	order := uniqueOrder()
 	for i := 0; i < 2; i++ { // and its retry
