@@ -199,6 +199,33 @@ func TestExpireDue_GivesCampaignCodesTheirUsesBack(t *testing.T) {
 	}
 }
 
+// generatedFlashCampaign makes a READY flash campaign of count codes, each
+// of usesPerCode uses, total uses in all and one a customer, and returns
+// it with its codes.
+func generatedFlashCampaign(t *testing.T, s *Store, count, usesPerCode, total int) (voucher.Campaign, []string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := s.CreateCampaign(ctx, voucher.NewCampaign{
+		Name: "flash", CodeCount: count, CodeLength: 10, UsesPerCode: usesPerCode, TotalLimit: &total, PerUserLimit: 1,
+		Terms: voucher.NewVoucher{DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD", Flash: true,
+			StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{}).GenerateCampaign(ctx, c.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	if err := s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(codes) != count {
+		t.Fatalf("campaign generated %d codes, want %d", len(codes), count)
+	}
+	return c, codes
+}
+
 // A batch naming a campaign code more times than the code has uses left
 // writes the first of them, in batch order, with the rest of the batch in
 // one transaction; only the ones past the code's uses are refused, each as
@@ -207,21 +234,7 @@ func TestReserveAdmittedCode_ABatchKeepsTheUsesACodeHasLeft(t *testing.T) {
 	ctx := context.Background()
 	pool := ownDatabase(t)
 	s := New(pool)
-	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
-	total := 100
-	c, err := s.CreateCampaign(ctx, voucher.NewCampaign{
-		Name: "two-use codes", CodeCount: 4, CodeLength: 10, UsesPerCode: 2, TotalLimit: &total, PerUserLimit: 1,
-		Terms: voucher.NewVoucher{DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD", Flash: true,
-			StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	var codes []string
-	_ = s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil })
+	c, codes := generatedFlashCampaign(t, s, 4, 2, 100)
 	gate := voucher.CampaignGateCode(c.ID)
 	ttl := 15 * time.Minute
 	a, b, cc, d := codes[0], codes[1], codes[2], codes[3]
@@ -285,21 +298,7 @@ func TestReserveAdmittedCode_ACampaignsWinnersShareTransactionsWithinEveryLimit(
 	ctx := context.Background()
 	pool := ownDatabase(t)
 	s := New(pool)
-	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
-	total := 80
-	c, err := s.CreateCampaign(ctx, voucher.NewCampaign{
-		Name: "flash", CodeCount: 100, CodeLength: 10, UsesPerCode: 1, TotalLimit: &total, PerUserLimit: 1,
-		Terms: voucher.NewVoucher{DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD", Flash: true,
-			StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
-	var codes []string
-	_ = s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil })
+	c, codes := generatedFlashCampaign(t, s, 100, 1, 80)
 	gate := voucher.CampaignGateCode(c.ID)
 
 	var wg sync.WaitGroup
