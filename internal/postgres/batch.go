@@ -300,7 +300,7 @@ func takeCodeUses(ctx context.Context, q *db.Queries, batch []*pendingWinner, ro
 		take.Codes = append(take.Codes, code)
 		take.Uses = append(take.Uses, uses[code])
 	}
-	locked, err := q.CampaignCodeLockUsesLeft(ctx, take.Codes)
+	locked, err := q.CampaignCodeLockMany(ctx, take.Codes)
 	if err != nil {
 		return nil, err
 	}

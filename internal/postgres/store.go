@@ -512,7 +512,7 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation
 				back.Codes = append(back.Codes, code)
 				back.Uses = append(back.Uses, codes[code])
 			}
-			if err := q.CampaignCodeLockMany(ctx, back.Codes); err != nil {
+			if _, err := q.CampaignCodeLockMany(ctx, back.Codes); err != nil {
 				return err
 			}
 			if err := q.CampaignCodeUsesGiveBack(ctx, back); err != nil {

@@ -66,45 +66,32 @@ func (q *Queries) CampaignCodeGet(ctx context.Context, code string) (CampaignCod
 	return i, err
 }
 
-const campaignCodeLockMany = `-- name: CampaignCodeLockMany :exec
-SELECT 1 FROM voucher_code
-WHERE code = ANY($1::text[])
-ORDER BY code
-FOR NO KEY UPDATE
-`
-
-// CampaignCodeLockMany locks codes in code order (the fixed order of the
-// expiry sweep's batch) before CampaignCodeUsesGiveBack changes them.
-func (q *Queries) CampaignCodeLockMany(ctx context.Context, codes []string) error {
-	_, err := q.db.Exec(ctx, campaignCodeLockMany, codes)
-	return err
-}
-
-const campaignCodeLockUsesLeft = `-- name: CampaignCodeLockUsesLeft :many
+const campaignCodeLockMany = `-- name: CampaignCodeLockMany :many
 SELECT code, use_limit - used_count AS uses_left FROM voucher_code
 WHERE code = ANY($1::text[])
 ORDER BY code
 FOR NO KEY UPDATE
 `
 
-type CampaignCodeLockUsesLeftRow struct {
+type CampaignCodeLockManyRow struct {
 	Code     string
 	UsesLeft int32
 }
 
-// CampaignCodeLockUsesLeft locks codes in code order, as CampaignCodeLockMany,
+// CampaignCodeLockMany locks codes in code order (the fixed order of every
+// writer of several codes: the expiry sweep's batch before
+// CampaignCodeUsesGiveBack, a batch of winners before CampaignCodeUsesTake)
 // and returns how many uses each has left: a batch of a campaign's winners
-// reads them before it takes its codes' uses, so that a code named by more
-// of its winners than it has uses sets aside only the ones past its uses.
-func (q *Queries) CampaignCodeLockUsesLeft(ctx context.Context, codes []string) ([]CampaignCodeLockUsesLeftRow, error) {
-	rows, err := q.db.Query(ctx, campaignCodeLockUsesLeft, codes)
+// that names a code more times than that sets aside only the ones past it.
+func (q *Queries) CampaignCodeLockMany(ctx context.Context, codes []string) ([]CampaignCodeLockManyRow, error) {
+	rows, err := q.db.Query(ctx, campaignCodeLockMany, codes)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []CampaignCodeLockUsesLeftRow
+	var items []CampaignCodeLockManyRow
 	for rows.Next() {
-		var i CampaignCodeLockUsesLeftRow
+		var i CampaignCodeLockManyRow
 		if err := rows.Scan(&i.Code, &i.UsesLeft); err != nil {
 			return nil, err
 		}

@@ -81,19 +81,12 @@ UPDATE voucher_code SET confirmed_count = confirmed_count + 1 WHERE code = $1;
 -- name: CampaignCodeUseGiveBack :exec
 UPDATE voucher_code SET used_count = used_count - 1 WHERE code = $1;
 
--- CampaignCodeLockMany locks codes in code order (the fixed order of the
--- expiry sweep's batch) before CampaignCodeUsesGiveBack changes them.
--- name: CampaignCodeLockMany :exec
-SELECT 1 FROM voucher_code
-WHERE code = ANY(sqlc.arg(codes)::text[])
-ORDER BY code
-FOR NO KEY UPDATE;
-
--- CampaignCodeLockUsesLeft locks codes in code order, as CampaignCodeLockMany,
+-- CampaignCodeLockMany locks codes in code order (the fixed order of every
+-- writer of several codes: the expiry sweep's batch before
+-- CampaignCodeUsesGiveBack, a batch of winners before CampaignCodeUsesTake)
 -- and returns how many uses each has left: a batch of a campaign's winners
--- reads them before it takes its codes' uses, so that a code named by more
--- of its winners than it has uses sets aside only the ones past its uses.
--- name: CampaignCodeLockUsesLeft :many
+-- that names a code more times than that sets aside only the ones past it.
+-- name: CampaignCodeLockMany :many
 SELECT code, use_limit - used_count AS uses_left FROM voucher_code
 WHERE code = ANY(sqlc.arg(codes)::text[])
 ORDER BY code
