@@ -1,4 +1,5 @@
--- reserve.lua: decide one reserve on a flash voucher's gate, atomically.
+-- reserve.lua: decide the reserves of one flash voucher's gate queued at
+-- the same moment, atomically, each as if it ran alone and in order.
 --
 -- KEYS[1] voucher:{CODE}:stock      remaining uses (its presence means "loaded")
 -- KEYS[2] voucher:{CODE}:customers  hash customerId -> uses held
@@ -10,12 +11,17 @@
 -- KEYS[4] voucher:{CODE}:paused     present while an operator rebuilds the gate
 -- KEYS[5] voucher:{CODE}:meta       hash; its field budget is the budget
 --                                   left (absent: the voucher has none)
--- ARGV[1] orderId, ARGV[2] customerId, ARGV[3] orderAmount, ARGV[4] perUserLimit
--- ARGV[5] createdAt, ARGV[6] expiresAt (Unix ms): given in kafka mode, where
---         the gate, not the database, decides the order's later confirm,
---         release and expiry; empty in sync mode.
--- ARGV[7] the order's discount (Voucher.DiscountFor), taken from the budget
---         with the use.
+-- ARGV[1] n, the number of reserves; then 8 arguments a reserve, the ith's
+-- at ARGV[1 + 8*(i-1) + j]:
+--   j=1 orderId, 2 customerId, 3 orderAmount, 4 perUserLimit,
+--   5 createdAt, 6 expiresAt (Unix ms): given in kafka mode, where the gate,
+--     not the database, decides the order's later confirm, release and
+--     expiry; empty in sync mode,
+--   7 the order's discount (Voucher.DiscountFor), taken from the budget
+--     with the use,
+--   8 the campaign code reserved (empty for a voucher): a code used up is
+--     CODE_USED_UP (the caller's OUT_OF_STOCK), decided with the stock, the
+--     customer and the budget.
 --
 -- A flash campaign has one gate, its voucher row's (CODE = ~C<id>), for all
 -- its codes; then also:
@@ -24,85 +30,128 @@
 --                                    usesPerCode bounds each
 -- KEYS[7] voucher:{CODE}:ordercodes  hash orderId -> the campaign code it
 --                                    holds a use of (live orders)
--- ARGV[8] the campaign code reserved (empty for a voucher): a code used up
---         is CODE_USED_UP (the caller's OUT_OF_STOCK), decided with the
---         stock, the customer and the budget in this one script.
 --
--- Returns one verdict of voucher.GateVerdict. Every check runs before the
--- first write because Redis does not roll a script back on error.
+-- Returns n verdicts of voucher.GateVerdict, in the reserves' order. Why a
+-- batch: a stampede's winners then cost the gate one script call, and the
+-- reads and deadlines every reserve shares (pause, stock, budget, the
+-- hashes' deadline) are done once a call. Every check of a reserve runs
+-- before its first write, and the only error (a campaign code on a gate
+-- that is not a campaign's) is raised before any write, because Redis does
+-- not roll a script back on error.
+
+local n = tonumber(ARGV[1])
+local verdicts = {}
+local function all(verdict)
+  for i = 1, n do
+    verdicts[i] = verdict
+  end
+  return verdicts
+end
 
 if redis.call('EXISTS', KEYS[4]) == 1 then
-  return 'PAUSED'
+  return all('PAUSED')
 end
 local stock = redis.call('GET', KEYS[1])
 if not stock then
-  return 'NOT_LOADED'
+  return all('NOT_LOADED')
 end
+stock = tonumber(stock)
 
-local live = ARGV[2] .. ':' .. ARGV[3]
-local known = redis.call('HGET', KEYS[3], ARGV[1])
-if known then
-  -- The first two fields say who reserved it; the third, if any, its state.
-  local f = {}
-  for part in string.gmatch(known, '[^:]+') do
-    f[#f + 1] = part
-  end
-  local heldCode = ARGV[8] and ARGV[8] ~= '' and redis.call('HGET', KEYS[7], ARGV[1])
-  if f[1] .. ':' .. f[2] ~= live or (heldCode and heldCode ~= ARGV[8]) then
-    return 'ORDER_CONFLICT'
-  elseif f[3] == 'released' or f[3] == 'releasing' then
-    return 'RELEASED'
-  end
-  return 'DUPLICATE'
-end
-
-local held = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
-if held >= tonumber(ARGV[4]) then
-  return 'ALREADY_USED'
-end
-if tonumber(stock) <= 0 then
-  return 'OUT_OF_STOCK'
-end
-local campaignCode = ARGV[8] or ''
-if campaignCode ~= '' then
-  local perCode = redis.call('HGET', KEYS[5], 'usesPerCode')
-  if not perCode then
-    return redis.error_reply('GATE_CODES the gate holds no usesPerCode: not a campaign gate')
-  end
-  if tonumber(redis.call('HGET', KEYS[6], campaignCode) or '0') >= tonumber(perCode) then
-    return 'CODE_USED_UP'
+local perCode
+for i = 1, n do
+  local code = ARGV[1 + 8 * (i - 1) + 8]
+  if code and code ~= '' then
+    perCode = redis.call('HGET', KEYS[5], 'usesPerCode')
+    if not perCode then
+      return redis.error_reply('GATE_CODES the gate holds no usesPerCode: not a campaign gate')
+    end
+    perCode = tonumber(perCode)
+    break
   end
 end
-local discount = tonumber(ARGV[7] or '0')
 local budget = redis.call('HGET', KEYS[5], 'budget')
-if budget and tonumber(budget) < discount then
-  return 'BUDGET_EXHAUSTED'
+if budget then
+  budget = tonumber(budget)
 end
 
-redis.call('DECR', KEYS[1])
-if budget and discount > 0 then
-  -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
-  redis.call('HINCRBY', KEYS[5], 'budget', '-' .. ARGV[7])
-end
-redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
-if campaignCode ~= '' then
-  redis.call('HINCRBY', KEYS[6], campaignCode, 1)
-  redis.call('HSET', KEYS[7], ARGV[1], campaignCode)
-end
-if ARGV[5] and ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[3], ARGV[1], live .. ':live:' .. ARGV[5] .. ':' .. ARGV[6])
-else
-  redis.call('HSET', KEYS[3], ARGV[1], live)
-end
--- The hashes may have just been created (Redis keeps no empty hash): give
--- them the stock key's deadline so a sold voucher does not outlive it.
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  redis.call('PEXPIRE', KEYS[3], ttl)
+local taken, campaignTaken = 0, false
+
+-- decide is one reserve, as the script decided it when it took one: the
+-- stock and budget are this call's running counts, the hashes are read and
+-- written as it goes, so a later reserve of the batch sees an earlier one.
+local function decide(orderID, customerID, amount, perUserLimit, createdAt, expiresAt, discountDigits, campaignCode)
+  local live = customerID .. ':' .. amount
+  local known = redis.call('HGET', KEYS[3], orderID)
+  if known then
+    -- The first two fields say who reserved it; the third, if any, its state.
+    local f = {}
+    for part in string.gmatch(known, '[^:]+') do
+      f[#f + 1] = part
+    end
+    local heldCode = campaignCode ~= '' and redis.call('HGET', KEYS[7], orderID)
+    if f[1] .. ':' .. f[2] ~= live or (heldCode and heldCode ~= campaignCode) then
+      return 'ORDER_CONFLICT'
+    elseif f[3] == 'released' or f[3] == 'releasing' then
+      return 'RELEASED'
+    end
+    return 'DUPLICATE'
+  end
+
+  local held = tonumber(redis.call('HGET', KEYS[2], customerID) or '0')
+  if held >= tonumber(perUserLimit) then
+    return 'ALREADY_USED'
+  end
+  if stock <= 0 then
+    return 'OUT_OF_STOCK'
+  end
   if campaignCode ~= '' then
-    redis.call('PEXPIRE', KEYS[6], ttl)
-    redis.call('PEXPIRE', KEYS[7], ttl)
+    if tonumber(redis.call('HGET', KEYS[6], campaignCode) or '0') >= perCode then
+      return 'CODE_USED_UP'
+    end
+  end
+  local discount = tonumber(discountDigits or '0')
+  if budget and budget < discount then
+    return 'BUDGET_EXHAUSTED'
+  end
+
+  stock = stock - 1
+  taken = taken + 1
+  if budget and discount > 0 then
+    budget = budget - discount
+    -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
+    redis.call('HINCRBY', KEYS[5], 'budget', '-' .. discountDigits)
+  end
+  redis.call('HINCRBY', KEYS[2], customerID, 1)
+  if campaignCode ~= '' then
+    campaignTaken = true
+    redis.call('HINCRBY', KEYS[6], campaignCode, 1)
+    redis.call('HSET', KEYS[7], orderID, campaignCode)
+  end
+  if createdAt and createdAt ~= '' then
+    redis.call('HSET', KEYS[3], orderID, live .. ':live:' .. createdAt .. ':' .. expiresAt)
+  else
+    redis.call('HSET', KEYS[3], orderID, live)
+  end
+  return 'ADMITTED'
+end
+
+for i = 1, n do
+  local a = 1 + 8 * (i - 1)
+  verdicts[i] = decide(ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] or '')
+end
+
+if taken > 0 then
+  redis.call('DECRBY', KEYS[1], taken)
+  -- The hashes may have just been created (Redis keeps no empty hash): give
+  -- them the stock key's deadline so a sold voucher does not outlive it.
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    redis.call('PEXPIRE', KEYS[3], ttl)
+    if campaignTaken then
+      redis.call('PEXPIRE', KEYS[6], ttl)
+      redis.call('PEXPIRE', KEYS[7], ttl)
+    end
   end
 end
-return 'ADMITTED'
+return verdicts

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/testredis"
 	"voucherd/internal/voucher"
 )
 
@@ -34,16 +37,7 @@ func kafkaGate(t *testing.T, uses int) (code, epoch string, admit func(orderID s
 	settle = func(op voucher.SettleOp, o voucher.GateOrder, epoch string) (voucher.SettleAnswer, voucher.GateOrder, error) {
 		return g.Settle(context.Background(), code, op, o, epoch, 100)
 	}
-	scripts = func() int64 {
-		t.Helper()
-		stats, err := rdb.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, rest, _ := strings.Cut(stats, "cmdstat_evalsha:calls=")
-		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-		return n
-	}
+	scripts = func() int64 { return evalshaCalls(t, rdb) }
 	return code, epoch, admit, settle, scripts
 }
 
@@ -185,4 +179,148 @@ func TestAdmit_ConcurrentReservesAreDecidedAsIfAlone(t *testing.T) {
 			t.Errorf("claim of %s: %q %v", o.OrderID, owner, err)
 		}
 	}
+}
+
+// The sync path's reserves of one voucher that arrive together share a
+// reserve.lua call; each is still decided as if alone and in order: a
+// concurrent copy of an order is DUPLICATE, a customer's second order
+// ALREADY_USED, the budget and the stock never pass, and every verdict goes
+// to its own caller.
+func TestReserve_ConcurrentReservesShareScriptsAndAreDecidedAsIfAlone(t *testing.T) {
+	t.Parallel()
+	srv := testredis.Start(t) // a Redis of its own: its script count is this test's
+	g, rdb := gateAt(t, srv.URL)
+	ctx := context.Background()
+	code := newCode(t)
+	budget := int64(45 * 100) // 45 discounts of 100: the budget runs out before the 50 uses
+	snap := snapshot(code, 50, 1)
+	snap.Budget = &budget
+	load(t, g, snap)
+
+	const customers = 120
+	type outcome struct {
+		order    string
+		customer int64
+		verdict  voucher.GateVerdict
+		err      error
+	}
+	outs := make(chan outcome, 3*customers)
+	var wg sync.WaitGroup
+	try := func(order string, customer int64) {
+		v, err := g.Reserve(ctx, code, 1, 100, req(code, order, customer, 5000))
+		outs <- outcome{order, customer, v, err}
+	}
+	before := evalshaCalls(t, rdb)
+	for c := range customers {
+		order := code + "-c" + strconv.Itoa(c)
+		wg.Go(func() { try(order, int64(c+1)) })
+		wg.Go(func() { try(order, int64(c+1)) })          // its concurrent copy
+		wg.Go(func() { try(order+"-other", int64(c+1)) }) // the same customer's second order
+	}
+	wg.Wait()
+	close(outs)
+	calls := evalshaCalls(t, rdb) - before
+	if calls >= 3*customers/2 {
+		t.Errorf("%d reserve.lua calls for %d reserves: they were not batched", calls, 3*customers)
+	}
+
+	count := map[voucher.GateVerdict]int{}
+	admittedBy := map[int64]int{}
+	byOrder := map[string][]voucher.GateVerdict{}
+	for o := range outs {
+		if o.err != nil {
+			t.Fatalf("reserve %s: %v", o.order, o.err)
+		}
+		count[o.verdict]++
+		byOrder[o.order] = append(byOrder[o.order], o.verdict)
+		if o.verdict == voucher.GateAdmitted {
+			admittedBy[o.customer]++
+		}
+	}
+	if count[voucher.GateAdmitted] != 45 {
+		t.Errorf("admitted %d, want 45 (the budget's worth): %v", count[voucher.GateAdmitted], count)
+	}
+	for c, n := range admittedBy {
+		if n > 1 {
+			t.Errorf("customer %d admitted %d times; the limit is 1", c, n)
+		}
+	}
+	// An order and its copy: at most one admission between them, and the
+	// copy of an admitted order is DUPLICATE whichever came first.
+	for order, vs := range byOrder {
+		if strings.HasSuffix(order, "-other") {
+			continue
+		}
+		admitted, duplicate := 0, 0
+		for _, v := range vs {
+			switch v {
+			case voucher.GateAdmitted:
+				admitted++
+			case voucher.GateDuplicate:
+				duplicate++
+			}
+		}
+		if admitted > 1 || (admitted == 1 && duplicate != 1) {
+			t.Errorf("order %s and its copy: %v; want one ADMITTED and one DUPLICATE, or neither admitted", order, vs)
+		}
+	}
+	if got := count[voucher.GateAdmitted] + count[voucher.GateDuplicate] + count[voucher.GateAlreadyUsed] + count[voucher.GateBudgetExhausted]; got != 3*customers {
+		t.Errorf("verdicts %v: %d of %d are one of ADMITTED, DUPLICATE, ALREADY_USED, BUDGET_EXHAUSTED", count, got, 3*customers)
+	}
+	after := snapshotOf(t, g, code)
+	if after.Remaining != 5 || after.Budget == nil || *after.Budget != 0 || len(after.Orders) != 45 {
+		t.Errorf("gate after the stampede: %d left, budget %v, %d orders; want 5, 0, 45", after.Remaining, after.Budget, len(after.Orders))
+	}
+	for c, n := range after.Customers {
+		if n != admittedBy[c] {
+			t.Errorf("customer %d: the gate counts %d uses, %d were admitted", c, n, admittedBy[c])
+		}
+	}
+}
+
+// A batch on a paused or unloaded gate answers every reserve of it so.
+func TestReserve_ABatchOnAPausedOrUnloadedGateAnswersEveryReserve(t *testing.T) {
+	t.Parallel()
+	g, _ := newGate(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		desc   string
+		paused bool
+		want   voucher.GateVerdict
+	}{
+		{"unloaded", false, voucher.GateNotLoaded},
+		{"paused", true, voucher.GatePaused},
+	} {
+		code := newCode(t)
+		if tc.paused {
+			load(t, g, snapshot(code, 10, 1))
+			if err := g.Pause(ctx, code); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var wg sync.WaitGroup
+		for i := range 40 {
+			wg.Go(func() {
+				if v, err := g.Reserve(ctx, code, 1, 0, req(code, code+"-"+strconv.Itoa(i), int64(i+1), 100)); err != nil || v != tc.want {
+					t.Errorf("%s: reserve %d = %q, %v; want %q", tc.desc, i, v, err, tc.want)
+				}
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// evalshaCalls is how many EVALSHA the Redis behind rdb has run.
+func evalshaCalls(t *testing.T, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	stats, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(stats, "cmdstat_evalsha:calls=")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+	return n
 }

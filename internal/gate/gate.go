@@ -84,8 +84,10 @@ type Gate struct {
 	// cluster: the keys of one script must share a slot, so the orderId's
 	// claim (another slot) takes a call of its own.
 	cluster bool
-	// admitters and finalizers batch each voucher's kafka-mode reserves and
-	// the finalizes of its admissions (kafka.go).
+	// reservers batch each voucher's reserve.lua calls; admitters and
+	// finalizers each voucher's kafka-mode reserves and the finalizes of its
+	// admissions (kafka.go).
+	reservers  *coalesce.PerKey[*pendingReserve]
 	admitters  *coalesce.PerKey[*pendingAdmit]
 	finalizers *coalesce.PerKey[*pendingSettle]
 }
@@ -114,6 +116,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Gate {
 	}
 	_, isCluster := rdb.(*redis.ClusterClient)
 	g := &Gate{rdb: rdb, hot: rdb, cluster: isCluster}
+	g.reservers = coalesce.NewPerKey(reserveWorkers, maxReserveBatch, g.reserveBatch)
 	g.admitters = coalesce.NewPerKey(admitWorkers, maxAdmitBatch, g.admitBatch)
 	g.finalizers = coalesce.NewPerKey(finalizeWorkers, maxFinalizeBatch, g.finalizeBatch)
 	if c.autoPipeline {
@@ -157,26 +160,82 @@ func (g *Gate) Reserve(ctx context.Context, code string, perUserLimit int, disco
 	return g.reserve(ctx, code, perUserLimit, discount, r, "", "")
 }
 
-// reserve runs reserve.lua; createdAt and expiresAt (Unix ms) are the Kafka
-// path's, empty in sync mode.
+// reserve decides one reserve with reserve.lua; createdAt and expiresAt
+// (Unix ms) are the Kafka path's, empty in sync mode. The reserves of one
+// voucher queued at the same moment are decided by one script call, each as
+// if alone and in order: a stampede's winners cost the gate one call, and
+// one read of the pause, the stock and the budget, per batch.
 func (g *Gate) reserve(ctx context.Context, code string, perUserLimit int, discount int64, r voucher.ReserveRequest, createdAt, expiresAt any) (voucher.GateVerdict, error) {
+	p := &pendingReserve{r: r, perUserLimit: perUserLimit, discount: discount, createdAt: createdAt, expiresAt: expiresAt, done: make(chan reserved, 1)}
+	g.reservers.Add(code, p)
+	select {
+	case out := <-p.done:
+		return out.verdict, out.err
+	case <-ctx.Done():
+		// Queued, or in a script already: if that admits it, the use is
+		// held for an order whose caller is gone, as when a request dies
+		// after its script; a retry finds it (DUPLICATE), reconciliation
+		// returns it if none comes.
+		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, ctx.Err())
+	}
+}
+
+const (
+	// reserveWorkers batches of one voucher's reserves are in flight at once
+	// in one process, each of at most maxReserveBatch reserves.
+	reserveWorkers  = 2
+	maxReserveBatch = 128
+	reserveTimeout  = 10 * time.Second
+)
+
+type pendingReserve struct {
+	r                    voucher.ReserveRequest
+	perUserLimit         int
+	discount             int64
+	createdAt, expiresAt any
+	done                 chan reserved // buffered: the batch never waits for its caller
+}
+
+type reserved struct {
+	verdict voucher.GateVerdict
+	err     error
+}
+
+// reserveBatch runs reserve.lua once for the reserves of batch, all of
+// code's gate, and answers each. The batch is everyone's: no one caller's
+// end cancels it (the client's timeouts bound it).
+func (g *Gate) reserveBatch(code string, batch []*pendingReserve) {
+	ctx, cancel := context.WithTimeout(context.Background(), reserveTimeout)
+	defer cancel()
 	k := keysOf(code)
-	campaignCode := ""
-	if voucher.IsCampaignGate(code) {
-		campaignCode = r.Code
+	campaign := voucher.IsCampaignGate(code)
+	args := make([]any, 0, 1+8*len(batch))
+	args = append(args, len(batch))
+	for _, p := range batch {
+		campaignCode := ""
+		if campaign {
+			campaignCode = p.r.Code
+		}
+		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.perUserLimit, p.createdAt, p.expiresAt, p.discount, campaignCode)
 	}
-	args := []any{r.OrderID, r.CustomerID, r.OrderAmount, perUserLimit, createdAt, expiresAt, discount, campaignCode}
-	answer, err := reserveScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.paused, k.meta, k.codes, k.orderCodes}, args...).Text()
-	if err != nil {
-		return "", fmt.Errorf("gate: reserve %s on %s: %w", r.OrderID, code, err)
+	answers, err := reserveScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.paused, k.meta, k.codes, k.orderCodes}, args...).StringSlice()
+	if err == nil && len(answers) != len(batch) {
+		err = fmt.Errorf("unexpected reply %q", answers)
 	}
-	switch v := voucher.GateVerdict(answer); v {
-	case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
-		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused,
-		voucher.GateCodeUsedUp:
-		return v, nil
+	for i, p := range batch {
+		if err != nil {
+			p.done <- reserved{err: fmt.Errorf("gate: reserve %s on %s: %w", p.r.OrderID, code, err)}
+			continue
+		}
+		switch v := voucher.GateVerdict(answers[i]); v {
+		case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
+			voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused,
+			voucher.GateCodeUsedUp:
+			p.done <- reserved{verdict: v}
+		default:
+			p.done <- reserved{err: fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", p.r.OrderID, code, answers[i])}
+		}
 	}
-	return "", fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", r.OrderID, code, answer)
 }
 
 // Release gives the order's use back to the voucher and its customer if the
