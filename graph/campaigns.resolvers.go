@@ -76,13 +76,14 @@ func (r *queryResolver) Campaigns(ctx context.Context, first *int, after *string
 
 // Campaign is the resolver for the campaign field.
 func (r *voucherResolver) Campaign(ctx context.Context, obj *model.Voucher) (*model.Campaign, error) {
-	v, err := r.Service.Voucher(ctx, obj.Code)
-	if err != nil || v.CampaignID == 0 {
-		return nil, err
+	if obj.CampaignID == 0 {
+		return nil, nil
 	}
-	c, err := r.Service.Campaign(ctx, v.CampaignID)
-	if err != nil {
-		return nil, err
-	}
-	return toCampaign(c), nil
+	return loadCampaign(ctx, obj.CampaignID, func() (*model.Campaign, error) {
+		c, err := r.Service.Campaign(ctx, obj.CampaignID)
+		if err != nil {
+			return nil, err
+		}
+		return toCampaign(c), nil
+	})
 }

@@ -1,97 +1,61 @@
 package graph
 
 import (
-	"context"
-	"reflect"
-	"sync"
-	"sync/atomic"
-
-	"github.com/99designs/gqlgen/complexity"
-	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/errcode"
-	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/gqlerror"
+	"voucherd/graph/generated"
+	"voucherd/graph/model"
 )
 
-// complexityLimit refuses an operation whose complexity exceeds limit, with
-// the error of gqlgen's extension.FixedComplexityLimit (same message, same
-// COMPLEXITY_LIMIT_EXCEEDED code). gqlgen computes the complexity again on
-// every request, although without custom complexity functions it depends on
-// the operation alone; this keeps it per parsed operation (the query cache
-// hands out the same *ast.OperationDefinition for the same text and
-// operation name). With a custom complexity function, which may read
-// arguments and so variables, it computes it on every request as gqlgen does.
-// Unlike gqlgen's it does not record ComplexityStats in the operation's
-// stats: nothing here reads them.
-type complexityLimit struct {
-	limit int
-	// perOperation is false when a complexity function is configured.
-	perOperation bool
-	es           graphql.ExecutableSchema
+// The complexity of an operation is what gqlgen's complexity limit adds up:
+// one for each field, plus these costs, so that what a query reads of the
+// database grows at most in proportion to its complexity.
+const (
+	// defaultPage is the first of vouchers and campaigns when none is given
+	// (the schema's default).
+	defaultPage = 50
+	// maxPage is the largest page the service serves; a larger first is
+	// refused by it, and counted as one more here so that the sum of many
+	// aliases cannot overflow.
+	maxPage = 200
+	// readCost is the cost of a root field that reads the database, and
+	// gateCost that of a voucher's gateRemaining (a read of Redis per node).
+	// A page's campaigns are read once each per operation (loader.go).
+	readCost = 10
+	gateCost = 2
+	// mutationCost is the cost of every mutation on top of its fields: each
+	// one is a transaction, priced as a page of reads, so one request holds
+	// a few dozen writes at most (500 aliased reserves cost over 25,000).
+	mutationCost = 50
+)
 
-	cached sync.Map // *ast.OperationDefinition -> int
-	size   atomic.Int64
-}
-
-// maxCachedComplexities bounds the cache: operations evicted from the query
-// cache (1000 documents) are parsed again into new pointers, so the cache is
-// emptied when it has twice that many.
-const maxCachedComplexities = 2000
-
-var _ interface {
-	graphql.OperationContextMutator
-	graphql.HandlerExtension
-} = (*complexityLimit)(nil)
-
-func newComplexityLimit(limit int, complexityFuncs any) *complexityLimit {
-	return &complexityLimit{limit: limit, perOperation: !anyFuncSet(reflect.ValueOf(complexityFuncs))}
-}
-
-// anyFuncSet reports whether v (generated.ComplexityRoot: structs of funcs)
-// holds a non-nil func anywhere.
-func anyFuncSet(v reflect.Value) bool {
-	switch v.Kind() {
-	case reflect.Func:
-		return !v.IsNil()
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if anyFuncSet(v.Field(i)) {
-				return true
-			}
+// complexityRoot gives list fields the cost of their page: the selection
+// of one node, repeated for each node the page may hold. Every node can read
+// the database (its campaign) or Redis (its gate) once at most.
+func complexityRoot() generated.ComplexityRoot {
+	var c generated.ComplexityRoot
+	page := func(child int, first *int, _ *string) int {
+		n := defaultPage
+		if first != nil {
+			n = min(max(*first, 1), maxPage+1)
 		}
+		return 1 + n*child
 	}
-	return false
-}
+	c.Query.Vouchers = page
+	c.Query.Campaigns = page
+	c.Query.Voucher = func(child int, _ string) int { return 1 + readCost + child }
+	c.Query.Reservation = func(child int, _ string) int { return 1 + readCost + child }
+	c.Query.Campaign = func(child int, _ string) int { return 1 + readCost + child }
+	c.Query.CheckVoucher = func(child int, _ model.CheckVoucherInput) int { return 1 + readCost + child }
+	c.Query.DriftReports = func(child int) int { return 1 + readCost + child }
+	c.Voucher.GateRemaining = func(child int) int { return 1 + gateCost + child }
 
-func (*complexityLimit) ExtensionName() string { return "ComplexityLimit" }
-
-func (c *complexityLimit) Validate(schema graphql.ExecutableSchema) error {
-	c.es = schema
-	return nil
-}
-
-func (c *complexityLimit) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
-	n := c.complexity(ctx, opCtx.Operation, opCtx.Variables)
-	if n > c.limit {
-		err := gqlerror.Errorf("operation has complexity %d, which exceeds the limit of %d", n, c.limit)
-		errcode.Set(err, "COMPLEXITY_LIMIT_EXCEEDED")
-		return err
-	}
-	return nil
-}
-
-func (c *complexityLimit) complexity(ctx context.Context, op *ast.OperationDefinition, vars map[string]any) int {
-	if !c.perOperation {
-		return complexity.Calculate(ctx, c.es, op, vars)
-	}
-	if n, ok := c.cached.Load(op); ok {
-		return n.(int)
-	}
-	n := complexity.Calculate(ctx, c.es, op, vars)
-	if c.size.Add(1) > maxCachedComplexities {
-		c.cached.Clear()
-		c.size.Store(1)
-	}
-	c.cached.Store(op, n)
-	return n
+	write := func(child int) int { return 1 + mutationCost + child }
+	c.Mutation.ReserveVoucher = func(child int, _ model.ReserveVoucherInput) int { return write(child) }
+	c.Mutation.ConfirmReservation = func(child int, _ model.ReservationInput) int { return write(child) }
+	c.Mutation.ReleaseReservation = func(child int, _ model.ReservationInput) int { return write(child) }
+	c.Mutation.CreateVoucher = func(child int, _ model.CreateVoucherInput) int { return write(child) }
+	c.Mutation.UpdateVoucher = func(child int, _ model.UpdateVoucherInput) int { return write(child) }
+	c.Mutation.ExtendVoucher = func(child int, _ model.ExtendVoucherInput) int { return write(child) }
+	c.Mutation.EndVoucher = func(child int, _ string) int { return write(child) }
+	c.Mutation.CreateCampaign = func(child int, _ model.CreateCampaignInput) int { return write(child) }
+	return c
 }

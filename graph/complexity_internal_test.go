@@ -9,12 +9,10 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
 	"voucherd/graph/generated"
-	"voucherd/graph/model"
 )
 
 const reserveMutation = `mutation Reserve($input: ReserveVoucherInput!) { reserveVoucher(input: $input) { reservation { orderId status discountAmount expiresAt } error { code } } }`
@@ -36,85 +34,51 @@ func operationContext(t testing.TB, es graphql.ExecutableSchema, query, name str
 	return &graphql.OperationContext{RawQuery: query, OperationName: name, Doc: doc, Operation: op, Variables: coerced}
 }
 
-// TestComplexityLimit_AnswersAsGqlgens: the same refusals, message and code as
-// extension.FixedComplexityLimit, on the first request of an operation and
-// on the cached ones after.
-func TestComplexityLimit_AnswersAsGqlgens(t *testing.T) {
-	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}})
-	var batch strings.Builder
-	batch.WriteString("mutation {")
-	for i := range 500 {
-		fmt.Fprintf(&batch, ` m%d: reserveVoucher(input: {code: "c", customerId: "1", orderId: "o-%d", orderAmount: 100}) { error { code } }`, i, i)
-	}
-	batch.WriteString("}")
-	vars := map[string]any{"input": map[string]any{"code": "flash-1", "customerId": "42", "orderId": "o-1", "orderAmount": int64(25000)}}
-	ops := []*graphql.OperationContext{
-		operationContext(t, es, reserveMutation, "Reserve", vars),
-		operationContext(t, es, batch.String(), "", nil),
-		operationContext(t, es, `{ vouchers(first: 200) { edges { cursor node { code discountAmount minOrderAmount totalLimit perUserLimit usedCount reservedCount confirmedCount remaining startsAt endsAt flash } } pageInfo { hasNextPage endCursor } } }`, "", nil),
-	}
-	for _, limit := range []int{MaxComplexity, 5} {
-		gqlgens := extension.FixedComplexityLimit(limit)
-		if err := gqlgens.Validate(es); err != nil {
-			t.Fatal(err)
-		}
-		ours := newComplexityLimit(limit, generated.ComplexityRoot{})
-		if !ours.perOperation {
-			t.Fatal("no complexity function is set, yet the limit is not kept per operation")
-		}
-		if err := ours.Validate(es); err != nil {
-			t.Fatal(err)
-		}
-		for i, opCtx := range ops {
-			want := gqlgens.MutateOperationContext(context.Background(), opCtx)
-			for range 2 {
-				got := ours.MutateOperationContext(context.Background(), opCtx)
-				if (got == nil) != (want == nil) || got != nil && (got.Message != want.Message || fmt.Sprint(got.Extensions) != fmt.Sprint(want.Extensions)) {
-					t.Errorf("limit %d, operation %d: %v %v, gqlgen's: %v %v", limit, i, got, extensions(got), want, extensions(want))
-				}
-			}
-		}
-		if limit == MaxComplexity && (ours.MutateOperationContext(context.Background(), ops[0]) != nil || ours.MutateOperationContext(context.Background(), ops[1]) == nil) {
-			t.Error("the reserve mutation must pass and the batch be refused")
-		}
-	}
-}
+// everyVoucherField selects every field of a voucher but its campaign.
+const everyVoucherField = `code discountType discountAmount discountPercent maxDiscountAmount currency budgetAmount budgetUsed minOrderAmount totalLimit perUserLimit usedCount reservedCount confirmedCount remaining gateRemaining startsAt endsAt flash`
 
-func extensions(err *gqlerror.Error) map[string]any {
-	if err == nil {
-		return nil
+// TestComplexity_CountsPagesAndWrites: a list field costs its page size
+// times its selection, and every mutation a transaction's worth, so that the
+// largest real queries pass and batches of writes or pages of per-node reads
+// are refused before any work (the contract's "Requests that cannot get
+// round a limit").
+func TestComplexity_CountsPagesAndWrites(t *testing.T) {
+	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}, Complexity: complexityRoot()})
+	limit := extension.FixedComplexityLimit(MaxComplexity)
+	if err := limit.Validate(es); err != nil {
+		t.Fatal(err)
 	}
-	return err.Extensions
-}
-
-func TestComplexityLimit_PerRequestWithAComplexityFunction(t *testing.T) {
-	var cfg generated.Config
-	cfg.Complexity.Mutation.ReserveVoucher = func(child int, _ model.ReserveVoucherInput) int { return child }
-	if newComplexityLimit(MaxComplexity, cfg.Complexity).perOperation {
-		t.Error("a complexity function may read variables: the complexity must be computed per request")
+	aliased := func(n int, field string) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, " a%d: %s", i, strings.ReplaceAll(field, "#", fmt.Sprint(i)))
+		}
+		return b.String()
 	}
-}
-
-// BenchmarkComplexityLimit: gqlgen's extension against this one, for the
-// storefront's reserve mutation (every request of a GraphQL flash sale).
-func BenchmarkComplexityLimit(b *testing.B) {
-	es := generated.NewExecutableSchema(generated.Config{Resolvers: &Resolver{}})
-	opCtx := operationContext(b, es, reserveMutation, "Reserve", map[string]any{"input": map[string]any{"code": "flash-1", "customerId": "42", "orderId": "o-1", "orderAmount": int64(25000)}})
-	for name, ext := range map[string]graphql.OperationContextMutator{
-		"gqlgen": extension.FixedComplexityLimit(MaxComplexity),
-		"cached": newComplexityLimit(MaxComplexity, generated.ComplexityRoot{}),
+	reserveInput := `(input: {code: "c", customerId: "1", orderId: "o-#", orderAmount: 100}) { error { code } }`
+	for _, c := range []struct {
+		name, query string
+		vars        map[string]any
+		refused     bool
+	}{
+		{"the storefront's reserve", reserveMutation, map[string]any{"input": map[string]any{"code": "c", "customerId": "1", "orderId": "o", "orderAmount": int64(1)}}, false},
+		{"a default page of vouchers with every field", `{ vouchers { edges { cursor node { ` + everyVoucherField + ` } } pageInfo { hasNextPage endCursor } } }`, nil, false},
+		{"a page of 200 codes and their campaign", `{ vouchers(first: 200) { edges { node { code campaign { id } } } } }`, nil, false},
+		{"a page of 200 vouchers with every field", `{ vouchers(first: 200) { edges { node { ` + everyVoucherField + ` } } } }`, nil, true},
+		{"40 aliased pages of 200 codes and their campaign", `{` + aliased(40, `vouchers(first: 200) { edges { node { campaign { id } } } }`) + ` }`, nil, true},
+		{"the page size in a variable", `query($n: Int) { vouchers(first: $n) { edges { node { code campaign { id } } } } }`, map[string]any{"n": int64(200)}, false},
+		{"a page size past the service's in a variable", `query($n: Int) {` + aliased(3, `vouchers(first: $n) { edges { node { code campaign { id } } } }`) + ` }`, map[string]any{"n": int64(1 << 30)}, true},
+		{"40 aliased reserves", `mutation {` + aliased(40, `reserveVoucher`+reserveInput) + ` }`, nil, true},
+		{"500 aliased reserves", `mutation {` + aliased(500, `reserveVoucher`+reserveInput) + ` }`, nil, true},
+		{"20 aliased campaign pages", `{` + aliased(20, `campaigns(first: 200) { edges { node { id name } } }`) + ` }`, nil, true},
 	} {
-		if err := ext.(graphql.HandlerExtension).Validate(es); err != nil {
-			b.Fatal(err)
+		opCtx := operationContext(t, es, c.query, "", c.vars)
+		err := limit.MutateOperationContext(context.Background(), opCtx)
+		if refused := err != nil; refused != c.refused {
+			t.Errorf("%s: refused %v (%v), want %v", c.name, refused, err, c.refused)
 		}
-		b.Run(name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				opCtx.Stats = graphql.Stats{}
-				if err := ext.MutateOperationContext(context.Background(), opCtx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		if err != nil && err.Extensions["code"] != "COMPLEXITY_LIMIT_EXCEEDED" {
+			t.Errorf("%s: %v, want COMPLEXITY_LIMIT_EXCEEDED", c.name, err.Extensions)
+		}
 	}
 }

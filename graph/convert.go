@@ -32,6 +32,7 @@ func toVoucher(v voucher.Voucher) *model.Voucher {
 		StartsAt:          v.StartsAt,
 		EndsAt:            v.EndsAt,
 		Flash:             v.Flash,
+		CampaignID:        v.CampaignID,
 	}
 }
 

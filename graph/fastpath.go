@@ -27,10 +27,12 @@ import (
 //
 //   - the body is one JSON object with "query", "variables" and at most
 //     "operationName", each once, in plain JSON that needs no guessing;
-//   - the query text is in the handler's query cache (so it was parsed,
-//     limited and validated by the general path when first seen) and is one
-//     mutation of one of the three fields, whose input is one variable, with
-//     no fragments, directives or repeated response names;
+//   - the query text has a plan: the general path made it when it ran the
+//     text's operation, after every limit (complexity, depth) and validation
+//     had passed it (planner, below), so a text refused once is refused
+//     every time; it is one mutation of one of the three fields, whose input
+//     is one variable, with no fragments, directives or repeated response
+//     names;
 //   - the variable is an object holding exactly the input's fields, each a
 //     JSON string (orderAmount a JSON integer that fits in 64 bits).
 //
@@ -40,9 +42,8 @@ import (
 // path's own; the leaves are written by the same marshalers.
 type fastPath struct {
 	mutation generated.MutationResolver
-	queries  graphql.Cache[*ast.QueryDocument]
-	// plans maps a query text to its plan, or to nil when the text is
-	// known and not one the fast path serves.
+	// plans maps a query text to its plan; texts the fast path does not
+	// serve are not in it.
 	plans   graphql.Cache[*plan]
 	present graphql.ErrorPresenterFunc
 	recover graphql.RecoverFunc
@@ -50,10 +51,9 @@ type fastPath struct {
 	served atomic.Int64
 }
 
-func newFastPath(mutation generated.MutationResolver, queries graphql.Cache[*ast.QueryDocument], present graphql.ErrorPresenterFunc, recoverFn graphql.RecoverFunc) *fastPath {
+func newFastPath(mutation generated.MutationResolver, present graphql.ErrorPresenterFunc, recoverFn graphql.RecoverFunc) *fastPath {
 	return &fastPath{
 		mutation: mutation,
-		queries:  queries,
 		plans: boundedCache[*plan]{
 			Cache: lru.New[*plan](1000),
 			size:  func(query string, _ *plan) int { return len(query) },
@@ -219,19 +219,37 @@ func quoted(s string) string {
 }
 
 // plan returns the plan for a query text; ok is false when there is none
-// (yet: a text not in the query cache goes the general way, which puts it
-// there if it is valid).
+// (yet: a text that the general path has not run goes the general way,
+// which makes its plan once every limit has passed it).
 func (fp *fastPath) plan(ctx context.Context, query string) (*plan, bool) {
-	if p, ok := fp.plans.Get(ctx, query); ok {
-		return p, p != nil
+	p, ok := fp.plans.Get(ctx, query)
+	return p, ok
+}
+
+// planner is the handler extension that makes the fast path's plans. It
+// runs after every other operation extension (the complexity and depth
+// limits), which gqlgen stops at the first refusal: only an operation that
+// passed them all, with its variables, gets a plan. The query cache alone
+// would not do: gqlgen fills it once a text is parsed and validated, before
+// the limits run.
+type planner struct{ fp *fastPath }
+
+var _ interface {
+	graphql.OperationContextMutator
+	graphql.HandlerExtension
+} = planner{}
+
+func (planner) ExtensionName() string                   { return "FastPathPlanner" }
+func (planner) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (pl planner) MutateOperationContext(ctx context.Context, opCtx *graphql.OperationContext) *gqlerror.Error {
+	if _, ok := pl.fp.plans.Get(ctx, opCtx.RawQuery); ok {
+		return nil
 	}
-	doc, ok := fp.queries.Get(ctx, query)
-	if !ok {
-		return nil, false
+	if p := compilePlan(opCtx.Doc); p != nil {
+		pl.fp.plans.Add(ctx, opCtx.RawQuery, p)
 	}
-	p := compilePlan(doc)
-	fp.plans.Add(ctx, query, p)
-	return p, p != nil
+	return nil
 }
 
 // fastRequest is what the fast path reads of a body.
@@ -284,6 +302,13 @@ func (fp *fastPath) serve(ctx context.Context, w http.ResponseWriter, body []byt
 		if !req.fill(map4{"code": &input.Code, "orderId": &input.OrderID}, nil) {
 			return false
 		}
+	}
+	if ctx.Err() != nil {
+		// The client is gone: as the executor, which then runs nothing and
+		// writes null, no reserve is taken for an answer nobody reads.
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("null"))
+		return true
 	}
 	fp.served.Add(1)
 

@@ -368,3 +368,83 @@ func BenchmarkStorefrontReserve(b *testing.B) {
 		})
 	}
 }
+
+// TestFastPath_ServesNoOperationALimitRefused: a reserve whose selection is
+// over the complexity limit is refused every time it is sent, and takes no
+// use: the fast path serves only texts that passed every limit, although
+// gqlgen's query cache holds the text once it is validated. (The handler's
+// limit is lowered here: at MaxComplexity no operation the fast path could
+// serve is over it, as the document limits keep its selection under 500
+// fields.)
+func TestFastPath_ServesNoOperationALimitRefused(t *testing.T) {
+	tw := testTwin(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, fp := newHandler(tw.svc, Options{Logger: logger, maxComplexity: 200})
+	p := run()
+	code := p + "-aliases"
+	createVoucher(t, tw.svc, code, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	var sel strings.Builder
+	for i := range 210 {
+		fmt.Fprintf(&sel, " o%d: orderId", i)
+	}
+	doc := `mutation Reserve($input: ReserveVoucherInput!) { reserveVoucher(input: $input) { reservation {` + sel.String() + ` } error { code } } }`
+	for i := range 3 {
+		a := send(h, voucher.RoleStorefront, body(doc, "Reserve", reserveVars(code, "1", p+"-o1", 2000)))
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), `"COMPLEXITY_LIMIT_EXCEEDED"`) || !strings.Contains(string(a.body), `"data":null`) {
+			t.Fatalf("send %d: %d %s, want COMPLEXITY_LIMIT_EXCEEDED and data null", i+1, a.status, a.body)
+		}
+	}
+	if n := fp.served.Load(); n != 0 {
+		t.Errorf("the fast path served %d of the refused requests", n)
+	}
+	v, err := tw.svc.Voucher(context.Background(), code)
+	if err != nil || v.UsedCount != 0 {
+		t.Fatalf("voucher after the refusals: used %d (%v), want 0", v.UsedCount, err)
+	}
+	// The same reserve within the limit is served by the fast path from its
+	// second request on.
+	for range 2 {
+		a := send(h, voucher.RoleStorefront, body(reserveDoc, "Reserve", reserveVars(code, "1", p+"-o1", 2000)))
+		if !strings.Contains(string(a.body), `"status":"RESERVED"`) {
+			t.Fatalf("a reserve within the limit: %s", a.body)
+		}
+	}
+	if n := fp.served.Load(); n != 1 {
+		t.Errorf("the fast path served %d requests within the limit, want 1 (the second)", n)
+	}
+}
+
+// TestFastPath_RunsNothingForAClientThatIsGone: a reserve whose request's
+// context is cancelled (the client closed its connection) takes no use on
+// the fast path, and is answered as the executor answers it.
+func TestFastPath_RunsNothingForAClientThatIsGone(t *testing.T) {
+	tw := testTwin(t)
+	p := run()
+	code := p + "-gone"
+	createVoucher(t, tw.svc, code, 10, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	// The text is planned once a first reserve has run.
+	if a := send(tw.fast, voucher.RoleStorefront, body(reserveDoc, "Reserve", reserveVars(code, "1", p+"-o1", 2000))); !strings.Contains(string(a.body), `"RESERVED"`) {
+		t.Fatalf("first reserve: %s", a.body)
+	}
+	answers := map[string][]byte{}
+	for name, h := range map[string]http.Handler{"fast": tw.fast, "general": tw.general} {
+		order := p + "-" + name
+		r := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body(reserveDoc, "Reserve", reserveVars(code, "2", order, 2000))))
+		r.Header.Set("Content-Type", "application/json")
+		ctx, cancel := context.WithCancel(voucher.WithCaller(r.Context(), voucher.Caller{Role: voucher.RoleStorefront, Name: "token"}))
+		cancel()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r.WithContext(ctx))
+		answers[name] = w.Body.Bytes()
+		if _, err := tw.svc.Reservation(context.Background(), order); voucher.ErrorCodeOf(err) != voucher.NotFound {
+			t.Errorf("%s: the reservation of a request whose client is gone: %v, want NOT_FOUND", name, err)
+		}
+	}
+	if !bytes.Equal(answers["fast"], answers["general"]) {
+		t.Errorf("fast answered %q, the executor %q", answers["fast"], answers["general"])
+	}
+	v, err := tw.svc.Voucher(context.Background(), code)
+	if err != nil || v.UsedCount != 1 {
+		t.Fatalf("used %d (%v), want 1", v.UsedCount, err)
+	}
+}

@@ -108,7 +108,9 @@ func hostileRequests(budget int) []hostile {
 		q("alias-args-200", f.numbered("{ ", aliasArgs, "}", 200), codeValidation),
 		q("typename-20000", f.repeated("{ ", "a: __typename ", "}", 20000), codeSize),
 		q("typename-fill", f.repeated("{ ", "__typename ", "}", 0), codeSize),
-		q("typename-450", f.repeated("{ ", "a: __typename ", "}", 450), codeComplexity),
+		// Within the document limits, over the complexity: 200 reads of the
+		// database.
+		q("voucher-reads-200", f.numbered("{ ", `v%[1]d: voucher(code: "X%[1]d") { code } `, "}", 200), codeComplexity),
 		// Each fragment spreads the next twice: 2^40 fields once expanded.
 		q("fragment-doubling-40", f.doublingFragments(40), codeSize),
 		q("fragment-doubling-fill", f.doublingFragments(0), codeSize),

@@ -245,6 +245,7 @@ type Voucher struct {
 	BudgetAmount      *int64       `json:"budgetAmount,omitempty"`
 	// Sum of the discounts of RESERVED and CONFIRMED reservations.
 	BudgetUsed int64 `json:"budgetUsed"`
+	CampaignID int64 `json:"-"`
 }
 
 type VoucherConnection struct {
