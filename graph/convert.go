@@ -49,6 +49,12 @@ func toReservation(r voucher.Reservation) *model.Reservation {
 	}
 }
 
+// publicMessage is a payload error's message as the answer carries it: in
+// production without any value of the request (voucher.Error.PublicMessage).
+func publicMessage(e *model.VoucherError, production bool) string {
+	return (&voucher.Error{Code: voucher.ErrorCode(e.Code), Message: e.Message}).PublicMessage(production)
+}
+
 // payloadError turns a refusal into the payload's error; anything else (a
 // fault, FORBIDDEN) is returned as a GraphQL error for the presenter.
 func payloadError(err error) (*model.VoucherError, error) {

@@ -47,19 +47,22 @@ type fastPath struct {
 	plans   graphql.Cache[*plan]
 	present graphql.ErrorPresenterFunc
 	recover graphql.RecoverFunc
+	// production: error messages quote no value of the request.
+	production bool
 	// served counts the requests answered here (the tests read it).
 	served atomic.Int64
 }
 
-func newFastPath(mutation generated.MutationResolver, present graphql.ErrorPresenterFunc, recoverFn graphql.RecoverFunc) *fastPath {
+func newFastPath(mutation generated.MutationResolver, present graphql.ErrorPresenterFunc, recoverFn graphql.RecoverFunc, production bool) *fastPath {
 	return &fastPath{
 		mutation: mutation,
 		plans: boundedCache[*plan]{
 			Cache: lru.New[*plan](1000),
 			size:  func(query string, _ *plan) int { return len(query) },
 		},
-		present: present,
-		recover: recoverFn,
+		present:    present,
+		recover:    recoverFn,
+		production: production,
 	}
 }
 
@@ -330,7 +333,7 @@ func (fp *fastPath) serve(ctx context.Context, w http.ResponseWriter, body []byt
 		bufferPool.Put(data)
 		bufferPool.Put(out)
 	}()
-	p.render(fctx, data, payload)
+	p.render(fctx, data, payload, fp.production)
 	// What json.Marshal makes of graphql.Response{Data: data}: the data,
 	// compact already, with HTML's characters escaped.
 	out.WriteString(`{"data":`)
@@ -403,7 +406,7 @@ func (fp *fastPath) resolve(ctx context.Context, p *plan, reserve model.ReserveV
 }
 
 // render writes the data object, as the executor's field sets do.
-func (p *plan) render(ctx context.Context, b *bytes.Buffer, payload *model.ReservationPayload) {
+func (p *plan) render(ctx context.Context, b *bytes.Buffer, payload *model.ReservationPayload, production bool) {
 	b.WriteString(p.prefix)
 	b.WriteByte('{')
 	for i, f := range p.fields {
@@ -424,7 +427,7 @@ func (p *plan) render(ctx context.Context, b *bytes.Buffer, payload *model.Reser
 			if payload.Error == nil {
 				b.WriteString("null")
 			} else {
-				renderError(b, f.sub, payload.Error)
+				renderError(b, f.sub, payload.Error, production)
 			}
 		}
 	}
@@ -462,7 +465,7 @@ func renderReservation(ctx context.Context, b *bytes.Buffer, fields []fastField,
 	b.WriteByte('}')
 }
 
-func renderError(b *bytes.Buffer, fields []fastField, e *model.VoucherError) {
+func renderError(b *bytes.Buffer, fields []fastField, e *model.VoucherError, production bool) {
 	b.WriteByte('{')
 	for i, f := range fields {
 		if i > 0 {
@@ -475,7 +478,7 @@ func renderError(b *bytes.Buffer, fields []fastField, e *model.VoucherError) {
 		case kindCode:
 			e.Code.MarshalGQL(b)
 		case kindMessage:
-			graphql.MarshalString(e.Message).MarshalGQL(b)
+			graphql.MarshalString(publicMessage(e, production)).MarshalGQL(b)
 		case kindField:
 			if e.Field == nil {
 				b.WriteString("null")

@@ -57,9 +57,10 @@ func newHandler(svc *voucher.Service, opts Options) (http.Handler, *fastPath) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	resolver := &Resolver{Service: svc, Backoffice: opts.Backoffice, Logger: logger}
+	resolver := &Resolver{Service: svc, Backoffice: opts.Backoffice, Logger: logger, Production: opts.Production}
 	cfg := generated.Config{Resolvers: resolver, Complexity: complexityRoot()}
-	srv := handler.New(generated.NewExecutableSchema(cfg))
+	es := generated.NewExecutableSchema(cfg)
+	srv := handler.New(es)
 	// Parsed and validated operations are cached: a flash sale repeats one
 	// operation text thousands of times a second.
 	queries := boundedCache[*ast.QueryDocument]{
@@ -78,10 +79,11 @@ func newHandler(svc *voucher.Service, opts Options) (http.Handler, *fastPath) {
 	if !opts.Production {
 		srv.Use(extension.Introspection{})
 	}
+	srv.Use(&strictVariables{})
 	srv.Use(loaders{})
 	srv.Use(extension.FixedComplexityLimit(cmp.Or(opts.maxComplexity, MaxComplexity)))
 	srv.Use(depthLimit{max: MaxDepth, introspection: !opts.Production})
-	present := errorPresenter(logger)
+	present := errorPresenter(logger, opts.Production)
 	recoverFn := func(ctx context.Context, p any) error {
 		logger.ErrorContext(ctx, "panic in a GraphQL resolver", "panic", p)
 		return errors.New("internal error")
@@ -90,24 +92,24 @@ func newHandler(svc *voucher.Service, opts Options) (http.Handler, *fastPath) {
 	srv.SetRecoverFunc(recoverFn)
 	var fast *fastPath
 	if !opts.generalOnly {
-		fast = newFastPath(resolver.Mutation(), present, recoverFn)
+		fast = newFastPath(resolver.Mutation(), present, recoverFn, opts.Production)
 		srv.Use(planner{fast}) // last: after every limit
 	}
-	srv.AddTransport(postTransport{fast: fast})
+	srv.AddTransport(postTransport{fast: fast, schema: es.Schema()})
 	return srv, fast
 }
 
 // errorPresenter gives every GraphQL error a code in extensions.code and
 // hides the cause of anything unexpected (logged instead).
-func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
+func errorPresenter(logger *slog.Logger, production bool) graphql.ErrorPresenterFunc {
 	return func(ctx context.Context, err error) *gqlerror.Error {
 		var verr *voucher.Error
 		if errors.As(err, &verr) && verr.Code != voucher.Internal {
 			gerr := graphql.DefaultErrorPresenter(ctx, err)
-			gerr.Message = verr.Message
+			gerr.Message = verr.PublicMessage(production)
 			gerr.Extensions = map[string]any{"code": string(verr.Code)}
 			if verr.Field != "" {
-				gerr.Extensions["field"] = verr.Field
+				gerr.Extensions["field"] = truncate(verr.Field)
 			}
 			return gerr
 		}
@@ -119,7 +121,7 @@ func errorPresenter(logger *slog.Logger) graphql.ErrorPresenterFunc {
 			return shortened(gerr)
 		}
 		if errors.As(err, &gerr) && errors.As(gerr.Err, &verr) {
-			return errorPresenter(logger)(ctx, gerr.Err)
+			return errorPresenter(logger, production)(ctx, gerr.Err)
 		}
 		logger.ErrorContext(ctx, "GraphQL request failed", "err", err)
 		out := &gqlerror.Error{Message: "internal error", Extensions: map[string]any{"code": string(voucher.Internal)}}

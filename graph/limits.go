@@ -252,6 +252,9 @@ func refuseWideIntegers(doc *ast.QueryDocument) *gqlerror.Error {
 		switch v.Kind {
 		case ast.IntValue:
 			if _, err := strconv.ParseInt(v.Raw, 10, 64); err != nil {
+				// The path is the document's, not yet validated: names of
+				// input fields that may not exist, nested at will.
+				field = truncate(field)
 				found = &gqlerror.Error{
 					Message:    field + " is outside the integers this API takes (at most 9223372036854775807 in size)",
 					Extensions: map[string]any{"code": "INVALID_INPUT", "field": field},

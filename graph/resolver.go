@@ -14,4 +14,6 @@ type Resolver struct {
 	// Backoffice serves the admin mutations; nil refuses them.
 	Backoffice *voucher.Backoffice
 	Logger     *slog.Logger
+	// Production: answers quote no value of the request.
+	Production bool
 }

@@ -117,6 +117,11 @@ func (r *voucherResolver) GateRemaining(ctx context.Context, obj *model.Voucher)
 	return &n, nil
 }
 
+// Message is the resolver for the message field.
+func (r *voucherErrorResolver) Message(ctx context.Context, obj *model.VoucherError) (string, error) {
+	return publicMessage(obj, r.Production), nil
+}
+
 // Mutation returns generated.MutationResolver implementation.
 func (r *Resolver) Mutation() generated.MutationResolver { return &mutationResolver{r} }
 
@@ -126,8 +131,12 @@ func (r *Resolver) Query() generated.QueryResolver { return &queryResolver{r} }
 // Voucher returns generated.VoucherResolver implementation.
 func (r *Resolver) Voucher() generated.VoucherResolver { return &voucherResolver{r} }
 
+// VoucherError returns generated.VoucherErrorResolver implementation.
+func (r *Resolver) VoucherError() generated.VoucherErrorResolver { return &voucherErrorResolver{r} }
+
 type (
-	mutationResolver struct{ *Resolver }
-	queryResolver    struct{ *Resolver }
-	voucherResolver  struct{ *Resolver }
+	mutationResolver     struct{ *Resolver }
+	queryResolver        struct{ *Resolver }
+	voucherResolver      struct{ *Resolver }
+	voucherErrorResolver struct{ *Resolver }
 )

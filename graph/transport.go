@@ -12,6 +12,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
@@ -28,7 +29,10 @@ const codeBadRequest = "BAD_REQUEST"
 // are always application/json. The storefront's reserve, confirm and
 // release, when recognised, are answered by fast (fastpath.go) instead of
 // the executor.
-type postTransport struct{ fast *fastPath }
+type postTransport struct {
+	fast   *fastPath
+	schema *ast.Schema
+}
 
 var _ graphql.Transport = postTransport{}
 
@@ -69,6 +73,7 @@ func (t postTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 
 	opCtx, errs := exec.CreateOperationContext(ctx, params)
 	if errs != nil {
+		errs = inputErrors(t.schema, params.Query, opCtx.Operation, errs)
 		status := http.StatusOK
 		if errcode.GetErrorKind(errs) == errcode.KindProtocol {
 			status = http.StatusUnprocessableEntity

@@ -19,7 +19,7 @@ const MaxErrors = 20
 // (a dropped error costs no message and no suggestions) and one last error
 // says so. With hideSuggestions (production) each message loses its
 // "Did you mean ...?" hints, which spell out the schema to a caller who
-// cannot introspect it.
+// cannot introspect it, and a literal of the wrong type is not quoted.
 func validationRules(hideSuggestions bool) func() *rules.Rules {
 	return func() *rules.Rules {
 		defaults := rules.NewDefaultRules()
@@ -34,6 +34,9 @@ func validationRules(hideSuggestions bool) func() *rules.Rules {
 						if hideSuggestions {
 							options = append(options, stripSuggestions)
 						}
+						if hideSuggestions && name == rules.ValuesOfCorrectTypeRule.Name {
+							options = append(options, withoutValue)
+						}
 						addError(options...)
 					case count == MaxErrors+1:
 						addError(core.Message("more than %d validation errors; the rest are not shown", MaxErrors))
@@ -43,6 +46,14 @@ func validationRules(hideSuggestions bool) func() *rules.Rules {
 		}
 		return out
 	}
+}
+
+// withoutValue replaces the message of a literal of the wrong type, which
+// quotes the literal ("Value \"percent\" does not exist in ..."): in
+// production no error quotes a value of the request. The location says
+// which literal it is.
+func withoutValue(err *gqlerror.Error) {
+	err.Message = "a value in the document is not of the type its argument or input field takes"
 }
 
 // stripSuggestions cuts an error message at its first "Did you mean": every

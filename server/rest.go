@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -193,6 +194,9 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	if status >= 500 {
 		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
 	}
+	if production(r.Context()) {
+		e = &voucher.Error{Code: e.Code, Message: e.PublicMessage(true), Field: e.Field}
+	}
 	// Most refusals (the late crowd's OUT_OF_STOCK above all) are plain
 	// ASCII: written by hand they cost one allocation instead of
 	// encoding/json's reflection, with the same bytes.
@@ -201,6 +205,21 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		return
 	}
 	writeJSON(w, status, errorJSON{Error: string(e.Code), Message: e.Message, Field: e.Field})
+}
+
+type productionKey struct{}
+
+// withProduction marks every request of a production server: its refusals
+// quote no value of the request (voucher.Error.PublicMessage).
+func withProduction(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), productionKey{}, true)))
+	})
+}
+
+func production(ctx context.Context) bool {
+	p, _ := ctx.Value(productionKey{}).(bool)
+	return p
 }
 
 // appendErrorJSON appends what json.NewEncoder(w).Encode(errorJSON{...})

@@ -55,6 +55,9 @@ func NewServer(svc *voucher.Service, cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	addRoutes(mux, svc, cfg)
 	var h http.Handler = mux
+	if cfg.Production {
+		h = withProduction(h)
+	}
 	h = recoverPanics(cfg.Logger, h)
 	return h
 }

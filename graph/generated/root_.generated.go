@@ -25,6 +25,7 @@ type ResolverRoot interface {
 	Mutation() MutationResolver
 	Query() QueryResolver
 	Voucher() VoucherResolver
+	VoucherError() VoucherErrorResolver
 }
 
 type DirectiveRoot struct {

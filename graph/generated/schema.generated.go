@@ -40,6 +40,9 @@ type VoucherResolver interface {
 	GateRemaining(ctx context.Context, obj *model.Voucher) (*int, error)
 	Campaign(ctx context.Context, obj *model.Voucher) (*model.Campaign, error)
 }
+type VoucherErrorResolver interface {
+	Message(ctx context.Context, obj *model.VoucherError) (string, error)
+}
 
 // endregion ************************** generated!.gotpl **************************
 
@@ -2051,7 +2054,7 @@ func (ec *executionContext) _VoucherError_message(ctx context.Context, field gra
 			return ec.fieldContext_VoucherError_message(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
-			return obj.Message, nil
+			return ec.Resolvers.VoucherError().Message(ctx, obj)
 		},
 		nil,
 		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
@@ -2062,7 +2065,7 @@ func (ec *executionContext) _VoucherError_message(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_VoucherError_message(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
-	return graphql.NewScalarFieldContext("VoucherError", field, false, false, "String")
+	return graphql.NewScalarFieldContext("VoucherError", field, true, true, "String")
 }
 
 func (ec *executionContext) _VoucherError_field(ctx context.Context, field graphql.CollectedField, obj *model.VoucherError) (ret graphql.Marshaler) {
@@ -3031,17 +3034,18 @@ func (ec *executionContext) _VoucherError(ctx context.Context, sel ast.Selection
 		case "code":
 			out.Values[i] = ec._VoucherError_code(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		case "message":
-			out.Values[i] = ec._VoucherError_message(ctx, field, obj)
-			if out.Values[i] == graphql.Null {
-				out.Invalids++
-			}
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._VoucherError_message(ctx, field, obj)
+				})
 		case "field":
 			out.Values[i] = ec._VoucherError_field(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
-				out.Invalids++
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))

@@ -476,7 +476,7 @@ func (b *Backoffice) UpdateVoucher(ctx context.Context, code string, c VoucherCh
 	}
 	code = before.Code // the stored form
 	if before.CampaignID != 0 {
-		return Voucher{}, campaignCodeError(code)
+		return Voucher{}, campaignCodeError()
 	}
 	if before.State(b.now()) != StateScheduled || before.UsedCount > 0 {
 		return Voucher{}, startedError(code)
@@ -536,7 +536,7 @@ func (b *Backoffice) EndVoucher(ctx context.Context, code string) (Voucher, erro
 	}
 	v, err := b.svc.Voucher(ctx, code)
 	if err == nil && v.CampaignID != 0 {
-		return Voucher{}, campaignCodeError(code)
+		return Voucher{}, campaignCodeError()
 	}
 	if err == nil && v.Flash && b.svc.gate != nil &&
 		(v.State(b.now()) == StateLive || v.State(b.now()) == StateSoldOut) {
@@ -616,8 +616,8 @@ func (b *Backoffice) SampleOpenVouchers(ctx context.Context) (int, error) {
 
 // campaignCodeError refuses to change one code of a campaign: its terms are
 // the campaign's, for all its codes.
-func campaignCodeError(code string) error {
-	return Invalid("code", fmt.Sprintf("%s is a code of a campaign: its terms are the campaign's, for all its codes", code))
+func campaignCodeError() error {
+	return Invalid("code", "code is a code of a campaign: its terms are the campaign's, for all its codes")
 }
 
 func startedError(code string) error {

@@ -113,3 +113,37 @@ func IsRefusal(err error) bool {
 	}
 	return true
 }
+
+// publicMessages are the messages of refusals as answers carry them with
+// APP_ENV=production, where no answer quotes a value of the request: the
+// service's own messages name the orderId, the code, the customer or the
+// amount, which helps in development and in logs.
+var publicMessages = map[ErrorCode]string{
+	OutOfStock:          "every use of the voucher is held or confirmed",
+	BudgetExhausted:     "the voucher's budget cannot cover this discount",
+	AlreadyUsed:         "the customer already holds every use of the voucher allowed to one customer",
+	NotEligible:         "the voucher does not apply: outside its validity window, below its minimum order amount or in another currency",
+	NotFound:            "not found",
+	OrderConflict:       "the orderId was already used with another voucher, customer or amount",
+	ReservationReleased: "the reservation was released or expired",
+	AlreadyConfirmed:    "the reservation is confirmed",
+	VoucherExists:       "a voucher or campaign code with that code exists",
+	Unavailable:         "the service cannot answer now; retry with the same orderId",
+	Forbidden:           "the credential may not do this",
+	Internal:            "internal error",
+	VoucherStarted:      "the voucher has started; it can only be ended now",
+	VoucherNotLive:      "the voucher has ended",
+}
+
+// PublicMessage is e's message as an API answer carries it: in production
+// a fixed sentence per code, but for INVALID_INPUT, whose messages name the
+// field and its rule and never its value.
+func (e *Error) PublicMessage(production bool) string {
+	if !production || e.Code == InvalidInput {
+		return e.Message
+	}
+	if m, ok := publicMessages[e.Code]; ok {
+		return m
+	}
+	return string(e.Code)
+}

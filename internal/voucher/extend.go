@@ -37,7 +37,7 @@ func CheckExtension(v Voucher, totalLimit int, endsAt, now time.Time) error {
 	case endsAt.Before(v.EndsAt):
 		return Invalid("endsAt", fmt.Sprintf("endsAt may only move later than the current end, %s", stamp(v.EndsAt)))
 	case totalLimit < v.UsedCount:
-		return Invalid("totalLimit", fmt.Sprintf("totalLimit %d is below the %d use(s) already held or sold; it must be at least %d", totalLimit, v.UsedCount, v.UsedCount))
+		return Invalid("totalLimit", fmt.Sprintf("totalLimit is below the %d use(s) already held or sold; it must be at least %d", v.UsedCount, v.UsedCount))
 	case v.Flash && totalLimit < v.TotalLimit:
 		return Invalid("totalLimit", fmt.Sprintf("totalLimit of a flash voucher may only go up, from %d", v.TotalLimit))
 	}
