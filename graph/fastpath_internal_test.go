@@ -27,6 +27,7 @@ import (
 // twin is one service behind two GraphQL handlers: fast (the handler as
 // served) and general (the same handler without its fast path).
 type twin struct {
+	pool          *pgxpool.Pool
 	fast, general http.Handler
 	fp            *fastPath
 	svc           *voucher.Service
@@ -73,7 +74,7 @@ func newTwin(ctx context.Context) (*twin, error) {
 		return nil, err
 	}
 	dead := voucher.NewService(voucher.Deps{Store: postgres.New(deadPool)}, voucher.Config{Logger: logger})
-	tw := &twin{svc: svc}
+	tw := &twin{svc: svc, pool: pool}
 	tw.fast, tw.fp = handlerWithFastPath(svc, logger)
 	tw.general = NewHandler(svc, Options{Logger: logger, generalOnly: true})
 	tw.deadFast, tw.deadFP = handlerWithFastPath(dead, logger)
