@@ -39,6 +39,9 @@ local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'lease')
 
 -- settle settles one admission; the reads above are shared by the call's
 -- admissions (only 'lost-data' below changes them, and it is kept in m).
+-- released: a use was given back by this call (forget, void).
+local released = false
+
 local function settle(op, orderId, token, epoch, who, discount)
   if not stock then
     return 'STALE', ''
@@ -114,6 +117,7 @@ local function settle(op, orderId, token, epoch, who, discount)
   end
   redis.call('HSET', KEYS[3], orderId, with('void'))
   redis.call('INCR', KEYS[1])
+  released = true
   if discount and discount ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
     redis.call('HINCRBY', KEYS[4], 'budget', discount)
   end
@@ -130,5 +134,9 @@ for i = 0, n - 1 do
   local answer, value = settle(op, ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
   out[#out + 1] = answer
   out[#out + 1] = value
+end
+if released then
+  -- As release.lua: every instance drops its sold-out snapshot at once.
+  redis.call('PUBLISH', 'voucher:released', string.match(KEYS[1], '^voucher:{(.*)}:stock$'))
 end
 return out

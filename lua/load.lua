@@ -161,5 +161,8 @@ for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes}) do
 end
 if ARGV[1] ~= 'load' then
   redis.call('DEL', paused)
+  -- A rebuild may raise the stock: every instance drops its sold-out
+  -- snapshot of the voucher (release.lua).
+  redis.call('PUBLISH', 'voucher:released', string.match(stock, '^voucher:{(.*)}:stock$'))
 end
 return 1

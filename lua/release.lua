@@ -67,6 +67,11 @@ else
 end
 if mode ~= 'drop' then
   redis.call('INCR', KEYS[1])
+  -- Every instance drops its sold-out snapshot of the voucher at once (the
+  -- gate's ListenReleased), in the same script as the give-back, so no
+  -- give-back goes unannounced and a winner of the returned use is never
+  -- refused from memory on its retry.
+  redis.call('PUBLISH', 'voucher:released', string.match(KEYS[1], '^voucher:{(.*)}:stock$'))
 end
 if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
   redis.call('HINCRBY', KEYS[4], 'budget', ARGV[3])

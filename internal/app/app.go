@@ -178,7 +178,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	listening := make(chan struct{})
 	go func() {
 		defer close(listening)
-		g.ListenReleased(listenCtx, svc.SoldOutLapsed)
+		g.ListenReleased(listenCtx, svc.SoldOutLapsed, svc.AllSoldOutLapsed)
 	}()
 	defer func() { stopListening(); <-listening }()
 	if kafka != nil {

@@ -1,8 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/gate"
+	"voucherd/internal/voucher"
 )
 
 // TestFlash_AReleasedUseSellsAgainAtOnceOnEveryInstance: with sold-out
@@ -59,4 +65,45 @@ func TestFlash_AReleasedUseSellsAgainAtOnceOnEveryInstance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFlash_AUseGivenBackByReconciliationSellsOnEveryInstance: a use that
+// goes back to the gate other than by a release (here reconciliation
+// forgets a winner whose write never started) reaches every instance's
+// sold-out memory too: an order admitted with it on B is answered the same
+// reservation on its identical retry on A, whose snapshot (one minute) was
+// taken before. Each give-back is announced by the script that makes it;
+// before, only a release announced one, and A answered OUT_OF_STOCK.
+func TestFlash_AUseGivenBackByReconciliationSellsOnEveryInstance(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SOLD_OUT_TTL": "1m", "RECONCILE_INTERVAL": "300ms"}
+	a, b := restAPI{startServer(t, env)}, restAPI{startServer(t, env)}
+	code := createVoucher(t, a.s, flash(voucherSpec{TotalLimit: 2}))
+	if r := a.reserve(t, code, 1, uniqueOrder(), 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	// A winner whose database write never started: admitted at the gate
+	// only, as by an instance that died right after the gate.
+	rdb := redis.NewClient(mustRedisOptions(t))
+	t.Cleanup(func() { _ = rdb.Close() })
+	ghost := uniqueOrder()
+	if verdict, err := gate.New(rdb).Reserve(context.Background(), code, 1, 0, voucher.ReserveRequest{Code: code, CustomerID: 2, OrderID: ghost, OrderAmount: 100}); err != nil || verdict != voucher.GateAdmitted {
+		t.Fatalf("the gate-only winner: %v %v", verdict, err)
+	}
+	// A holds a sold-out snapshot now, with the ghost in it.
+	if r := a.reserve(t, code, 3, uniqueOrder(), 100); r.Error != "OUT_OF_STOCK" {
+		t.Fatalf("sold out on A: %q", r.Error)
+	}
+	// Reconciliation gives the ghost's use back; B sells it.
+	order := uniqueOrder()
+	var won result
+	eventually(t, "the ghost's use sold on B", func() (bool, string) {
+		won = b.reserve(t, code, 4, order, 100)
+		return won.Error == "", won.Error
+	})
+	retry := a.reserve(t, code, 4, order, 100)
+	if retry.Error != "" {
+		t.Fatalf("the winner's identical retry on A: %s, want its reservation", retry.Error)
+	}
+	assertSameReservation(t, won, retry)
 }

@@ -388,10 +388,13 @@ func (g *Gate) OrderOwner(ctx context.Context, orderID string) (string, bool, er
 }
 
 // releasedChannel carries the codes of vouchers a use was given back to, so
-// every instance drops its sold-out snapshot of them at once.
+// every instance drops its sold-out snapshot of them at once. The scripts
+// that give a use back or rebuild a gate (release.lua, admission.lua,
+// load.lua) publish on it themselves, with the change.
 const releasedChannel = "voucher:released"
 
-// AnnounceReleased publishes that a use of the voucher was given back.
+// AnnounceReleased publishes that a use of the voucher was given back (or
+// its total raised) by a change no script announces.
 func (g *Gate) AnnounceReleased(ctx context.Context, code string) error {
 	if err := g.rdb.Publish(ctx, releasedChannel, code).Err(); err != nil {
 		return fmt.Errorf("gate: announce a release on %s: %w", code, err)
@@ -399,14 +402,15 @@ func (g *Gate) AnnounceReleased(ctx context.Context, code string) error {
 	return nil
 }
 
-// ListenReleased calls fn with the code of every voucher a use was given
-// back to, announced by any instance, until ctx ends. go-redis subscribes
-// again after a lost connection; announcements made meanwhile are missed,
-// and the sold-out snapshots they were for lapse by themselves.
-func (g *Gate) ListenReleased(ctx context.Context, fn func(code string)) {
+// ListenReleased calls lapsed with the code of every voucher a use was
+// given back to, announced by any instance, until ctx ends. go-redis
+// subscribes again after a lost connection; announcements made meanwhile
+// are missed, so every (re)subscription calls lapsedAll: a snapshot taken
+// before it may be stale.
+func (g *Gate) ListenReleased(ctx context.Context, lapsed func(code string), lapsedAll func()) {
 	sub := g.rdb.Subscribe(ctx, releasedChannel)
 	defer func() { _ = sub.Close() }()
-	ch := sub.Channel()
+	ch := sub.ChannelWithSubscriptions()
 	for {
 		select {
 		case <-ctx.Done():
@@ -415,7 +419,12 @@ func (g *Gate) ListenReleased(ctx context.Context, fn func(code string)) {
 			if !ok {
 				return
 			}
-			fn(m.Payload)
+			switch m := m.(type) {
+			case *redis.Subscription:
+				lapsedAll()
+			case *redis.Message:
+				lapsed(m.Payload)
+			}
 		}
 	}
 }

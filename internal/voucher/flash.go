@@ -253,8 +253,8 @@ func retryBriefly(ctx context.Context, fn func() error) error {
 
 // useBack gives a released order's use back to the gate, once, and makes it
 // sellable at once: this instance drops its sold-out snapshot of the voucher
-// and the others are told to (Gate.AnnounceReleased), so a released use sells
-// again now rather than when the snapshots lapse.
+// and the others are told to (the gate's script announces every give-back),
+// so a released use sells again now rather than when the snapshots lapse.
 func (s *Service) useBack(ctx context.Context, code, orderID string, discount int64) {
 	var back bool
 	err := retryBriefly(ctx, func() (err error) {
@@ -269,16 +269,16 @@ func (s *Service) useBack(ctx context.Context, code, orderID string, discount in
 		return
 	}
 	s.soldOut.forget(code)
-	if err := s.gate.AnnounceReleased(ctx, code); err != nil {
-		// The other instances' snapshots lapse within SoldOutTTL anyway.
-		s.logger.WarnContext(ctx, "release not announced to the other instances", "code", code, "err", err)
-	}
 }
 
 // SoldOutLapsed drops this instance's sold-out snapshot of a voucher: another
 // instance gave a use back (Gate.AnnounceReleased), so the next reserve asks
 // the gate again.
 func (s *Service) SoldOutLapsed(code string) { s.soldOut.forget(code) }
+
+// AllSoldOutLapsed drops every sold-out snapshot of this instance: it may
+// have missed announcements (its subscription was lost).
+func (s *Service) AllSoldOutLapsed() { s.soldOut.forgetAll() }
 
 // noteSoldOut remembers, for a few seconds, which orders and customers the
 // gate of a sold-out voucher knows, so the late crowd is answered from memory
@@ -320,6 +320,9 @@ type soldOutCache struct {
 	// (a use given back meanwhile, and maybe sold to another order) is not
 	// installed after it, or a retry of that order would hear OUT_OF_STOCK.
 	gen map[string]uint64
+	// all counts the forgets of every voucher at once (forgetAll): a
+	// voucher's generation is its own forgets plus these.
+	all uint64
 }
 
 type soldOutEntry struct {
@@ -342,11 +345,18 @@ func (c *soldOutCache) forget(code string) {
 	c.mu.Unlock()
 }
 
+func (c *soldOutCache) forgetAll() {
+	c.mu.Lock()
+	clear(c.m)
+	c.all++
+	c.mu.Unlock()
+}
+
 // generation is the voucher's count of forgets, read before a snapshot.
 func (c *soldOutCache) generation(code string) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.gen[code]
+	return c.gen[code] + c.all
 }
 
 func (c *soldOutCache) fresh(code string) bool {
@@ -364,7 +374,7 @@ func (c *soldOutCache) put(snap GateSnapshot, gen uint64) {
 		orders[o.OrderID] = o
 	}
 	c.mu.Lock()
-	if c.gen[snap.Code] == gen {
+	if c.gen[snap.Code]+c.all == gen {
 		c.m[snap.Code] = soldOutEntry{until: time.Now().Add(c.ttl), orders: orders, customers: snap.Customers, limit: snap.PerUserLimit}
 	}
 	c.mu.Unlock()
