@@ -2,11 +2,20 @@
 -- its token (its createdAt), so only the admission it names is touched.
 --
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
--- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta (admit.lua)
+-- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta (admit.lua),
+-- KEYS[5] voucher:{CODE}:paused (gate.go Pause)
 -- ARGV[1] op:
 --   'finalize' the owner's event was acknowledged: pending -> live, and the
 --              owner may answer success. Racing the consumer, which turns
 --              pending into live too (apply_check.lua), either wins.
+--              Fenced: refused (FAIL, the admission stays pending) while
+--              the gate is paused for a rebuild, and STALE on a server
+--              other than the one the gate was loaded on (a failover). The
+--              marker of a rebuild or recovery is published after the pause
+--              or the server change, so an event acknowledged before a
+--              finalize that succeeds lies before the marker, and the
+--              reload at the marker holds the order: a 201 is never
+--              answered for an admission the reload then voids.
 --   'forget'   the owner's publish surely failed: pending -> void, its use
 --              given back. Refused once the consumer applied it (live).
 --   'void'     reconciliation: as 'forget', only past the admission's lease
@@ -42,9 +51,18 @@ local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'lease')
 -- released: a use was given back by this call (forget, void).
 local released = false
 
+local paused = redis.call('EXISTS', KEYS[5]) == 1
+local server -- this Redis server's run_id, read once by the first finalize
+
 local function settle(op, orderId, token, epoch, who, discount)
   if not stock then
     return 'STALE', ''
+  end
+  if op == 'finalize' and m[2] ~= 'lost-data' then
+    server = server or string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+    if m[2] ~= server then
+      return 'STALE', ''
+    end
   end
   -- No run_id check here (admit.lua has it): an admission this server holds is
   -- settled on it, one it lacks is missing in its own epoch (below), and a
@@ -83,6 +101,9 @@ local function settle(op, orderId, token, epoch, who, discount)
   end
 
   if op == 'finalize' then
+    if state == 'pending' and paused then
+      return 'FAIL', known
+    end
     if state == 'pending' then
       redis.call('HSET', KEYS[3], orderId, with('live'))
       return 'OK', with('live')

@@ -324,3 +324,52 @@ func evalshaCalls(t *testing.T, rdb redis.UniversalClient) int64 {
 	n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
 	return n
 }
+
+// A finalize is fenced: while the gate is paused for a rebuild it is
+// refused and the admission stays pending (the consumer or the reload
+// settles it), and on a Redis server other than the one the gate was loaded
+// on (a failover to a replica) it is STALE. Before, both answered OK, and
+// the owner answered 201 for an admission that the reload at the marker
+// could then void (issue 30, item 1).
+func TestSettle_AFinalizeIsFencedByAPauseAndByTheServer(t *testing.T) {
+	g, rdb := newGate(t)
+	ctx := context.Background()
+	code, epoch := newCode(t), "e-"+newCode(t)
+	now := time.Now()
+	snap := voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now}
+	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
+	if ok, err := g.Recover(ctx, snap, terms, "load"); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	admit := func(orderID string, customer int64) voucher.Admission {
+		t.Helper()
+		a, err := g.Admit(ctx, code, voucher.ReserveRequest{Code: code, OrderID: orderID, CustomerID: customer, OrderAmount: 5000}, 100)
+		if err != nil || a.Verdict != voucher.GateAdmitted {
+			t.Fatalf("admit %s: %+v %v", orderID, a, err)
+		}
+		return a
+	}
+	a, b := admit(code+"-a", 1), admit(code+"-b", 2)
+
+	if err := g.Pause(ctx, code); err != nil {
+		t.Fatal(err)
+	}
+	if ans, after, err := g.Settle(ctx, code, voucher.SettleFinalize, a.Order, epoch, 100); err != nil || ans != voucher.SettleFail || !after.Pending {
+		t.Fatalf("finalize while paused: %q %+v %v, want FAIL with the admission pending", ans, after, err)
+	}
+	if err := rdb.Del(ctx, "voucher:{"+code+"}:paused").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ans, after, err := g.Settle(ctx, code, voucher.SettleFinalize, a.Order, epoch, 100); err != nil || ans != voucher.SettleOK || after.Pending {
+		t.Fatalf("finalize once the pause is over: %q %+v %v, want OK and live", ans, after, err)
+	}
+
+	// The gate's keys as a replica that took over would hold them: loaded on
+	// another server.
+	if err := rdb.HSet(ctx, "voucher:{"+code+"}:meta", "server", "another-servers-run-id").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ans, _, err := g.Settle(ctx, code, voucher.SettleFinalize, b.Order, epoch, 100); err != nil || ans != voucher.SettleStale {
+		t.Fatalf("finalize on another server: %q %v, want STALE", ans, err)
+	}
+}

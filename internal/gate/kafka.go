@@ -188,7 +188,7 @@ func (g *Gate) settle(ctx context.Context, code string, op voucher.SettleOp, bat
 		who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
 		args = append(args, o.OrderID, o.CreatedAt.UnixMilli(), p.epoch, who, p.discount)
 	}
-	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
+	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta, k.paused}, args...).StringSlice()
 	if err == nil && len(reply) != 2*len(batch) {
 		err = fmt.Errorf("unexpected reply %q", reply)
 	}

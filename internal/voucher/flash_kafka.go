@@ -597,6 +597,18 @@ func (k *kafkaFlash) rebuild(ctx context.Context, code string) error {
 	if err != nil {
 		return err
 	}
+	// The gate is paused: it decides nothing new, and no admission is
+	// finalized (admission.lua). A decision made just before the pause may
+	// still be on its way to the broker; its publish ends within the
+	// publish timeout, so the marker published after it lies behind the
+	// decision's event and the reload holds it (a confirm answered 200 whose
+	// event came after the marker would leave the gate live while the
+	// database says CONFIRMED).
+	select {
+	case <-time.After(k.publishTimeout):
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	}
 	if err := k.publishRecovery(ctx, code, true, epoch); err != nil {
 		return unavailable(err)
 	}
