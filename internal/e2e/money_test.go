@@ -244,3 +244,25 @@ func TestMoney_2To53IsInvalidInputOnEveryMoneyField(t *testing.T) {
 		t.Errorf("orderAmount 2^53-1 on a discount of 2^53-1: %q %v", res.Error, res.Reservation)
 	}
 }
+
+// A campaign's codes share its budgetUsed: once one code's discount brings
+// it to 2^53-1, another code's discount of 1 is INVALID_INPUT on
+// orderAmount, on the database path and behind the campaign's gate.
+func TestMoney_ACampaignsSumStaysWithinMaxMoneyAcrossItsCodes(t *testing.T) {
+	s := sharedServer(t)
+	kinds(t, func(t *testing.T, flash bool) {
+		id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 3, PerUserLimit: 3, Discount: maxMoney, Flash: flash})
+		api := restAPI{s}
+		if r := api.reserve(t, codes[0], 1, uniqueOrder(), maxMoney); r.Error != "" {
+			t.Fatalf("a discount of 2^53-1 on %s: %s", codes[0], r.Error)
+		}
+		refusedOnOrderAmount(t, "a discount of 1 on another code", api.reserve(t, codes[1], 1, uniqueOrder(), 1))
+		if r := api.reserve(t, codes[2], 1, uniqueOrder(), 0); r.Error != "" {
+			t.Errorf("a discount of 0 on a third code: %q, want it held", r.Error)
+		}
+		c := readCampaign(t, s, id)
+		if num(t, c["budgetUsed"]) != maxMoney || num(t, c["usedCount"]) != 2 {
+			t.Errorf("the campaign after it: budgetUsed %v, usedCount %v; want 2^53-1 and 2", c["budgetUsed"], c["usedCount"])
+		}
+	})
+}
