@@ -142,6 +142,9 @@ local function settle(op, orderId, token, epoch, who, discount)
   if discount and discount ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
     redis.call('HINCRBY', KEYS[4], 'budget', discount)
   end
+  if discount and discount ~= '0' and redis.call('HEXISTS', KEYS[4], 'room') == 1 then
+    redis.call('HINCRBY', KEYS[4], 'room', discount)
+  end
   if redis.call('HINCRBY', KEYS[2], f[1], -1) <= 0 then
     redis.call('HDEL', KEYS[2], f[1])
   end

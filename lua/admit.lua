@@ -20,7 +20,9 @@
 --                                   admission's token (unique per order)
 -- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, epoch, server, startsAt,
 --                                   endsAt, minOrder, ttl, lease (load.lua),
---                                   and budget (left) for a voucher with one
+--                                   budget (left) for a voucher with one,
+--                                   room (voucher.MoneyRoom; absent in a
+--                                   gate loaded before it was kept)
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
 -- KEYS[6..] order:{ORDERID}        (on a single Redis: the orderIds' claims
 --                                   across vouchers, one per admission below,
@@ -43,8 +45,10 @@
 -- what it answered before: another Redis server holds it now, see load.lua),
 -- ORDER_CONFLICT, RELEASED, LOST, PENDING (the order's first admission is
 -- still being settled by its owner), DUPLICATE (live or confirmed),
--- NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED (a use is left,
--- the budget cannot cover the discount), ADMITTED (one use taken, pending)
+-- NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, SUM_TOO_LARGE (a use is left,
+-- the discount would take budgetUsed past 2^53 - 1), BUDGET_EXHAUSTED (a
+-- use is left, the budget cannot cover the discount), ADMITTED (one use
+-- taken, pending)
 -- and ADOPTED (a pending admission whose owner outlived its lease: this
 -- caller is its owner now, with a new token; no second use is taken).
 -- Every check runs before the first write: Redis does not roll a script back.
@@ -68,7 +72,7 @@ if not stock then
   return answerAll('NOT_LOADED', '')
 end
 stock = tonumber(stock)
-local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget')
+local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room')
 local epoch = m[2] or ''
 local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if m[3] ~= server then
@@ -79,6 +83,12 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl, lease = tonumber(m[7]), tonumber(m[8])
 local limit, startsAt, endsAt, minOrder = tonumber(m[1]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])
 local budget = m[9] and tonumber(m[9])
+-- room: what budgetUsed may still grow by before it passes 2^53 - 1
+-- (voucher.MoneyRoom); roomTaken, this call's admitted discounts, leave it
+-- in one HINCRBY at the end. Every number here is at most 2^53 - 1, exact
+-- in Lua's doubles.
+local room = m[10] and tonumber(m[10])
+local roomTaken = 0
 local admitted = false
 
 -- decide decides one reserve; stock and budget are kept here as they change.
@@ -129,6 +139,9 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
     return 'OUT_OF_STOCK', ''
   end
   local discount = tonumber(discountArg or '0')
+  if room and room < discount then
+    return 'SUM_TOO_LARGE', ''
+  end
   if budget and budget < discount then
     return 'BUDGET_EXHAUSTED', ''
   end
@@ -141,6 +154,10 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
     -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
     redis.call('HINCRBY', KEYS[4], 'budget', '-' .. discountArg)
     budget = budget - discount
+  end
+  if room then
+    room = room - discount
+    roomTaken = roomTaken + discount
   end
   redis.call('HINCRBY', KEYS[2], customerId, 1)
   redis.call('HSET', KEYS[3], orderId, value)
@@ -157,6 +174,10 @@ for i = 0, n - 1 do
   out[#out + 1] = verdict
   out[#out + 1] = value
   out[#out + 1] = epoch
+end
+if roomTaken > 0 then
+  -- %.0f writes an integer double's exact digits (tostring would use an exponent).
+  redis.call('HINCRBY', KEYS[4], 'room', string.format('-%.0f', roomTaken))
 end
 -- The hashes may have just been created (Redis keeps no empty hash): give
 -- them the stock key's deadline, once.

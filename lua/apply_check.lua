@@ -76,12 +76,17 @@ for i = 0, n - 1 do
     -- An admission of an earlier epoch the reload did not see.
     local held = tonumber(redis.call('HGET', KEYS[2], ARGV[b + 1]) or '0')
     local stock = tonumber(redis.call('GET', KEYS[1]))
-    local budget = redis.call('HGET', KEYS[4], 'budget')
+    local sums = redis.call('HMGET', KEYS[4], 'budget', 'room')
+    local budget, room = sums[1], sums[2]
     local discount = tonumber(ARGV[b + 6])
-    if stock > 0 and held < tonumber(m[3]) and (not budget or tonumber(budget) >= discount) then
+    if stock > 0 and held < tonumber(m[3]) and (not budget or tonumber(budget) >= discount)
+      and (not room or tonumber(room) >= discount) then
       redis.call('DECR', KEYS[1])
       if budget and discount > 0 then
         redis.call('HINCRBY', KEYS[4], 'budget', '-' .. ARGV[b + 6])
+      end
+      if room and discount > 0 then
+        redis.call('HINCRBY', KEYS[4], 'room', '-' .. ARGV[b + 6])
       end
       redis.call('HINCRBY', KEYS[2], ARGV[b + 1], 1)
       redis.call('HSET', KEYS[3], id, who .. ':live:' .. token .. ':' .. ARGV[b + 4])

@@ -12,7 +12,9 @@
 -- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, expireAt (Unix ms),
 --                                   total (the totalLimit the stock stands
 --                                   for, when given) and, for a voucher with
---                                   a budget, budget (left)
+--                                   a budget, budget (left); room, what
+--                                   budgetUsed may still grow by
+--                                   (voucher.MoneyRoom), when given
 -- KEYS[5] voucher:{CODE}:load:TOKEN:customers  staged by stage.lua (may be absent)
 -- KEYS[6] voucher:{CODE}:load:TOKEN:orders     staged by stage.lua (may be absent)
 -- KEYS[7] voucher:{CODE}:paused
@@ -133,6 +135,10 @@ if extra['budget'] then
   -- What the snapshot's reservations hold is spent already: a rebuilt gate
   -- never hands out more than the database's budget_amount - budget_used.
   redis.call('HSET', meta, 'budget', extra['budget'])
+end
+if extra['room'] then
+  -- voucher.MoneyRoom of the database's budget_used, kept as the budget is.
+  redis.call('HSET', meta, 'room', extra['room'])
 end
 if extra['usesPerCode'] then
   redis.call('HSET', meta, 'usesPerCode', extra['usesPerCode'])

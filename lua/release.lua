@@ -2,7 +2,8 @@
 --
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
 -- KEYS[3] voucher:{CODE}:orders (layout in reserve.lua)
--- KEYS[4] voucher:{CODE}:meta: its budget field (if any) gets ARGV[3] back
+-- KEYS[4] voucher:{CODE}:meta: its budget and room fields (if any) get
+--         ARGV[3] back
 -- ARGV[1] orderId
 -- ARGV[2] 'release' (default): mark the order released, so a retry of it is
 --         answered RELEASED; 'forget': delete the order, so a retry is
@@ -75,6 +76,9 @@ if mode ~= 'drop' then
 end
 if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
   redis.call('HINCRBY', KEYS[4], 'budget', ARGV[3])
+end
+if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'room') == 1 then
+  redis.call('HINCRBY', KEYS[4], 'room', ARGV[3])
 end
 if redis.call('HINCRBY', KEYS[2], customer, -1) <= 0 then
   redis.call('HDEL', KEYS[2], customer)

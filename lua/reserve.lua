@@ -10,7 +10,11 @@
 --                                   released; times in Unix ms)
 -- KEYS[4] voucher:{CODE}:paused     present while an operator rebuilds the gate
 -- KEYS[5] voucher:{CODE}:meta       hash; its field budget is the budget
---                                   left (absent: the voucher has none)
+--                                   left (absent: the voucher has none),
+--                                   room what budgetUsed may still grow
+--                                   by before it passes 2^53 - 1
+--                                   (voucher.MoneyRoom; absent in a gate
+--                                   loaded before it was kept)
 -- ARGV[1] n, the number of reserves; then 8 arguments a reserve, the ith's
 -- at ARGV[1 + 8*(i-1) + j]:
 --   j=1 orderId, 2 customerId, 3 orderAmount, 4 perUserLimit,
@@ -31,7 +35,9 @@
 -- KEYS[7] voucher:{CODE}:ordercodes  hash orderId -> the campaign code it
 --                                    holds a use of (live orders)
 --
--- Returns n verdicts of voucher.GateVerdict, in the reserves' order. Why a
+-- Returns n verdicts of voucher.GateVerdict, in the reserves' order
+-- (SUM_TOO_LARGE: a use is left, but the discount would take budgetUsed
+-- past 2^53 - 1; checked before the budget). Why a
 -- batch: a stampede's winners then cost the gate one script call, and the
 -- reads and deadlines every reserve shares (pause, stock, budget, the
 -- hashes' deadline) are done once a call. Every check of a reserve runs
@@ -69,12 +75,20 @@ for i = 1, n do
     break
   end
 end
-local budget = redis.call('HGET', KEYS[5], 'budget')
+local sums = redis.call('HMGET', KEYS[5], 'budget', 'room')
+local budget, room = sums[1], sums[2]
 if budget then
   budget = tonumber(budget)
 end
+if room then
+  room = tonumber(room)
+end
 
-local taken, campaignTaken = 0, false
+-- roomTaken is the discounts this call admitted, taken from room in one
+-- HINCRBY at the end. Every number compared or summed here is at most
+-- 2^53 - 1 (the service refuses larger amounts, room starts there at most
+-- and only shrinks by what is admitted), so Lua's doubles hold it exactly.
+local taken, campaignTaken, roomTaken = 0, false, 0
 
 -- decide is one reserve, as the script decided it when it took one: the
 -- stock and budget are this call's running counts, the hashes are read and
@@ -110,6 +124,9 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
     end
   end
   local discount = tonumber(discountDigits or '0')
+  if room and room < discount then
+    return 'SUM_TOO_LARGE'
+  end
   if budget and budget < discount then
     return 'BUDGET_EXHAUSTED'
   end
@@ -120,6 +137,10 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
     budget = budget - discount
     -- The digits as given: Lua's numbers are doubles, Redis's integers 64-bit.
     redis.call('HINCRBY', KEYS[5], 'budget', '-' .. discountDigits)
+  end
+  if room then
+    room = room - discount
+    roomTaken = roomTaken + discount
   end
   redis.call('HINCRBY', KEYS[2], customerID, 1)
   if campaignCode ~= '' then
@@ -140,6 +161,10 @@ for i = 1, n do
   verdicts[i] = decide(ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] or '')
 end
 
+if roomTaken > 0 then
+  -- %.0f writes an integer double's exact digits (tostring would use an exponent).
+  redis.call('HINCRBY', KEYS[5], 'room', string.format('-%.0f', roomTaken))
+end
 if taken > 0 then
   redis.call('DECRBY', KEYS[1], taken)
   -- The hashes may have just been created (Redis keeps no empty hash): give

@@ -101,7 +101,7 @@ func parseReserveBody(data []byte, code string) (req voucher.ReserveRequest, ok 
 				return req, false
 			}
 			n, err := strconv.ParseInt(string(digits), 10, 64)
-			if err != nil {
+			if err != nil || n > voucher.MaxMoney {
 				return req, false
 			}
 			req.OrderAmount = n

@@ -95,15 +95,16 @@ func parseCustomerID(raw json.RawMessage) (int64, error) {
 	return voucher.ParseCustomerID(digits)
 }
 
-// parseMoney accepts a JSON integer of 64 bits only: never a float, an
-// exponent, -0 or a string.
+// parseMoney accepts a JSON integer of at most voucher.MaxMoney only: never
+// a float, an exponent, -0 or a string. (The sign is the domain's to judge,
+// with the field's own rule.)
 func parseMoney(field string, raw json.RawMessage) (int64, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return 0, voucher.Invalid(field, field+" is required")
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil || n == 0 && raw[0] == '-' { // -0 is no amount a client means
-		return 0, voucher.Invalid(field, field+" must be an integer amount in minor units, at most 9223372036854775807")
+	if err != nil || n == 0 && raw[0] == '-' || n > voucher.MaxMoney { // -0 is no amount a client means
+		return 0, voucher.Invalid(field, field+" must be an integer amount in minor units, at most "+strconv.FormatInt(voucher.MaxMoney, 10)+" (2^53 - 1)")
 	}
 	return n, nil
 }

@@ -31,13 +31,14 @@ func MarshalMoney(v int64) graphql.ContextMarshaler {
 	})
 }
 
-// UnmarshalMoney accepts only a JSON integer that fits in 64 bits (the
-// service checks each amount's own range).
+// UnmarshalMoney accepts only a JSON integer of at most voucher.MaxMoney
+// (2^53 - 1) either side of zero, the amounts every JSON client holds
+// exactly (the service checks each amount's own range, its sign included).
 func UnmarshalMoney(ctx context.Context, v any) (int64, error) {
 	n, ok := integer(v, 64)
-	if !ok {
+	if !ok || n > voucher.MaxMoney || n < -voucher.MaxMoney {
 		field := fieldOf(ctx)
-		return 0, voucher.Invalid(field, field+" must be an integer amount of minor units (cents) from -9223372036854775808 to 9223372036854775807")
+		return 0, voucher.Invalid(field, field+" must be an integer amount of minor units (cents) of at most "+strconv.FormatInt(voucher.MaxMoney, 10)+" (2^53 - 1)")
 	}
 	return n, nil
 }

@@ -118,6 +118,9 @@ func TestCreateVoucher_IntegersOutsideTheirTypeAreRefusedNotWrapped(t *testing.T
 		{"perUserLimit", "4294967297", false},
 		{"perUserLimit", "2147483648", false},
 		{"discountAmount", "9223372036854775808", false},
+		{"discountAmount", "9223372036854775807", false},
+		{"discountAmount", "9007199254740992", true},
+		{"budgetAmount", "9007199254740992", false},
 		{"minOrderAmount", "9223372036854775808", false},
 		{"minOrderAmount", "-1", false},
 	} {
@@ -157,10 +160,10 @@ func TestCreateVoucher_IntegersOutsideTheirTypeAreRefusedNotWrapped(t *testing.T
 	// The edges themselves fit.
 	code := uniqueCode("edge")
 	r := gql(t, s, adminToken, createVoucherOp, map[string]any{"in": map[string]any{
-		"code": code, "discountAmount": json.Number("9223372036854775807"), "totalLimit": 2147483647, "perUserLimit": 2147483647,
+		"code": code, "discountAmount": json.Number("9007199254740991"), "totalLimit": 2147483647, "perUserLimit": 2147483647,
 		"startsAt": now.Format(time.RFC3339), "endsAt": now.Add(time.Hour).Format(time.RFC3339)}})
 	v := path(r.Body, "data", "createVoucher", "voucher")
-	if str(path(v, "totalLimit")) != "2147483647" || str(path(v, "perUserLimit")) != "2147483647" || str(path(v, "discountAmount")) != "9223372036854775807" {
+	if str(path(v, "totalLimit")) != "2147483647" || str(path(v, "perUserLimit")) != "2147483647" || str(path(v, "discountAmount")) != "9007199254740991" {
 		t.Errorf("the largest totalLimit, perUserLimit and Money: %s", r.Raw)
 	}
 }
@@ -350,6 +353,7 @@ func TestREST_BodiesAreReadExactlyAsDocumented(t *testing.T) {
 		{"negative zero", `{"customerId": 7, "orderId": "ORDER", "orderAmount": -0}`, "orderAmount"},
 		{"a float", `{"customerId": 7, "orderId": "ORDER", "orderAmount": 100.0}`, "orderAmount"},
 		{"Money over 2^63-1", `{"customerId": 7, "orderId": "ORDER", "orderAmount": 9223372036854775808}`, "orderAmount"},
+		{"Money over 2^53-1", `{"customerId": 7, "orderId": "ORDER", "orderAmount": 9007199254740992}`, "orderAmount"},
 		{"customerId over 2^63-1", `{"customerId": 9223372036854775808, "orderId": "ORDER", "orderAmount": 100}`, "customerId"},
 		{"a deep value", `{"customerId": ` + deep + `, "orderId": "ORDER", "orderAmount": 100}`, "customerId"},
 		{"a huge array", `{"customerId": 7, "orderId": "ORDER", "orderAmount": ` + wide + `}`, "orderAmount"},
@@ -370,10 +374,11 @@ func TestREST_BodiesAreReadExactlyAsDocumented(t *testing.T) {
 			t.Errorf("%s: a reservation was made", tc.desc)
 		}
 	}
-	// The 64-bit edge of Money is an amount like any other.
+	// The edge of Money (2^53-1) is an amount like any other; customerId's
+	// is 64 bits.
 	r := rawRequest(t, http.MethodPost, s.URL+"/vouchers/"+code+"/reservations", storefrontToken, "application/json",
-		[]byte(`{"customerId": 9223372036854775807, "orderId": "`+uniqueOrder()+`", "orderAmount": 9223372036854775807}`))
-	if r.Status != http.StatusCreated || str(r.Body["orderAmount"]) != "9223372036854775807" || str(r.Body["customerId"]) != "9223372036854775807" {
+		[]byte(`{"customerId": 9223372036854775807, "orderId": "`+uniqueOrder()+`", "orderAmount": 9007199254740991}`))
+	if r.Status != http.StatusCreated || str(r.Body["orderAmount"]) != "9007199254740991" || str(r.Body["customerId"]) != "9223372036854775807" {
 		t.Errorf("the largest orderAmount and customerId: HTTP %d %s", r.Status, r.Raw)
 	}
 }

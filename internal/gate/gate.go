@@ -229,7 +229,7 @@ func (g *Gate) reserveBatch(code string, batch []*pendingReserve) {
 		}
 		switch v := voucher.GateVerdict(answers[i]); v {
 		case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
-			voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused,
+			voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateSumTooLarge, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused,
 			voucher.GateCodeUsedUp:
 			p.done <- reserved{verdict: v}
 		default:
@@ -381,6 +381,9 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 	if snap.Budget != nil {
 		meta = append(meta, "budget", *snap.Budget)
 	}
+	if snap.Room != nil {
+		meta = append(meta, "room", *snap.Room)
+	}
 	// A campaign's code counts and order codes are all staged (stage.lua
 	// stages any two hashes), in chunks, and renamed in by load.lua.
 	stagedCodes, stagedOrderCodes := k.prefix+"load:"+token+":codes", k.prefix+"load:"+token+":ordercodes"
@@ -479,14 +482,14 @@ func (g *Gate) Availability(ctx context.Context, code, campaignCode string, cust
 	if len(vals) == 0 {
 		return voucher.Availability{}, false, nil
 	}
-	if len(vals) != 3 && (len(vals) != 4 || campaignCode == "") {
+	if len(vals) != 4 && (len(vals) != 5 || campaignCode == "") {
 		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: unexpected answer %q", code, vals)
 	}
 	var a voucher.Availability
-	var err1, err2, err3, err4 error
-	if len(vals) == 4 {
+	var err1, err2, err3, err4, err5 error
+	if len(vals) == 5 {
 		var left int
-		left, err4 = strconv.Atoi(vals[3])
+		left, err4 = strconv.Atoi(vals[4])
 		a.CodeRemaining = &left
 	}
 	a.Remaining, err1 = strconv.Atoi(vals[0])
@@ -496,7 +499,12 @@ func (g *Gate) Availability(ctx context.Context, code, campaignCode string, cust
 		left, err3 = strconv.ParseInt(vals[2], 10, 64)
 		a.BudgetLeft = &left
 	}
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
+	if vals[3] != "" {
+		var room int64
+		room, err5 = strconv.ParseInt(vals[3], 10, 64)
+		a.Room = &room
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: %w", code, err)
 	}
 	return a, true, nil
@@ -657,6 +665,13 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 			return snap, fmt.Errorf("budget %q: %w", b, err)
 		}
 		snap.Budget = &left
+	}
+	if r, ok := meta["room"]; ok {
+		room, err := strconv.ParseInt(r, 10, 64)
+		if err != nil {
+			return snap, fmt.Errorf("room %q: %w", r, err)
+		}
+		snap.Room = &room
 	}
 	for id, n := range customers {
 		cid, err1 := strconv.ParseInt(id, 10, 64)

@@ -110,7 +110,7 @@ func (g *Gate) admission(orderID, verdict, value, epoch string) (voucher.Admissi
 	a := voucher.Admission{Verdict: voucher.GateVerdict(verdict), Epoch: epoch, Claimed: !g.cluster}
 	switch a.Verdict {
 	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible, voucher.GateClaimedElsewhere,
-		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateBudgetExhausted:
+		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateSumTooLarge, voucher.GateBudgetExhausted:
 		return a, nil
 	case voucher.GateOrderConflict, voucher.GateReleased, voucher.GateLost, voucher.GatePending,
 		voucher.GateDuplicate, voucher.GateAdmitted, voucher.GateAdopted:

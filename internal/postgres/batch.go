@@ -268,12 +268,23 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 				return errBatchSplit
 			}
 		}
-		// The hot row last, as a single reserve does.
-		var held int64
-		for _, row := range claimed {
-			held += row.DiscountAmount
+		// The hot row last, as a single reserve does. Discounts that would
+		// together take budgetUsed past voucher.MaxMoney (by the row read
+		// above; the update decides under its lock) are each decided
+		// alone: some of them may fit.
+		discountsOf := make([]int64, len(claimed))
+		for i, row := range claimed {
+			discountsOf[i] = row.DiscountAmount
 		}
-		if _, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: code, N: limit32(len(claimed)), Discount: held}); errors.Is(err, pgx.ErrNoRows) {
+		held, ok := voucher.SumMoney(discountsOf...)
+		if !ok || held > voucher.MoneyRoom(v.BudgetUsed) {
+			suspects = make([]bool, len(batch))
+			for i := range suspects {
+				suspects[i] = true
+			}
+			return errBatchSplit
+		}
+		if _, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: code, N: limit32(len(claimed)), Discount: held, MaxMoney: voucher.MaxMoney}); errors.Is(err, pgx.ErrNoRows) {
 			return errBatchShort
 		} else if err != nil {
 			return err

@@ -113,13 +113,22 @@ func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]
 		}); err != nil {
 			return err
 		}
-		// The hot row last, as reserve does.
-		var discounts int64
-		for _, m := range made {
-			discounts += m.DiscountAmount
+		// The hot row last, as reserve does. Discounts whose sum does not
+		// fit (voucher.SumMoney), or would take budgetUsed past
+		// voucher.MaxMoney, roll the batch back: applied one by one, the
+		// one that does not fit is refused alone.
+		discountsOf := make([]int64, len(made))
+		for i, m := range made {
+			discountsOf[i] = m.DiscountAmount
 		}
-		if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: code, N: limit32(len(made)), Discount: discounts}); err != nil {
+		discounts, ok := voucher.SumMoney(discountsOf...)
+		if !ok {
+			return errSumTooLarge
+		}
+		if n, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: code, N: limit32(len(made)), Discount: discounts, MaxMoney: voucher.MaxMoney}); err != nil {
 			return err
+		} else if n == 0 {
+			return errSumTooLarge
 		}
 		orders := make(map[string]bool, len(made))
 		for _, m := range made {
@@ -180,21 +189,32 @@ func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (db.Vou
 		return row, err
 	}
 	// The hot row last, as reserve does.
-	if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: ev.Code, N: 1, Discount: row.DiscountAmount}); err != nil {
+	if n, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: ev.Code, N: 1, Discount: row.DiscountAmount, MaxMoney: voucher.MaxMoney}); err != nil {
 		return row, err
+	} else if n == 0 {
+		return row, &voucher.EventRefusedError{Reason: errSumTooLarge.Error()}
 	}
 	return row, nil
 }
 
-// refusedOrTransient turns a violated constraint (SQLSTATE class 23) into a
-// refusal; anything else may succeed on another try.
+// errSumTooLarge: the discounts of reserved events would take the voucher's
+// budgetUsed past voucher.MaxMoney. The gate refuses such a reserve before
+// its 201; an event that still carries one (a gate loaded before the bound,
+// an event published before it) is refused, never retried: applying it
+// again would give the same answer.
+var errSumTooLarge = errors.New("the discount would take the voucher's budgetUsed past 9007199254740991 (voucher.MaxMoney)")
+
+// refusedOrTransient turns a violated constraint (SQLSTATE class 23) or a
+// value the database cannot hold (class 22, data exception: an amount out
+// of bigint's range) into a refusal: applied again, the event would fail
+// again. Anything else may succeed on another try.
 func refusedOrTransient(err error) error {
 	var refused *voucher.EventRefusedError
 	if errors.As(err, &refused) {
 		return err
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "23") {
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "23") || strings.HasPrefix(pgErr.Code, "22")) {
 		return &voucher.EventRefusedError{Reason: fmt.Sprintf("the database refused it: %s (SQLSTATE %s, constraint %s)", pgErr.Message, pgErr.Code, pgErr.ConstraintName)}
 	}
 	return fmt.Errorf("postgres: %w", err)

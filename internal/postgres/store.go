@@ -152,6 +152,8 @@ func (s *Store) Availability(ctx context.Context, code string, customerID int64)
 			left := *v.BudgetAmount - v.BudgetUsed
 			a.BudgetLeft = &left
 		}
+		room := voucher.MoneyRoom(v.BudgetUsed)
+		a.Room = &room
 		return nil
 	})
 	if err != nil {
@@ -309,7 +311,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		}
 		// The hot row last: its lock is held only for this update and the
 		// commit, so concurrent reserves queue on it as briefly as possible.
-		if _, err := q.VoucherUseTake(ctx, db.VoucherUseTakeParams{Code: owner, Discount: row.DiscountAmount}); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.VoucherUseTake(ctx, db.VoucherUseTakeParams{Code: owner, Discount: row.DiscountAmount, MaxMoney: voucher.MaxMoney}); errors.Is(err, pgx.ErrNoRows) {
 			// Sold out, over budget, or the window closed since the
 			// transaction began: the row as it is now says which.
 			return useRefused(ctx, q, owner, v.Code, row.DiscountAmount)
@@ -341,7 +343,8 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 var errConcurrentOrder = errors.New("order id inserted by a concurrent transaction")
 
 // useRefused says why the voucher's conditional update took no use: sold out
-// (OUT_OF_STOCK, checked first), the budget cannot cover the discount
+// (OUT_OF_STOCK, checked first), the discount would take budgetUsed past
+// voucher.MaxMoney (INVALID_INPUT) or the budget cannot cover it
 // (BUDGET_EXHAUSTED), else the window closed meanwhile (OUT_OF_STOCK, as
 // before budgets).
 func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount int64) error {
@@ -350,14 +353,13 @@ func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount
 		return err
 	}
 	v := toVoucher(row)
-	if v.Remaining() > 0 && !v.BudgetCovers(v.BudgetUsed, discount) {
-		return budgetExhausted(code, discount)
+	v.Code = code // the caller's code in the answer
+	if v.Remaining() > 0 {
+		if err := v.BudgetRefusal(v.BudgetUsed, discount); err != nil {
+			return err
+		}
 	}
 	return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", code)
-}
-
-func budgetExhausted(code string, discount int64) error {
-	return voucher.Errorf(voucher.BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", code, discount)
 }
 
 // Confirm makes a live reservation final. Errors: NOT_FOUND, RESERVATION_RELEASED.
@@ -567,6 +569,8 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 			left := *v.BudgetAmount - v.BudgetUsed
 			snap.Budget = &left
 		}
+		room := voucher.MoneyRoom(v.BudgetUsed)
+		snap.Room = &room
 		customers, err := q.VoucherCustomerListHolding(ctx, code)
 		if err != nil {
 			return err

@@ -55,8 +55,8 @@ func (n NewVoucher) FieldErrors() map[string]string {
 	}
 	switch n.DiscountType {
 	case "", DiscountFixed:
-		if n.DiscountAmount <= 0 {
-			out["discountAmount"] = "discountAmount must be greater than 0"
+		if msg := moneyRule("discountAmount", n.DiscountAmount, 1); msg != "" {
+			out["discountAmount"] = msg
 		}
 		if n.DiscountPercent != 0 {
 			out["discountPercent"] = "discountPercent is for a PERCENT voucher only"
@@ -71,8 +71,10 @@ func (n NewVoucher) FieldErrors() map[string]string {
 		if n.DiscountPercent < 1 || n.DiscountPercent > 100 {
 			out["discountPercent"] = "discountPercent must be 1-100"
 		}
-		if n.MaxDiscountAmount != nil && *n.MaxDiscountAmount <= 0 {
-			out["maxDiscountAmount"] = "maxDiscountAmount must be greater than 0"
+		if n.MaxDiscountAmount != nil {
+			if msg := moneyRule("maxDiscountAmount", *n.MaxDiscountAmount, 1); msg != "" {
+				out["maxDiscountAmount"] = msg
+			}
 		}
 	default:
 		out["discountType"] = "discountType must be FIXED or PERCENT"
@@ -82,11 +84,13 @@ func (n NewVoucher) FieldErrors() map[string]string {
 			out["currency"] = AsError(err).Message
 		}
 	}
-	if n.BudgetAmount != nil && *n.BudgetAmount <= 0 {
-		out["budgetAmount"] = "budgetAmount must be greater than 0"
+	if n.BudgetAmount != nil {
+		if msg := moneyRule("budgetAmount", *n.BudgetAmount, 1); msg != "" {
+			out["budgetAmount"] = msg
+		}
 	}
-	if n.MinOrderAmount < 0 {
-		out["minOrderAmount"] = "minOrderAmount must be 0 or more"
+	if msg := moneyRule("minOrderAmount", n.MinOrderAmount, 0); msg != "" {
+		out["minOrderAmount"] = msg
 	}
 	if n.TotalLimit < 1 || n.TotalLimit > MaxLimit {
 		out["totalLimit"] = "totalLimit must be at least 1 and at most 2147483647"

@@ -26,6 +26,9 @@ type Availability struct {
 	Remaining    int
 	CustomerUses int
 	BudgetLeft   *int64
+	// Room is MoneyRoom of the voucher's budgetUsed: the discount its sum
+	// can still take; nil when unknown (a gate loaded before it kept it).
+	Room *int64
 	// CodeRemaining is a campaign code's own uses left, when they are read
 	// apart from the campaign's (a flash campaign's gate); nil otherwise.
 	CodeRemaining *int
@@ -33,7 +36,9 @@ type Availability struct {
 
 // Check answers a check as a reserve would decide it at now, in the
 // reserve's order of rules (the orderId's aside): NOT_ELIGIBLE (currency,
-// window, minimum), ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED; else the
+// window, minimum), ALREADY_USED, OUT_OF_STOCK, INVALID_INPUT for a
+// discount the voucher's sum cannot take (Voucher.BudgetRefusal),
+// BUDGET_EXHAUSTED; else the
 // discount the reserve would hold.
 func (v Voucher) Check(now time.Time, c CheckRequest, a Availability) (int64, error) {
 	if err := v.CheckEligible(now, ReserveRequest{Code: v.Code, CustomerID: c.CustomerID, OrderAmount: c.OrderAmount, Currency: c.Currency}); err != nil {
@@ -46,6 +51,9 @@ func (v Voucher) Check(now time.Time, c CheckRequest, a Availability) (int64, er
 		return 0, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
 	}
 	discount := v.DiscountFor(c.OrderAmount)
+	if a.Room != nil && discount > *a.Room {
+		return 0, SumTooLarge()
+	}
 	if a.BudgetLeft != nil && discount > *a.BudgetLeft {
 		return 0, Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, discount)
 	}

@@ -193,6 +193,8 @@ func (s *Service) refusedAtGate(v Voucher, r ReserveRequest, verdict GateVerdict
 		return Reservation{}, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
 	case GateOutOfStock:
 		return Reservation{}, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
+	case GateSumTooLarge:
+		return Reservation{}, SumTooLarge()
 	case GateBudgetExhausted:
 		return Reservation{}, Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, v.DiscountFor(r.OrderAmount))
 	}

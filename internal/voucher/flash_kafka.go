@@ -375,7 +375,7 @@ func (k *kafkaFlash) claimOrder(ctx context.Context, r ReserveRequest) error {
 // voucher held before (released, or with other terms).
 func (k *kafkaFlash) unclaimOrder(ctx context.Context, r ReserveRequest, err error) {
 	switch ErrorCodeOf(err) {
-	case OutOfStock, AlreadyUsed, NotEligible, BudgetExhausted, NotFound:
+	case OutOfStock, AlreadyUsed, NotEligible, BudgetExhausted, NotFound, InvalidInput:
 		k.unclaim(ctx, r.OrderID, r.Code)
 	}
 }

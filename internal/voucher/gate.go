@@ -21,8 +21,12 @@ const (
 	// GateBudgetExhausted: a use is left, but the budget cannot cover the
 	// order's discount.
 	GateBudgetExhausted GateVerdict = "BUDGET_EXHAUSTED"
-	GateNotLoaded       GateVerdict = "NOT_LOADED" // the gate holds nothing for the voucher: warm it up
-	GatePaused          GateVerdict = "PAUSED"     // an operator is rebuilding the gate: try again shortly
+	// GateSumTooLarge: a use is left, but the order's discount would take
+	// the voucher's budgetUsed past MaxMoney (checked before the budget):
+	// INVALID_INPUT on orderAmount for the caller.
+	GateSumTooLarge GateVerdict = "SUM_TOO_LARGE"
+	GateNotLoaded   GateVerdict = "NOT_LOADED" // the gate holds nothing for the voucher: warm it up
+	GatePaused      GateVerdict = "PAUSED"     // an operator is rebuilding the gate: try again shortly
 	// GateCodeUsedUp: on a campaign's gate, the code reserved has no use
 	// left (the campaign may have): OUT_OF_STOCK for the caller.
 	GateCodeUsedUp GateVerdict = "CODE_USED_UP"
@@ -152,6 +156,10 @@ type GateSnapshot struct {
 	// Budget is the budget left (budgetAmount - budgetUsed) of a voucher
 	// with one; nil: no budget.
 	Budget *int64
+	// Room is MoneyRoom(budgetUsed), which the gate keeps as it keeps the
+	// budget, for every voucher; nil when a gate read back does not hold it
+	// (loaded before it was kept: it then decides without it).
+	Room *int64
 	// A campaign's gate (IsCampaignGate(Code)) also holds UsesPerCode, the
 	// uses held or confirmed of each of its codes that has any (Codes), and
 	// the code each live order holds a use of (OrderCodes). Zero and nil for

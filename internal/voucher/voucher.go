@@ -208,8 +208,8 @@ func (r ReserveRequest) Validate() error {
 	if err := ValidateOrderID(r.OrderID); err != nil {
 		return err
 	}
-	if r.OrderAmount < 0 {
-		return Invalid("orderAmount", "orderAmount must be 0 or more")
+	if err := ValidateMoney("orderAmount", r.OrderAmount, 0); err != nil {
+		return err
 	}
 	if r.Currency != "" {
 		if err := ValidateCurrency(r.Currency); err != nil {

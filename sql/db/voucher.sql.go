@@ -336,7 +336,8 @@ SET used_count = used_count + 1, reserved_count = reserved_count + 1,
     budget_used = budget_used + $1::bigint
 WHERE code = $2
   AND used_count < total_limit
-  AND (budget_amount IS NULL OR budget_used + $1::bigint <= budget_amount)
+  AND $1::bigint <= $3::bigint - budget_used
+  AND (budget_amount IS NULL OR $1::bigint <= budget_amount - budget_used)
   AND now() BETWEEN starts_at AND ends_at
 RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
 `
@@ -344,14 +345,17 @@ RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, 
 type VoucherUseTakeParams struct {
 	Discount int64
 	Code     string
+	MaxMoney int64
 }
 
 // VoucherUseTake holds one use, with its discount, if a use is left, the
-// budget (if any) covers the discount and the window is open by the
-// database's clock. No row back means sold out, over budget or outside the
-// window.
+// discount keeps budget_used within max_money (voucher.MaxMoney), the
+// budget (if any) covers it and the window is open by the database's clock.
+// No row back means sold out, too large a sum, over budget or outside the
+// window. The sums are compared as differences, which cannot overflow
+// bigint whatever a row stored before the bound holds.
 func (q *Queries) VoucherUseTake(ctx context.Context, arg VoucherUseTakeParams) (Voucher, error) {
-	row := q.db.QueryRow(ctx, voucherUseTake, arg.Discount, arg.Code)
+	row := q.db.QueryRow(ctx, voucherUseTake, arg.Discount, arg.Code, arg.MaxMoney)
 	var i Voucher
 	err := row.Scan(
 		&i.Code,
@@ -401,19 +405,29 @@ UPDATE voucher
 SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,
     budget_used = budget_used + $2::bigint
 WHERE code = $3
+  AND $2::bigint <= $4::bigint - budget_used
 `
 
 type VoucherUsesRecordParams struct {
 	N        int32
 	Discount int64
 	Code     string
+	MaxMoney int64
 }
 
 // VoucherUsesRecord counts n uses held that the gate already took (the
 // Kafka consumer's event or batch), whatever the clock; past the total
-// limit the CHECK voucher_used_within_limit fires.
+// limit the CHECK voucher_used_within_limit fires. No row back: the
+// discounts would take budget_used past max_money (voucher.MaxMoney), which
+// the gate refuses first; the consumer treats it as a refusal, never as a
+// fault to retry.
 func (q *Queries) VoucherUsesRecord(ctx context.Context, arg VoucherUsesRecordParams) (int64, error) {
-	result, err := q.db.Exec(ctx, voucherUsesRecord, arg.N, arg.Discount, arg.Code)
+	result, err := q.db.Exec(ctx, voucherUsesRecord,
+		arg.N,
+		arg.Discount,
+		arg.Code,
+		arg.MaxMoney,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -426,7 +440,8 @@ SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1:
     budget_used = budget_used + $2::bigint
 WHERE code = $3
   AND used_count + $1::integer <= total_limit
-  AND (budget_amount IS NULL OR budget_used + $2::bigint <= budget_amount)
+  AND $2::bigint <= $4::bigint - budget_used
+  AND (budget_amount IS NULL OR $2::bigint <= budget_amount - budget_used)
   AND now() BETWEEN starts_at AND ends_at
 RETURNING used_count
 `
@@ -435,14 +450,20 @@ type VoucherUsesTakeParams struct {
 	N        int32
 	Discount int64
 	Code     string
+	MaxMoney int64
 }
 
 // VoucherUsesTake holds n uses at once (a batch of reserves) if that many
-// are left and the window is open; no row back means not (the batch is then
-// written one by one, so the uses left go to some of it and the others hear
-// OUT_OF_STOCK).
+// are left, their discounts fit as in VoucherUseTake and the window is
+// open; no row back means not (the batch is then written one by one, so
+// the uses left go to some of it and the others hear their refusal).
 func (q *Queries) VoucherUsesTake(ctx context.Context, arg VoucherUsesTakeParams) (int32, error) {
-	row := q.db.QueryRow(ctx, voucherUsesTake, arg.N, arg.Discount, arg.Code)
+	row := q.db.QueryRow(ctx, voucherUsesTake,
+		arg.N,
+		arg.Discount,
+		arg.Code,
+		arg.MaxMoney,
+	)
 	var used_count int32
 	err := row.Scan(&used_count)
 	return used_count, err

@@ -27,41 +27,49 @@ LIMIT $1;
 SELECT * FROM voucher WHERE flash ORDER BY code;
 
 -- VoucherUseTake holds one use, with its discount, if a use is left, the
--- budget (if any) covers the discount and the window is open by the
--- database's clock. No row back means sold out, over budget or outside the
--- window.
+-- discount keeps budget_used within max_money (voucher.MaxMoney), the
+-- budget (if any) covers it and the window is open by the database's clock.
+-- No row back means sold out, too large a sum, over budget or outside the
+-- window. The sums are compared as differences, which cannot overflow
+-- bigint whatever a row stored before the bound holds.
 -- name: VoucherUseTake :one
 UPDATE voucher
 SET used_count = used_count + 1, reserved_count = reserved_count + 1,
     budget_used = budget_used + sqlc.arg(discount)::bigint
 WHERE code = sqlc.arg(code)
   AND used_count < total_limit
-  AND (budget_amount IS NULL OR budget_used + sqlc.arg(discount)::bigint <= budget_amount)
+  AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used
+  AND (budget_amount IS NULL OR sqlc.arg(discount)::bigint <= budget_amount - budget_used)
   AND now() BETWEEN starts_at AND ends_at
 RETURNING *;
 
 -- VoucherUsesTake holds n uses at once (a batch of reserves) if that many
--- are left and the window is open; no row back means not (the batch is then
--- written one by one, so the uses left go to some of it and the others hear
--- OUT_OF_STOCK).
+-- are left, their discounts fit as in VoucherUseTake and the window is
+-- open; no row back means not (the batch is then written one by one, so
+-- the uses left go to some of it and the others hear their refusal).
 -- name: VoucherUsesTake :one
 UPDATE voucher
 SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
     budget_used = budget_used + sqlc.arg(discount)::bigint
 WHERE code = sqlc.arg(code)
   AND used_count + sqlc.arg(n)::integer <= total_limit
-  AND (budget_amount IS NULL OR budget_used + sqlc.arg(discount)::bigint <= budget_amount)
+  AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used
+  AND (budget_amount IS NULL OR sqlc.arg(discount)::bigint <= budget_amount - budget_used)
   AND now() BETWEEN starts_at AND ends_at
 RETURNING used_count;
 
 -- VoucherUsesRecord counts n uses held that the gate already took (the
 -- Kafka consumer's event or batch), whatever the clock; past the total
--- limit the CHECK voucher_used_within_limit fires.
+-- limit the CHECK voucher_used_within_limit fires. No row back: the
+-- discounts would take budget_used past max_money (voucher.MaxMoney), which
+-- the gate refuses first; the consumer treats it as a refusal, never as a
+-- fault to retry.
 -- name: VoucherUsesRecord :execrows
 UPDATE voucher
 SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
     budget_used = budget_used + sqlc.arg(discount)::bigint
-WHERE code = sqlc.arg(code);
+WHERE code = sqlc.arg(code)
+  AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used;
 
 -- VoucherUseGiveBack gives a released use back, with its discount.
 -- name: VoucherUseGiveBack :exec

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 
@@ -21,8 +20,8 @@ import (
 // units: for USD "50", "50.00" and "5_000" are 5000 and 500000 minor
 // units, "50.5" is 5050; for JPY "500" is 500. A space or "_" may group
 // digits, "." is the decimal point, with at most voucher.CurrencyDigits
-// decimals; a sign, an exponent, a comma or an amount whose minor units do
-// not fit int64 is refused, never rounded or wrapped. The error says the
+// decimals; a sign, an exponent, a comma or an amount of more than
+// voucher.MaxMoney minor units is refused, never rounded or wrapped. The error says the
 // rule in words that follow the field's name ("must be an amount in USD
 // with at most 2 decimals, e.g. 50.00").
 func ParseAmount(raw, currency string) (int64, error) {
@@ -59,8 +58,8 @@ func ParseAmount(raw, currency string) (int64, error) {
 		frac = append(frac, '0')
 	}
 	minor, err := strconv.ParseInt(string(whole)+string(frac), 10, 64)
-	if err != nil { // only digits: the number is too large for int64
-		return 0, fmt.Errorf("is too large: at most %s", MoneyIn(math.MaxInt64, currency))
+	if err != nil || minor > voucher.MaxMoney { // only digits: the number is too large
+		return 0, fmt.Errorf("is too large: at most %s", MoneyIn(voucher.MaxMoney, currency))
 	}
 	return minor, nil
 }

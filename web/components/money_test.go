@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"voucherd/internal/voucher"
 )
 
 func TestParseAmount_ReadsTheCurrencysOwnUnits(t *testing.T) {
@@ -28,8 +30,8 @@ func TestParseAmount_ReadsTheCurrencysOwnUnits(t *testing.T) {
 		{"5", "BHD", 5000, ""},
 		{"5.125", "BHD", 5125, ""},
 		{"5.1", "BHD", 5100, ""},
-		{"92233720368547758.07", "USD", math.MaxInt64, ""},
-		{"9223372036854775807", "JPY", math.MaxInt64, ""},
+		{"90071992547409.91", "USD", voucher.MaxMoney, ""},
+		{"9007199254740991", "JPY", voucher.MaxMoney, ""},
 
 		{"", "USD", 0, "an amount in USD with at most 2 decimals, e.g. 50.00"},
 		{"   ", "USD", 0, "an amount in USD"},
@@ -54,10 +56,11 @@ func TestParseAmount_ReadsTheCurrencysOwnUnits(t *testing.T) {
 		{"5__0", "USD", 0, "an amount in USD"},
 		{"5 .0", "USD", 0, "an amount in USD"},
 		{"5\t0", "USD", 0, "an amount in USD"},
-		{"５", "USD", 0, "an amount in USD"}, // a fullwidth digit
-		{"92233720368547758.08", "USD", 0, "too large: at most 92,233,720,368,547,758.07 USD"},
-		{"9223372036854775808", "USD", 0, "too large"}, // fits int64 as a number, not in cents
-		{"9223372036854775808", "JPY", 0, "too large: at most 9,223,372,036,854,775,807 JPY"},
+		{"５", "USD", 0, "an amount in USD"},                                             // a fullwidth digit
+		{"90071992547409.92", "USD", 0, "too large: at most 90,071,992,547,409.91 USD"}, // 2^53 minor units
+		{"92233720368547758.07", "USD", 0, "too large"},                                 // fits int64, not voucher.MaxMoney
+		{"9223372036854775808", "USD", 0, "too large"},                                  // fits int64 as a number, not in cents
+		{"9007199254740992", "JPY", 0, "too large: at most 9,007,199,254,740,991 JPY"},
 		{"99999999999999999999999999", "BHD", 0, "too large"},
 	} {
 		got, err := ParseAmount(tc.raw, tc.currency)
@@ -84,7 +87,7 @@ func TestFormatAmount_IsReadBackByParseAmount(t *testing.T) {
 	}{
 		{5000, "USD", "50.00"}, {5, "USD", "0.05"}, {0, "USD", "0.00"}, {123456789, "USD", "1234567.89"},
 		{500, "JPY", "500"}, {0, "JPY", "0"}, {5125, "BHD", "5.125"}, {5, "BHD", "0.005"},
-		{math.MaxInt64, "USD", "92233720368547758.07"}, {math.MaxInt64, "JPY", "9223372036854775807"},
+		{voucher.MaxMoney, "USD", "90071992547409.91"}, {voucher.MaxMoney, "JPY", "9007199254740991"},
 	} {
 		got := FormatAmount(tc.minor, tc.currency)
 		if got != tc.want {

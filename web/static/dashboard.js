@@ -52,7 +52,8 @@
   // "50 = 50.00 USD". The rules are components.ParseAmount's: a space or _
   // between digits groups them, "." is the decimal point, at most the
   // currency's decimals (the server's table, on the currency field: a code
-  // not in it has 2), and the minor units must fit int64.
+  // not in it has 2), and the minor units are at most 2^53 - 1
+  // (voucher.MaxMoney).
   function currency() {
     var field = document.getElementById("currency");
     var code = field ? field.value.trim() : "";
@@ -69,7 +70,7 @@
     var d = table[code.toUpperCase()];
     return typeof d === "number" ? d : 2;
   }
-  var maxMinor = BigInt("9223372036854775807");
+  var maxMinor = BigInt("9007199254740991");
   function parseAmount(raw, digits) {
     var m = /^(\d+(?:[ _]\d+)*)(?:\.(\d+(?:[ _]\d+)*))?$/.exec(raw);
     if (!m) {
