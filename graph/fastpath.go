@@ -16,6 +16,7 @@ import (
 
 	"voucherd/graph/generated"
 	"voucherd/graph/model"
+	"voucherd/internal/voucher"
 )
 
 // fastPath answers the storefront's three mutations (reserveVoucher,
@@ -34,7 +35,7 @@ import (
 //     is one variable, with no fragments, directives or repeated response
 //     names;
 //   - the variable is an object holding exactly the input's fields, each a
-//     JSON string (orderAmount a JSON integer that fits in 64 bits).
+//     JSON string (orderAmount a JSON integer within Money's range).
 //
 // Anything else, including every request that would be refused before the
 // resolver, goes to the general executor unchanged. The resolver, the
@@ -360,7 +361,9 @@ func (r *fastRequest) fill(strs map4, amount *int64) bool {
 	for i := range r.n {
 		v := &r.inputs[i]
 		if v.key == "orderAmount" && amount != nil {
-			if !v.isNum {
+			// Outside Money's range the scalar refuses it (a GraphQL
+			// error): the general path answers that.
+			if !v.isNum || v.num > voucher.MaxMoney || v.num < -voucher.MaxMoney {
 				return false
 			}
 			*amount = v.num

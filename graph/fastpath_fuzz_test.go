@@ -45,6 +45,9 @@ func FuzzFastPathMatchesExecutor(f *testing.F) {
 	f.Add(releaseDoc, "", []byte(`{"in":{"code":"@V","orderId":"@O-3"}}`))
 	f.Add(`mutation($input: ReserveVoucherInput!) { a: reserveVoucher(input: $input) { reservation { orderId } } }`, "", []byte(`{"input":{"code":"@V","customerId":1,"orderId":"@O-4","orderAmount":2000}}`))
 	f.Add(`mutation($input: ReserveVoucherInput!) { reserveVoucher(input: $input) { reservation { orderId } error { code field } } }`, "", []byte(`{"input":{"code":"@V","customerId":"1","orderId":123,"orderAmount":2000}}`))
+	// Money past 2^53-1 (and at it): the scalar's refusal, not the domain's.
+	f.Add(reserveDoc, "Reserve", []byte(`{"input":{"code":"@V","customerId":"1","orderId":"@O-5","orderAmount":9007199254740992}}`))
+	f.Add(reserveDoc, "Reserve", []byte(`{"input":{"code":"@V","customerId":"1","orderId":"@O-6","orderAmount":9007199254740991}}`))
 	tw := testTwin(f)
 	_, err := tw.svc.CreateVoucher(context.Background(), voucher.NewVoucher{
 		Code: fuzzCode, DiscountAmount: 500, MinOrderAmount: 1000, TotalLimit: 1_000_000, PerUserLimit: 1_000_000,
