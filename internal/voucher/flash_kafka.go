@@ -127,6 +127,11 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 			return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
 		}
 	}
+	if a.Verdict == GateAdmitted {
+		if earlier, ok := k.earlier(ctx, r.OrderID); ok {
+			return k.reserveOfEarlier(ctx, v, r, a, earlier)
+		}
+	}
 	if err := k.fault(ctx, StepClaimed, r.OrderID); err != nil {
 		return Reservation{}, unavailable(err)
 	}
@@ -169,6 +174,46 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 	// FAIL: a retry adopted the admission, or the gate was reloaded without
 	// it and it is void now: not a success, and the consumer skips its event.
 	return Reservation{}, Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", r.OrderID)
+}
+
+// earlierLookupTimeout bounds a new winner's question to the database.
+const earlierLookupTimeout = 250 * time.Millisecond
+
+// earlier asks the database whether orderID holds a reservation already.
+// The gate and the claims cannot always say: a claim in Redis lasts a day
+// and goes with Redis's data, and a reload can miss an order whose event
+// was on its way; the database keeps every reservation for ever. One
+// coalesced read per new winner, briefly: without an answer (the database
+// down or slow) the claim decides alone, so an outage of the database does
+// not stop a kafka-mode sale.
+func (k *kafkaFlash) earlier(ctx context.Context, orderID string) (Reservation, bool) {
+	ctx, cancel := context.WithTimeout(ctx, earlierLookupTimeout)
+	defer cancel()
+	res, err := k.store.Reservation(ctx, orderID)
+	if err != nil {
+		if ErrorCodeOf(err) != NotFound {
+			k.logger.WarnContext(ctx, "a new winner's orderId not checked against the database; its claim decides alone", "order", orderID, "err", err)
+		}
+		return Reservation{}, false
+	}
+	return res, true
+}
+
+// reserveOfEarlier answers a new admission whose orderId the database holds
+// already: the admission's use goes back, and the answer is the one the
+// earlier reservation gives a retry (ORDER_CONFLICT on another voucher or
+// with other terms, RESERVATION_RELEASED, or that reservation). The claim
+// is moved to the voucher that holds the order, for the requests after.
+func (k *kafkaFlash) reserveOfEarlier(ctx context.Context, v Voucher, r ReserveRequest, a Admission, earlier Reservation) (Reservation, error) {
+	k.giveBack(ctx, v, a)
+	if earlier.VoucherCode != v.Code {
+		k.unclaim(ctx, r.OrderID, v.Code)
+		if _, err := k.gate.ClaimOrder(ctx, r.OrderID, earlier.VoucherCode); err != nil {
+			k.logger.WarnContext(ctx, "order claim not moved to the voucher holding it", "code", earlier.VoucherCode, "order", r.OrderID, "err", err)
+		}
+	}
+	r.Code = v.Code
+	return r.Retry(earlier)
 }
 
 // giveBack gives a pending admission's use back (compare-and-set on its

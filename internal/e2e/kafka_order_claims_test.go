@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/testredis"
+)
+
+// TestKafka_AnOrderIDHeldOnAnotherVoucherIsAConflictAfterRedisLostItsData:
+// orders reserved on an ordinary voucher, then Redis loses its data (and
+// with it the orderIds' claims); the same orderIds on a flash voucher in
+// kafka mode are ORDER_CONFLICT, not 201s that the database then refuses
+// (dead letters): a new winner's orderId is checked against the database,
+// which keeps every reservation for ever (issue 30, item 2; before, 20 of
+// 20 were answered 201 and dead-lettered).
+func TestKafka_AnOrderIDHeldOnAnotherVoucherIsAConflictAfterRedisLostItsData(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, db := ownDatabase(t)
+	s := kafkaServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL})
+	api := restAPI{s}
+	ordinary := createVoucher(t, s, voucherSpec{TotalLimit: 100})
+	flashCode := createVoucher(t, s, flash(voucherSpec{TotalLimit: 100}))
+	const n = 20
+	orders := make([]string, n)
+	for i := range orders {
+		orders[i] = uniqueOrder()
+		if r := api.reserve(t, ordinary, int64(i+1), orders[i], 100); r.Error != "" {
+			t.Fatalf("reserve %d on the ordinary voucher: %s", i, r.Error)
+		}
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, order := range orders {
+		var got result
+		eventually(t, "an answer other than UNAVAILABLE (the gate is rebuilt)", func() (bool, string) {
+			got = api.reserve(t, flashCode, int64(i+1), order, 100)
+			return got.Error != "UNAVAILABLE", got.Error
+		})
+		if got.Error != "ORDER_CONFLICT" {
+			t.Errorf("order %d, held on the ordinary voucher, reserved on the flash voucher: %q, want ORDER_CONFLICT", i, got.Error)
+		}
+	}
+	// Nothing of it was sold or sent to the dead letters.
+	waitCounters(t, s, flashCode, 0, 0, 0)
+	assertNoDeadLetters(t, db, flashCode)
+	if r := api.reserve(t, flashCode, 1000, uniqueOrder(), 100); r.Error != "" {
+		t.Errorf("a new order on the flash voucher: %q, want a success", r.Error)
+	}
+}
