@@ -3,10 +3,14 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"voucherd/internal/gate"
+	"voucherd/internal/postgres"
 	"voucherd/internal/testredis"
+	"voucherd/internal/voucher"
 )
 
 // TestKafka_AnOrderIDHeldOnAnotherVoucherIsAConflictAfterRedisLostItsData:
@@ -53,4 +57,41 @@ func TestKafka_AnOrderIDHeldOnAnotherVoucherIsAConflictAfterRedisLostItsData(t *
 	if r := api.reserve(t, flashCode, 1000, uniqueOrder(), 100); r.Error != "" {
 		t.Errorf("a new order on the flash voucher: %q, want a success", r.Error)
 	}
+}
+
+// TestKafka_AReleaseWhoseGiveBackNeverRanIsGivenBackByReconciliation: the
+// database released an order while the gate still holds it as releasing
+// (the process died between the database's release and the gate's
+// give-back); reconciliation gives the use back and the voucher sells it
+// again. Before, the gate counted the order as in flight (drift 0) and
+// published its reserved event again every pass, for ever.
+func TestKafka_AReleaseWhoseGiveBackNeverRanIsGivenBackByReconciliation(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, db := ownDatabase(t)
+	s := kafkaServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL, "RECONCILE_INTERVAL": "300ms"})
+	api := restAPI{s}
+	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
+	order := uniqueOrder()
+	if r := api.reserve(t, code, 1, order, 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	waitCounters(t, s, code, 1, 1, 0)
+	// The expiry sweep's two steps, of which the process did only the
+	// first two: the gate marks the order releasing, the database releases
+	// it; the gate's give-back never runs.
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	if d, _, err := gate.New(rdb).MarkReleased(ctx, code, order, time.Now(), false); err != nil || d != voucher.DecisionReleasedNow {
+		t.Fatalf("mark releasing: %v %v", d, err)
+	}
+	if _, released, err := postgres.New(db).Release(ctx, code, order, voucher.PathKafka); err != nil || !released {
+		t.Fatalf("release in the database: %v %v", released, err)
+	}
+	eventually(t, "the released use sold again", func() (bool, string) {
+		r := api.reserve(t, code, 2, uniqueOrder(), 100)
+		return r.Error == "", r.Error
+	})
+	assertNoDeadLetters(t, db, code)
 }

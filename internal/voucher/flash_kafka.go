@@ -716,7 +716,7 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 		orders[o.OrderID] = o
 	}
 	epoch := gateSnap.Epoch
-	voided, republished, missing := 0, 0, 0
+	voided, republished, missing, givenBack := 0, 0, 0, 0
 	for _, id := range onlyInGate {
 		o := orders[id]
 		if o.Pending {
@@ -724,6 +724,17 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 				voided++
 			}
 			continue
+		}
+		if o.Releasing {
+			// Released in the database, its use still held here: the
+			// give-back after the database's release never ran (a crash
+			// between the two, or Redis away longer than its retries). The
+			// events in flight are applied, so nothing else will give it.
+			if res, err := k.store.Reservation(ctx, id); err == nil && res.Status == StatusReleased {
+				k.useBack(ctx, code, id, res.DiscountAmount)
+				givenBack++
+				continue
+			}
 		}
 		if slices.Contains(previous.OrdersOnlyInGate, id) {
 			missing++
@@ -740,6 +751,9 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 		republished++
 	}
 	var out []string
+	if givenBack > 0 {
+		out = append(out, fmt.Sprintf("gave back the use of %d order(s) released in the database and still releasing at the gate", givenBack))
+	}
 	if voided > 0 {
 		out = append(out, fmt.Sprintf("voided %d admission(s) past their lease (never answered as a success)", voided))
 	}
