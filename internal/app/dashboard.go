@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/user"
@@ -44,13 +45,34 @@ type dashboard struct {
 	session func(r *http.Request) (voucher.Caller, bool, error)
 }
 
+// devAccountAllowed says whether the development user may exist and sign
+// in: outside production, on a server that listens on loopback only (its
+// password is in this file). Elsewhere it is barred from signing in, also
+// when an earlier development run against the same database left it there.
+func devAccountAllowed(cfg config) bool {
+	host, _, err := net.SplitHostPort(cfg.HTTPAddr)
+	return !cfg.Production && err == nil && isLoopback(host)
+}
+
+// accountsConfig is the sign-in settings of the dashboard's accounts.
+func accountsConfig(cfg config) voucher.AccountsConfig {
+	var ac voucher.AccountsConfig
+	if !devAccountAllowed(cfg) {
+		ac.Barred = []string{devUserEmail}
+	}
+	return ac
+}
+
 // newDashboard builds the dashboard over the store and the service and,
-// outside production, makes sure the development user exists and prints
-// its credentials.
+// outside production on a loopback address, makes sure the development user
+// exists and prints its credentials.
 func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *voucher.Service, logger *slog.Logger, stdout io.Writer) (dashboard, error) {
-	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{})
+	accounts := voucher.NewAccounts(store, accountsConfig(cfg))
 	backoffice := voucher.NewBackoffice(svc, store)
-	if !cfg.Production {
+	if !cfg.Production && !devAccountAllowed(cfg) {
+		fmt.Fprintf(stdout, "no development dashboard user: HTTP_ADDR %s is not loopback only (%s cannot sign in here)\n", cfg.HTTPAddr, devUserEmail)
+	}
+	if devAccountAllowed(cfg) {
 		created, err := accounts.EnsureUser(ctx, voucher.NewUser{
 			Email: devUserEmail, Name: "Development admin", Role: voucher.RoleAdmin, Password: devUserPassword,
 		})
@@ -61,7 +83,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		if created {
 			note = "created"
 		}
-		fmt.Fprintf(stdout, "development dashboard user (%s): %s, password %q; sign in at /admin (never made with APP_ENV=production)\n", note, devUserEmail, devUserPassword)
+		fmt.Fprintf(stdout, "development dashboard user (%s): %s, password %q; sign in at /admin (never made, and refused, with APP_ENV=production or off loopback)\n", note, devUserEmail, devUserPassword)
 	}
 	deps := web.Deps{Accounts: accounts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice}
 	// Dead-lettered events are shown only once a store counts them.
@@ -124,7 +146,7 @@ func userCommand(ctx context.Context, cfg config, logger *slog.Logger, args []st
 		return err
 	}
 	defer pool.Close()
-	accounts := voucher.NewAccounts(postgres.New(pool), voucher.AccountsConfig{})
+	accounts := voucher.NewAccounts(postgres.New(pool), accountsConfig(cfg))
 	err = run(voucher.WithCaller(ctx, cliCaller()), accounts, args[1:], stdout)
 	if e := voucher.AsError(err); err != nil && voucher.IsRefusal(err) {
 		return errors.New(e.Message)

@@ -177,6 +177,11 @@ type AccountsConfig struct {
 	SessionTTL time.Duration
 	// LinkTTL is how long a one-time password link can be used; default 24h.
 	LinkTTL time.Duration
+	// Barred are emails that may neither sign in nor use a session they
+	// opened before, whatever their row in the store says: the development
+	// account on a production server (an earlier development run against
+	// the same database may have left it there, enabled).
+	Barred []string
 }
 
 // Accounts signs dashboard users in and out.
@@ -207,6 +212,17 @@ func NewAccounts(store UserStore, cfg AccountsConfig) *Accounts {
 	}
 	dummy, _ := bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost)
 	return &Accounts{store: store, cfg: cfg, dummyHash: dummy}
+}
+
+// barred reports whether the user may not sign in whatever their row says
+// (AccountsConfig.Barred).
+func (a *Accounts) barred(u User) bool {
+	for _, e := range a.cfg.Barred {
+		if strings.EqualFold(strings.TrimSpace(e), u.Email) {
+			return true
+		}
+	}
+	return false
 }
 
 // AddUser creates a user with a bcrypt hash of the password.
@@ -245,7 +261,8 @@ func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err
 // limit is refused, even with the right password, until the window passes or
 // an admin lifts the lock (LiftLocks). The email's lock is its own: other
 // users behind the same address still sign in.
-// A disabled user is refused (USER_DISABLED) even with the right password.
+// A disabled user is refused (USER_DISABLED) even with the right password,
+// as is a barred one (AccountsConfig.Barred).
 // Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS, USER_DISABLED, UNAVAILABLE.
 func (a *Accounts) SignIn(ctx context.Context, address, email, password string) (token string, s Session, u User, err error) {
 	email = signInEmail(email)
@@ -278,7 +295,7 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 	if err := finish(false); err != nil {
 		return "", Session{}, User{}, err
 	}
-	if u.Disabled() {
+	if u.Disabled() || a.barred(u) {
 		// Said only to whoever knows the password: it tells them why, and
 		// tells nobody else that the email exists.
 		return "", Session{}, User{}, Errorf(UserDisabled, "this account is disabled; ask an admin")
@@ -355,7 +372,7 @@ func (a *Accounts) SessionUser(ctx context.Context, token string) (Session, User
 		return Session{}, User{}, Errorf(SignedOut, "not signed in")
 	}
 	s, u, err := a.store.SessionByTokenHash(ctx, hashToken(token))
-	if ErrorCodeOf(err) == NotFound {
+	if ErrorCodeOf(err) == NotFound || (err == nil && a.barred(u)) {
 		return Session{}, User{}, Errorf(SignedOut, "the session has ended; sign in again")
 	}
 	return s, u, err
