@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
+	"voucherd/internal/clientaddr"
 	"voucherd/internal/gate"
 	"voucherd/internal/job"
 	"voucherd/internal/metrics"
@@ -72,10 +73,11 @@ func newLogger(cfg config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
+	// Every record logged with a request's context names its client.
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(clientaddr.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(clientaddr.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 func migrate(ctx context.Context, cfg config, logger *slog.Logger) error {
@@ -232,6 +234,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		MetricsNeedToken: cfg.MetricsNeedToken,
 		MetricsTokens:    cfg.MetricsTokens,
 		Observe:          m.ObserveHTTP,
+		ClientAddresses:  cfg.TrustedProxies,
 		Dashboard:        dash.handler,
 		Session:          dash.session,
 		Backoffice:       dash.backoffice,

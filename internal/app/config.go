@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 )
 
@@ -46,6 +47,9 @@ type config struct {
 	LogFormat         string
 	LogLevel          string
 	DevTokens         bool // the token lists are the development defaults
+	// TrustedProxies: the proxies whose X-Forwarded-For names the client
+	// (TRUSTED_PROXIES).
+	TrustedProxies clientaddr.Resolver
 }
 
 // loadConfig reads and checks every setting; the error names each bad one.
@@ -94,6 +98,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.DefaultCurrency = or(getenv("DEFAULT_CURRENCY"), "USD")
 	if voucher.ValidateCurrency(c.DefaultCurrency) != nil {
 		errs = append(errs, errors.New("DEFAULT_CURRENCY must be an ISO 4217 code of three capital letters, such as USD"))
+	}
+	var err error
+	if c.TrustedProxies, err = clientaddr.ParseTrusted(getenv("TRUSTED_PROXIES")); err != nil {
+		errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %w", err))
 	}
 	c.FaultsID = getenv("TEST_FAULTS")
 	c.DebugAddr = getenv("DEBUG_ADDR")

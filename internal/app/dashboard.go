@@ -91,7 +91,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		deps.DeadLetters = dl
 	}
 	return dashboard{
-		handler:    web.New(deps, web.Config{SecureCookies: cfg.Production, Logger: logger, DefaultCurrency: cfg.DefaultCurrency}),
+		handler:    web.New(deps, web.Config{SecureCookies: cfg.Production, Logger: logger, DefaultCurrency: cfg.DefaultCurrency, ClientAddresses: cfg.TrustedProxies}),
 		backoffice: backoffice,
 		session:    web.SessionCaller(accounts),
 		sampler: &job.Periodic{

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/mail"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -267,7 +268,7 @@ func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err
 func (a *Accounts) SignIn(ctx context.Context, address, email, password string) (token string, s Session, u User, err error) {
 	email = signInEmail(email)
 	l := a.Limits()
-	l.Email, l.Address = email, address
+	l.Email, l.Address = email, SignInAddress(address)
 	attempt, err := a.store.TakeSignInAttempt(ctx, l)
 	if err != nil {
 		return "", Session{}, User{}, err
@@ -337,7 +338,28 @@ func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, e
 	if strings.TrimSpace(email) != "" {
 		email = signInEmail(email)
 	}
-	return a.store.LiftSignInLocks(ctx, email, strings.TrimSpace(address))
+	return a.store.LiftSignInLocks(ctx, email, SignInAddress(address))
+}
+
+// SignInAddress is the key a client address's sign-in attempts count under:
+// an IPv4 address itself, an IPv6 address its /64 ("2001:db8:1:2::/64"),
+// since one subscriber's network holds a /64 and could otherwise try from
+// as many addresses as it likes. A /64 (as the locks list shows it) is its
+// own key; anything else is kept as it is, trimmed.
+func SignInAddress(address string) string {
+	address = strings.TrimSpace(address)
+	if p, err := netip.ParsePrefix(address); err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == 64 {
+		return p.Masked().String()
+	}
+	a, err := netip.ParseAddr(address)
+	if err != nil {
+		return address
+	}
+	if a = a.Unmap().WithZone(""); a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
 
 // SignInLocks lists the emails and addresses locked now, newest first (at
@@ -362,7 +384,7 @@ func (a *Accounts) LockWait(ctx context.Context, field, address, email string) (
 	if field == "email" {
 		return a.store.SignInLockWait(ctx, signInEmail(email), "", a.cfg.FailureWindow)
 	}
-	return a.store.SignInLockWait(ctx, "", address, a.cfg.FailureWindow)
+	return a.store.SignInLockWait(ctx, "", SignInAddress(address), a.cfg.FailureWindow)
 }
 
 // SessionUser returns the live session of a cookie's token and its user.
