@@ -23,7 +23,7 @@ func voucherd(t *testing.T, env map[string]string, args ...string) (code int, st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testproc.Binary(t), args...)
+	cmd := exec.CommandContext(ctx, testproc.Binary(t), args...) //nolint:gosec // G204: the binary under test, with the test's arguments
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
