@@ -131,6 +131,7 @@ func TestDeploy_ServeWithTheExampleEnvFileAnswersReadyz(t *testing.T) {
 		"STOREFRONT_TOKENS": randomToken(t),
 		"ADMIN_TOKENS":      randomToken(t),
 		"METRICS_TOKENS":    randomToken(t),
+		"TRUSTED_PROXIES":   "127.0.0.0/8",
 	}
 	env := map[string]string{}
 	for _, k := range keys {

@@ -85,7 +85,7 @@ func (a *tokenAuth) requireTokenOrSession(session SessionCaller, logger *slog.Lo
 			return
 		}
 		if !ok {
-			unauthorized(w)
+			unauthorized(w, r)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(voucher.WithCaller(r.Context(), caller)))

@@ -52,12 +52,12 @@ func (a *tokenAuth) require(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-			unauthorized(w)
+			unauthorized(w, r)
 			return
 		}
 		role, ok := a.role(strings.TrimSpace(token))
 		if !ok {
-			unauthorized(w)
+			unauthorized(w, r)
 			return
 		}
 		ctx := voucher.WithCaller(r.Context(), voucher.Caller{Role: role, Name: "token"})
@@ -65,7 +65,15 @@ func (a *tokenAuth) require(next http.Handler) http.Handler {
 	})
 }
 
-func unauthorized(w http.ResponseWriter) {
+// unauthorized answers 401 without reading the request's body. A request
+// that declared one is answered with the connection closed: else net/http
+// would read up to 256 KiB of the unread body first, to reuse the
+// connection, and a client that never sends it would hold the 401 back
+// until ReadTimeout.
+func unauthorized(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
 	w.Header().Set("WWW-Authenticate", `Bearer realm="voucher"`)
 	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "UNAUTHENTICATED", "message": "a valid bearer token is required"})
 }

@@ -10,8 +10,10 @@ import (
 // addRoutes lists every route of the service in one place.
 func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	tokens := newTokenAuth(cfg.StorefrontTokens, cfg.AdminTokens)
+	// The token first: a request without a known one is refused before its
+	// body is read, so nobody without a token makes the server hold one.
 	api := func(route string, h http.Handler) {
-		mux.Handle(route, cfg.Observe(route, limitBody(tokens.require(h))))
+		mux.Handle(route, cfg.Observe(route, tokens.require(limitBody(h))))
 	}
 
 	mux.Handle("GET /healthz", handleHealthz())
@@ -38,7 +40,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	api("POST /vouchers/{code}/checks", handleCheck(svc, cfg.Logger))
 	// The codes export is also a download link for a signed-in dashboard user.
 	const codesRoute = "GET /campaigns/{id}/codes.csv"
-	mux.Handle(codesRoute, cfg.Observe(codesRoute, limitBody(tokens.requireTokenOrSession(cfg.Session, cfg.Logger, handleCampaignCodes(svc, cfg.Logger)))))
+	mux.Handle(codesRoute, cfg.Observe(codesRoute, tokens.requireTokenOrSession(cfg.Session, cfg.Logger, limitBody(handleCampaignCodes(svc, cfg.Logger)))))
 
 	if cfg.Dashboard != nil {
 		mux.Handle("/admin", cfg.Dashboard)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	Backoffice *voucher.Backoffice
 	// Observe wraps every route for metrics; nil: none.
 	Observe func(route string, next http.Handler) http.Handler
+	// ClientAddresses finds each request's client address (TRUSTED_PROXIES)
+	// for the logs and the dashboard; the zero value: the peer's.
+	ClientAddresses clientaddr.Resolver
 }
 
 // NewServer returns the service's whole HTTP surface.
@@ -59,5 +63,6 @@ func NewServer(svc *voucher.Service, cfg Config) http.Handler {
 		h = withProduction(h)
 	}
 	h = recoverPanics(cfg.Logger, h)
+	h = cfg.ClientAddresses.Middleware(h)
 	return h
 }

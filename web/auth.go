@@ -6,11 +6,13 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
 )
@@ -146,14 +148,14 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		d.renderSignIn(w, r, http.StatusForbidden, email, "The sign-in form expired. Please try again.")
 		return
 	}
-	token, sess, _, err := d.deps.Accounts.SignIn(r.Context(), clientAddress(r), email, r.PostFormValue("password"))
+	token, sess, _, err := d.deps.Accounts.SignIn(r.Context(), clientaddr.Of(r), email, r.PostFormValue("password"))
 	switch e := voucher.AsError(err); {
 	case err == nil:
 	case e.Code == voucher.BadCredentials:
 		d.renderSignIn(w, r, http.StatusUnauthorized, email, "The email or the password is wrong.")
 		return
 	case e.Code == voucher.TooManyAttempts:
-		wait, werr := d.deps.Accounts.LockWait(r.Context(), e.Field, clientAddress(r), email)
+		wait, werr := d.deps.Accounts.LockWait(r.Context(), e.Field, clientaddr.Of(r), email)
 		if werr != nil {
 			d.logger.WarnContext(r.Context(), "reading a sign-in lock's wait failed", "err", werr)
 			wait = 15 * time.Minute // the longest it can be
@@ -211,17 +213,6 @@ func safeNext(next string) string {
 	return next
 }
 
-// clientAddress is the address failed sign-ins are counted against: the
-// peer's IP. Behind a proxy that is the proxy's; trusting a forwarded header
-// would let anyone pick their own address, so it is not read.
-func clientAddress(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // signInLocks is the admin's page of the sign-in locks now, to lift them.
 func (d *dashboard) signInLocks(w http.ResponseWriter, r *http.Request) {
 	d.renderLocks(w, r, http.StatusOK, components.SignInLocksView{})
@@ -242,8 +233,8 @@ func (d *dashboard) renderLocks(w http.ResponseWriter, r *http.Request, status i
 // user unlock` does).
 func (d *dashboard) liftSignInLock(w http.ResponseWriter, r *http.Request) {
 	email, address := strings.TrimSpace(r.PostFormValue("email")), strings.TrimSpace(r.PostFormValue("address"))
-	if address != "" && net.ParseIP(address) == nil {
-		d.renderLocks(w, r, http.StatusUnprocessableEntity, components.SignInLocksView{Email: email, Address: address, Message: "An address is an IP address, like 203.0.113.7."})
+	if _, perr := netip.ParsePrefix(address); address != "" && net.ParseIP(address) == nil && perr != nil {
+		d.renderLocks(w, r, http.StatusUnprocessableEntity, components.SignInLocksView{Email: email, Address: address, Message: "An address is an IP address, like 203.0.113.7, or an IPv6 network, like 2001:db8:1:2::/64."})
 		return
 	}
 	n, err := d.deps.Accounts.LiftLocks(r.Context(), email, address)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/a-h/templ"
 
+	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
 )
@@ -108,6 +109,9 @@ type Config struct {
 	// (DEFAULT_CURRENCY), the form's amounts' when none is typed; default
 	// USD, as the service's.
 	DefaultCurrency string
+	// ClientAddresses finds a request's client address (TRUSTED_PROXIES),
+	// which sign-in failures count against; the zero value: the peer's.
+	ClientAddresses clientaddr.Resolver
 }
 
 // dashboard holds the handlers' dependencies.
@@ -133,6 +137,7 @@ func New(deps Deps, cfg Config) http.Handler {
 	h = http.NewCrossOriginProtection().Handler(h)
 	h = limitForm(h) // first: no check reads a body before its size is known
 	h = securityHeaders(h)
+	h = cfg.ClientAddresses.Middleware(h)
 	return h
 }
 

@@ -1,7 +1,6 @@
 package web_test
 
 import (
-	"crypto/rand"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,10 +21,9 @@ func TestSignInLocks_ThePageListsTheLocksNowAndLiftsOneFromItsRow(t *testing.T) 
 	t.Parallel()
 	f := newFixture(t, web.Config{})
 	email := f.users[voucher.RoleMarketer]
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	ip := fmt.Sprintf("2001:db8::%x:%x", int(b[0])<<8|int(b[1]), int(b[2])<<8|int(b[3]))
-	remote := "[" + ip + "]:4711"
+	// An IPv6 client counts by its /64, which the page lists.
+	remote := v6Peer(randomIPv6Net() + ":1")
+	ip := voucher.SignInAddress(strings.Trim(remote[:strings.LastIndex(remote, ":")], "[]"))
 	for range 3 { // the fixture's limit per email
 		signInThroughTheForm(t, f, email, "wrong password", uniqueAddress())
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 
+	"voucherd/internal/clientaddr"
 	"voucherd/internal/gate"
 	"voucherd/internal/job"
 	"voucherd/internal/metrics"
@@ -29,53 +30,95 @@ import (
 	"voucherd/server"
 )
 
-// Run runs the voucherd command: `serve` (the default), `migrate`, `user add`
-// or `broker` (a development Kafka-protocol broker).
+// Run runs the voucherd command: `serve` (the default), `migrate`, `user
+// ...`, `broker` (a development Kafka-protocol broker) or `help` (usage in
+// cli.go). Every command answers -h and --help with its usage on stdout and
+// returns nil having done nothing else; a command line it cannot run is a
+// *UsageError (ExitCode 2) before anything is read or started.
 // It returns when ctx is cancelled (after a graceful shutdown) or on error.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cmd := "serve"
+	name := "serve"
 	if len(args) > 0 {
-		cmd, args = args[0], args[1:]
+		name, args = args[0], args[1:]
 	}
-	cfg, err := loadConfig(getenv)
-	if err != nil {
-		return fmt.Errorf("settings: %w", err)
+	err := run(ctx, name, args, getenv, stdout, stderr)
+	if errors.Is(err, errHelp) {
+		return nil
 	}
-	logger := newLogger(cfg, stderr)
-	switch cmd {
+	return err
+}
+
+func run(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// The settings are read once the command line is known to be good.
+	setUp := func() (config, *slog.Logger, error) {
+		cfg, err := loadConfig(getenv)
+		if err != nil {
+			return config{}, nil, fmt.Errorf("settings: %w", err)
+		}
+		return cfg, newLogger(cfg, stderr), nil
+	}
+	switch name {
 	case "serve":
+		if _, err := serveCommand.parse(args, nil, 0, stdout); err != nil {
+			return err
+		}
+		cfg, logger, err := setUp()
+		if err != nil {
+			return err
+		}
 		tuneGC(getenv)
 		return serve(ctx, cfg, logger, stdout)
 	case "migrate":
+		if _, err := migrateCommand.parse(args, nil, 0, stdout); err != nil {
+			return err
+		}
+		cfg, logger, err := setUp()
+		if err != nil {
+			return err
+		}
 		return migrate(ctx, cfg, logger)
 	case "user":
-		return userCommand(ctx, cfg, logger, args, stdout)
+		return userCommand(ctx, getenv, args, stdout, stderr)
 	case "broker":
+		if _, err := brokerCommand.parse(args, nil, 0, stdout); err != nil {
+			return err
+		}
+		_, logger, err := setUp()
+		if err != nil {
+			return err
+		}
 		return runBroker(ctx, getenv, logger, stdout)
-	case "help", "-h", "--help":
-		fmt.Fprintln(stdout, usage)
+	case "help":
+		// `voucherd help user add` is `voucherd user add -h`.
+		topic, err := helpCommand.parse(args, nil, 2, stdout)
+		if err != nil {
+			return err
+		}
+		if len(topic) == 0 {
+			fmt.Fprint(stdout, usage)
+			return nil
+		}
+		return run(ctx, topic[0], append(topic[1:], "-h"), getenv, stdout, stderr)
+	}
+	if isHelp(name) {
+		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	return fmt.Errorf("unknown command %q (want serve, migrate, user or broker)", cmd)
+	if strings.HasPrefix(name, "-") {
+		return &UsageError{reason: fmt.Sprintf("unknown flag %q (flags follow the command: voucherd COMMAND -h)", name), usage: usage}
+	}
+	return &UsageError{reason: fmt.Sprintf("unknown command %q", name), usage: usage}
 }
-
-const usage = `usage: voucherd [serve|migrate|user add|user unlock|broker]
-  serve    run the service (the default)
-  migrate  apply the database migrations to DATABASE_URL
-  user add create a dashboard user
-  user unlock  lift a sign-in lockout (of an email or an address)
-  broker   a development Kafka-protocol broker (kfake) on BROKER_ADDR
-           (default 127.0.0.1:9092) that outlives a crash of serve:
-           KAFKA_BROKERS=127.0.0.1:9092 FLASH_WRITE_PATH=kafka voucherd serve`
 
 func newLogger(cfg config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: level}
+	// Every record logged with a request's context names its client.
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(clientaddr.LogHandler(slog.NewJSONHandler(w, opts)))
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(clientaddr.LogHandler(slog.NewTextHandler(w, opts)))
 }
 
 func migrate(ctx context.Context, cfg config, logger *slog.Logger) error {
@@ -232,6 +275,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		MetricsNeedToken: cfg.MetricsNeedToken,
 		MetricsTokens:    cfg.MetricsTokens,
 		Observe:          m.ObserveHTTP,
+		ClientAddresses:  cfg.TrustedProxies,
 		Dashboard:        dash.handler,
 		Session:          dash.session,
 		Backoffice:       dash.backoffice,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 )
 
@@ -46,6 +47,9 @@ type config struct {
 	LogFormat         string
 	LogLevel          string
 	DevTokens         bool // the token lists are the development defaults
+	// TrustedProxies: the proxies whose X-Forwarded-For names the client
+	// (TRUSTED_PROXIES).
+	TrustedProxies clientaddr.Resolver
 }
 
 // loadConfig reads and checks every setting; the error names each bad one.
@@ -56,8 +60,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 		RedisURL:       or(getenv("REDIS_URL"), "redis://localhost:6379/0"),
 		KafkaBrokers:   list(getenv("KAFKA_BROKERS")),
 		FlashWritePath: or(getenv("FLASH_WRITE_PATH"), "sync"),
-		Production:     getenv("APP_ENV") == "production",
 		LogLevel:       or(getenv("LOG_LEVEL"), "info"),
+	}
+	var errs []error
+	// Exactly these: a misspelt production (Production, prod) must not
+	// quietly run with the development defaults.
+	switch env := getenv("APP_ENV"); env {
+	case "", "development":
+	case "production":
+		c.Production = true
+	default:
+		errs = append(errs, fmt.Errorf("APP_ENV must be development (or empty) or production, not %q", env))
 	}
 	// Outside production the server accepts public development tokens and
 	// has a development admin account: by default it listens on loopback
@@ -68,7 +81,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 			c.HTTPAddr = ":8080"
 		}
 	}
-	var errs []error
 	duration := func(name, def string) time.Duration {
 		d, err := time.ParseDuration(or(getenv(name), def))
 		if err != nil || d <= 0 {
@@ -86,6 +98,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.DefaultCurrency = or(getenv("DEFAULT_CURRENCY"), "USD")
 	if voucher.ValidateCurrency(c.DefaultCurrency) != nil {
 		errs = append(errs, errors.New("DEFAULT_CURRENCY must be an ISO 4217 code of three capital letters, such as USD"))
+	}
+	var err error
+	if c.TrustedProxies, err = clientaddr.ParseTrusted(getenv("TRUSTED_PROXIES")); err != nil {
+		errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %w", err))
 	}
 	c.FaultsID = getenv("TEST_FAULTS")
 	c.DebugAddr = getenv("DEBUG_ADDR")
@@ -145,13 +161,10 @@ func loadConfig(getenv func(string) string) (config, error) {
 				break
 			}
 		}
-	} else {
-		if len(c.StorefrontTokens) == 0 {
-			c.StorefrontTokens, c.DevTokens = []string{devStorefrontToken}, true
-		}
-		if len(c.AdminTokens) == 0 {
-			c.AdminTokens, c.DevTokens = []string{devAdminToken}, true
-		}
+	} else if len(c.StorefrontTokens) == 0 && len(c.AdminTokens) == 0 {
+		// Both or neither: a server given its admin tokens must not also
+		// take the public development storefront token (or the reverse).
+		c.StorefrontTokens, c.AdminTokens, c.DevTokens = []string{devStorefrontToken}, []string{devAdminToken}, true
 	}
 	for _, s := range c.StorefrontTokens {
 		for _, a := range c.AdminTokens {

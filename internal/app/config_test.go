@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"io"
+	"net/netip"
 	"strings"
 	"testing"
 )
@@ -120,5 +121,25 @@ func TestConfig_MetricsTokensAndKafkaBrokers(t *testing.T) {
 	}
 	if _, err := loadConfig(env(map[string]string{"FLASH_WRITE_PATH": "kafka"})); err != nil {
 		t.Errorf("development kafka without brokers (the in-process broker): %v", err)
+	}
+}
+
+// TestConfig_TrustedProxiesAreCIDRsOrTheStartStops: TRUSTED_PROXIES takes
+// comma-separated CIDRs; anything else stops the start with a message
+// naming the setting and the bad entry.
+func TestConfig_TrustedProxiesAreCIDRsOrTheStartStops(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(env(map[string]string{"TRUSTED_PROXIES": "10.0.0.0/8, 2001:db8::/32"}))
+	if err != nil || !c.TrustedProxies.Trusts(netip.MustParseAddr("10.1.2.3")) || c.TrustedProxies.Trusts(netip.MustParseAddr("192.0.2.1")) {
+		t.Errorf("TRUSTED_PROXIES=10.0.0.0/8,2001:db8::/32: %v", err)
+	}
+	if c, err := loadConfig(env(nil)); err != nil || c.TrustedProxies.Trusts(netip.MustParseAddr("10.1.2.3")) {
+		t.Errorf("no TRUSTED_PROXIES: %v, want no proxy trusted", err)
+	}
+	for _, bad := range []string{"10.0.0.1", "10.0.0.0/8,lb.internal", "10.0.0.0/40"} {
+		err := Run(context.Background(), []string{"serve"}, env(map[string]string{"TRUSTED_PROXIES": bad, "DATABASE_URL": "postgres://voucher@127.0.0.1:1/none?connect_timeout=1"}), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "TRUSTED_PROXIES") || !strings.Contains(err.Error(), "not a CIDR") {
+			t.Errorf("TRUSTED_PROXIES=%s: Run = %v, want an error naming TRUSTED_PROXIES", bad, err)
+		}
 	}
 }

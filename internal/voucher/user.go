@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/mail"
+	"net/netip"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -177,6 +178,11 @@ type AccountsConfig struct {
 	SessionTTL time.Duration
 	// LinkTTL is how long a one-time password link can be used; default 24h.
 	LinkTTL time.Duration
+	// Barred are emails that may neither sign in nor use a session they
+	// opened before, whatever their row in the store says: the development
+	// account on a production server (an earlier development run against
+	// the same database may have left it there, enabled).
+	Barred []string
 }
 
 // Accounts signs dashboard users in and out.
@@ -207,6 +213,17 @@ func NewAccounts(store UserStore, cfg AccountsConfig) *Accounts {
 	}
 	dummy, _ := bcrypt.GenerateFromPassword([]byte("not a password of anyone"), bcrypt.DefaultCost)
 	return &Accounts{store: store, cfg: cfg, dummyHash: dummy}
+}
+
+// barred reports whether the user may not sign in whatever their row says
+// (AccountsConfig.Barred).
+func (a *Accounts) barred(u User) bool {
+	for _, e := range a.cfg.Barred {
+		if strings.EqualFold(strings.TrimSpace(e), u.Email) {
+			return true
+		}
+	}
+	return false
 }
 
 // AddUser creates a user with a bcrypt hash of the password.
@@ -245,12 +262,13 @@ func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err
 // limit is refused, even with the right password, until the window passes or
 // an admin lifts the lock (LiftLocks). The email's lock is its own: other
 // users behind the same address still sign in.
-// A disabled user is refused (USER_DISABLED) even with the right password.
+// A disabled user is refused (USER_DISABLED) even with the right password,
+// as is a barred one (AccountsConfig.Barred).
 // Errors: TOO_MANY_ATTEMPTS, BAD_CREDENTIALS, USER_DISABLED, UNAVAILABLE.
 func (a *Accounts) SignIn(ctx context.Context, address, email, password string) (token string, s Session, u User, err error) {
 	email = signInEmail(email)
 	l := a.Limits()
-	l.Email, l.Address = email, address
+	l.Email, l.Address = email, SignInAddress(address)
 	attempt, err := a.store.TakeSignInAttempt(ctx, l)
 	if err != nil {
 		return "", Session{}, User{}, err
@@ -278,7 +296,7 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 	if err := finish(false); err != nil {
 		return "", Session{}, User{}, err
 	}
-	if u.Disabled() {
+	if u.Disabled() || a.barred(u) {
 		// Said only to whoever knows the password: it tells them why, and
 		// tells nobody else that the email exists.
 		return "", Session{}, User{}, Errorf(UserDisabled, "this account is disabled; ask an admin")
@@ -320,7 +338,28 @@ func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, e
 	if strings.TrimSpace(email) != "" {
 		email = signInEmail(email)
 	}
-	return a.store.LiftSignInLocks(ctx, email, strings.TrimSpace(address))
+	return a.store.LiftSignInLocks(ctx, email, SignInAddress(address))
+}
+
+// SignInAddress is the key a client address's sign-in attempts count under:
+// an IPv4 address itself, an IPv6 address its /64 ("2001:db8:1:2::/64"),
+// since one subscriber's network holds a /64 and could otherwise try from
+// as many addresses as it likes. A /64 (as the locks list shows it) is its
+// own key; anything else is kept as it is, trimmed.
+func SignInAddress(address string) string {
+	address = strings.TrimSpace(address)
+	if p, err := netip.ParsePrefix(address); err == nil && p.Addr().Is6() && !p.Addr().Is4In6() && p.Bits() == 64 {
+		return p.Masked().String()
+	}
+	a, err := netip.ParseAddr(address)
+	if err != nil {
+		return address
+	}
+	if a = a.Unmap().WithZone(""); a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
 
 // SignInLocks lists the emails and addresses locked now, newest first (at
@@ -345,7 +384,7 @@ func (a *Accounts) LockWait(ctx context.Context, field, address, email string) (
 	if field == "email" {
 		return a.store.SignInLockWait(ctx, signInEmail(email), "", a.cfg.FailureWindow)
 	}
-	return a.store.SignInLockWait(ctx, "", address, a.cfg.FailureWindow)
+	return a.store.SignInLockWait(ctx, "", SignInAddress(address), a.cfg.FailureWindow)
 }
 
 // SessionUser returns the live session of a cookie's token and its user.
@@ -355,7 +394,7 @@ func (a *Accounts) SessionUser(ctx context.Context, token string) (Session, User
 		return Session{}, User{}, Errorf(SignedOut, "not signed in")
 	}
 	s, u, err := a.store.SessionByTokenHash(ctx, hashToken(token))
-	if ErrorCodeOf(err) == NotFound {
+	if ErrorCodeOf(err) == NotFound || (err == nil && a.barred(u)) {
 		return Session{}, User{}, Errorf(SignedOut, "the session has ended; sign in again")
 	}
 	return s, u, err
