@@ -53,6 +53,12 @@ func openKafka(ctx context.Context, cfg config, logger *slog.Logger, m *metrics.
 		k.close()
 		return nil, fmt.Errorf("KAFKA_BROKERS: %w", err)
 	}
+	if cfg.Production {
+		if err := events.CheckDurability(ensureCtx, k.cfg); err != nil {
+			k.close()
+			return nil, fmt.Errorf("KAFKA_BROKERS: %w", err)
+		}
+	}
 	p, err := events.NewProducer(k.cfg)
 	if err != nil {
 		k.close()

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -103,6 +105,67 @@ func EnsureTopics(ctx context.Context, cfg Config) error {
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("events: create topic %s: %w", t.name, err)
 		}
+	}
+	return nil
+}
+
+// Durability a production deployment needs of its topics: an event
+// acknowledged to a reserve (acks=all) is on at least MinInSyncReplicas
+// brokers, and survives the loss of one of ReplicationFactor.
+const (
+	MinReplicationFactor = 3
+	MinInSyncReplicas    = 2
+)
+
+// CheckDurability refuses topics that could lose an acknowledged event: a
+// replication factor under MinReplicationFactor or a min.insync.replicas
+// under MinInSyncReplicas (a broker default not reported counts as
+// Kafka's, 1). An answered 201 in kafka mode is only as durable as its
+// event.
+func CheckDurability(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	topics := []string{cfg.Topic, cfg.DeadLetterTopic}
+	details, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("events: describe topics: %w", err)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("events: describe topic configs: %w", err)
+	}
+	var problems []string
+	for _, name := range topics {
+		d, ok := details[name]
+		if !ok || d.Err != nil {
+			return fmt.Errorf("events: topic %s: not found (%v)", name, d.Err)
+		}
+		rf := len(d.Partitions)
+		for _, p := range d.Partitions {
+			rf = min(rf, len(p.Replicas))
+		}
+		isr := 1
+		if rc, err := configs.On(name, nil); err == nil {
+			for _, c := range rc.Configs {
+				if c.Key == "min.insync.replicas" && c.Value != nil {
+					if n, err := strconv.Atoi(*c.Value); err == nil {
+						isr = n
+					}
+				}
+			}
+		}
+		if rf < MinReplicationFactor || isr < MinInSyncReplicas {
+			problems = append(problems, fmt.Sprintf("topic %s has replication factor %d and min.insync.replicas %d", name, rf, isr))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s; with APP_ENV=production each needs a replication factor of at least %d and min.insync.replicas of at least %d, so that an acknowledged event (an answered reservation) survives the loss of a broker",
+			strings.Join(problems, "; "), MinReplicationFactor, MinInSyncReplicas)
 	}
 	return nil
 }
