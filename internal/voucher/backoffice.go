@@ -254,7 +254,7 @@ type Backoffice struct {
 
 // NewBackoffice returns the back office over the service and a store.
 func NewBackoffice(svc *Service, store BackofficeStore) *Backoffice {
-	return &Backoffice{svc: svc, store: store, now: time.Now}
+	return &Backoffice{svc: svc, store: store, now: clockNow}
 }
 
 // Service is the voucher service the back office runs on.

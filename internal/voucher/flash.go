@@ -105,7 +105,7 @@ func (s *Service) warmGates(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	now := time.Now()
+	now := clockNow()
 	n := 0
 	for _, v := range vouchers {
 		if now.After(v.EndsAt) {
