@@ -22,9 +22,15 @@ type Result struct {
 	Calls      int
 	Successes  int
 	Unknown    int
-	Violations []string       // each a contract breach, with its evidence
+	Violations []Violation
 	Kinds      map[string]int // the violations by kind
 	Notes      []string       // what is worth knowing but breaks nothing
+}
+
+// Violation is one breach of the contract the checks found.
+type Violation struct {
+	Kind string // what went wrong, e.g. "answered 201 lost: no row on its voucher"
+	Text string // with its evidence
 }
 
 // Rerun is the one command that runs a seed again (short: the smaller
@@ -111,7 +117,7 @@ func Run(t testing.TB, seed uint64, short bool, dir, sharedDatabaseURL string) R
 			kind = kind[:i]
 		}
 		res.Kinds[strings.TrimSpace(kind)]++
-		res.Violations = append(res.Violations, v)
+		res.Violations = append(res.Violations, Violation{Kind: strings.TrimSpace(kind), Text: v})
 		w.logf("VIOLATION: %s", v)
 	}
 	note := func(format string, args ...any) {
@@ -175,7 +181,7 @@ func Run(t testing.TB, seed uint64, short bool, dir, sharedDatabaseURL string) R
 	failures := m.CheckOrders(append(calls, reads...))
 	for _, f := range failures {
 		res.Kinds[f.Kind()]++
-		res.Violations = append(res.Violations, f.String())
+		res.Violations = append(res.Violations, Violation{Kind: f.Kind(), Text: f.String()})
 		w.logf("VIOLATION: %s", f)
 	}
 	dbv, dbn := w.checkDatabase(calls)
@@ -328,7 +334,7 @@ func (w *World) writeReport(res Result) {
 	fmt.Fprintf(&b, "seed %d: %d violation(s) in %s; rerun: %s\n", res.Seed, len(res.Violations), res.Took.Round(time.Second), Rerun(res.Seed, res.Short))
 	fmt.Fprintf(&b, "by kind: %s\n", res.KindSummary())
 	for _, v := range res.Violations {
-		fmt.Fprintf(&b, "VIOLATION %s\n", v)
+		fmt.Fprintf(&b, "VIOLATION %s\n", v.Text)
 	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

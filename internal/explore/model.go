@@ -313,6 +313,11 @@ func (f OrderFailure) Kind() string {
 	if confirmed && released {
 		return "answered CONFIRMED and RELEASED"
 	}
+	for _, c := range f.Calls {
+		if (c.Op == OpConfirm && c.Success() && c.State != "CONFIRMED") || (c.Op == OpRelease && c.Success() && c.State != "RELEASED") {
+			return c.Op + " answered 200 " + c.State
+		}
+	}
 	switch {
 	case len(ok201) > 0 && (read.State == "" || read.Voucher != ok201[0].Voucher):
 		return "answered 201 lost: no row on its voucher"
