@@ -145,6 +145,14 @@ func (m Model) apply(s orderState, c Call) []orderState {
 					r.ExpMin, r.ExpMax = c.ExpiresAt, c.ExpiresAt
 				}
 				return ok(r)
+			case s.St == stNone && c.State == "CONFIRMED":
+				// The reserve took the use and answered with the status
+				// its reservation had by the time it answered: a confirm
+				// that ran in between (CheckOrders checks that one was
+				// sent) confirmed it. The model has no step for the two
+				// together; it takes the reserve as reserving and
+				// confirming.
+				return ok(orderState{St: stConfirmed, Voucher: c.Voucher, Customer: c.Customer, Amount: c.Amount})
 			case same && s.St == stReserved && c.State == "RESERVED":
 				return ok(s)
 			case same && s.St == stConfirmed && c.State == "CONFIRMED":
@@ -239,6 +247,29 @@ type OrderFailure struct {
 	Info  porcupine.LinearizationInfo
 	// Timeout: porcupine gave up (the order's history is too large).
 	Timeout bool
+	// Unconfirmed: a reserve answered CONFIRMED, or the row is CONFIRMED,
+	// and no confirm of the order was sent before.
+	Unconfirmed bool
+}
+
+// confirmSentBefore reports whether each reserve answered 201 CONFIRMED,
+// and a CONFIRMED row, has a confirm of the order sent before it
+// answered (before the read for the row).
+func confirmSentBefore(cs []Call) bool {
+	for _, c := range cs {
+		if (c.Op == OpReserve && c.Success() && c.State == "CONFIRMED") || (c.Op == OpRead && c.State == "CONFIRMED") {
+			found := false
+			for _, d := range cs {
+				if d.Op == OpConfirm && d.Voucher == c.Voucher && d.Sent <= c.Answered {
+					found = true
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (f OrderFailure) String() string {
@@ -246,6 +277,9 @@ func (f OrderFailure) String() string {
 	why := "no order of these calls is what the contract allows"
 	if f.Timeout {
 		why = "the check timed out"
+	}
+	if f.Unconfirmed {
+		why = "CONFIRMED with no confirm sent"
 	}
 	fmt.Fprintf(&b, "order %s [%s]: %s:\n", f.Order, f.Kind(), why)
 	for _, c := range f.Calls {
@@ -280,6 +314,10 @@ func (m Model) CheckOrders(calls []Call) []OrderFailure {
 		res, info := porcupine.CheckOperationsVerbose(pm, ops, 10*time.Second)
 		if res != porcupine.Ok {
 			out = append(out, OrderFailure{Order: o, Calls: cs, Info: info, Timeout: res == porcupine.Unknown})
+			continue
+		}
+		if !confirmSentBefore(cs) {
+			out = append(out, OrderFailure{Order: o, Calls: cs, Info: info, Unconfirmed: true})
 		}
 	}
 	return out
@@ -288,6 +326,9 @@ func (m Model) CheckOrders(calls []Call) []OrderFailure {
 // Kind names what went wrong, for the summary; the calls are the evidence.
 // It is a reading of the history, checked in this order.
 func (f OrderFailure) Kind() string {
+	if f.Unconfirmed {
+		return "CONFIRMED with no confirm sent"
+	}
 	var read Call
 	var ok201 []Call
 	confirmed, released := false, false

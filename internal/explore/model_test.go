@@ -59,6 +59,10 @@ func TestModel_HandMadeHistories(t *testing.T) {
 		{"expired, never swept", []Call{reserve(0, 1, "A", 201, "", "RESERVED"), read(200, "A", "RESERVED")}, false},
 		{"released before its TTL without a release", []Call{reserve(0, 1, "A", 201, "", "RESERVED"), read(50, "A", "RELEASED")}, false},
 		{"refused reserve stored", []Call{reserve(0, 1, "A", 409, "OUT_OF_STOCK", ""), read(20, "A", "RESERVED")}, false},
+		{"reserve answered CONFIRMED after a concurrent confirm", []Call{reserve(0, 5, "A", 201, "", "CONFIRMED"), decide(OpConfirm, 2, 6, "A", 200, "", "CONFIRMED"), read(20, "A", "CONFIRMED")}, true},
+		{"reserve answered CONFIRMED, no confirm", []Call{reserve(0, 5, "A", 201, "", "CONFIRMED"), read(20, "A", "CONFIRMED")}, false},
+		{"release answered 200 RESERVED", []Call{reserve(0, 5, "A", 201, "", "RESERVED"), decide(OpRelease, 2, 6, "A", 200, "", "RESERVED"), read(20, "A", "RESERVED")}, false},
+		{"confirm racing the reserve refused RESERVATION_RELEASED", []Call{reserve(0, 5, "A", 201, "", "RESERVED"), decide(OpConfirm, 2, 5, "A", 409, "RESERVATION_RELEASED", ""), read(20, "A", "RESERVED")}, false},
 	} {
 		failures := m.CheckOrders(tc.calls)
 		if got := len(failures) == 0; got != tc.ok {
