@@ -114,13 +114,15 @@ func NewPlan(seed uint64, short bool) Plan {
 			p.Offsets[i] = time.Duration(r.Int64N(int64(4*time.Second))) - 2*time.Second
 		}
 	}
-	p.Vouchers = []VoucherPlan{{Flash: true, Total: 10 + r.IntN(30), PerUser: 1 + r.IntN(2)}}
+	// Small stock sells out at once (retries and releases meet a sold-out
+	// gate); larger stock keeps admitting while the faults strike.
+	p.Vouchers = []VoucherPlan{{Flash: true, Total: 10 + r.IntN(140), PerUser: 1 + r.IntN(2)}}
 	if r.IntN(2) == 0 {
 		p.Vouchers = append(p.Vouchers, VoucherPlan{Flash: true, Total: 5 + r.IntN(15), PerUser: 1})
 	}
 	// An ordinary voucher, for orderIds sent to a flash and an ordinary one.
 	p.Vouchers = append(p.Vouchers, VoucherPlan{Flash: false, Total: 1000, PerUser: 3})
-	p.Customers = int64(20 + r.IntN(60))
+	p.Customers = int64(20 + r.IntN(300))
 	p.Workers = 6 + r.IntN(6)
 	p.Duration = time.Duration(10+r.IntN(8)) * time.Second
 	if short {
@@ -136,9 +138,10 @@ func NewPlan(seed uint64, short bool) Plan {
 		p.Mix[i] /= sum
 	}
 
-	kinds := []FaultKind{FaultKill, FaultFreeze, FaultRedisEmpty, FaultFailover, FaultRebuild, FaultReconcile, FaultBroker, FaultPostgres}
+	// The operator's calls are instant and cheap: twice as likely.
+	kinds := []FaultKind{FaultKill, FaultFreeze, FaultRedisEmpty, FaultFailover, FaultRebuild, FaultReconcile, FaultRebuild, FaultReconcile, FaultBroker, FaultPostgres}
 	if p.Mode == "sync" {
-		kinds = []FaultKind{FaultKill, FaultFreeze, FaultRedisEmpty, FaultFailover, FaultRebuild, FaultReconcile, FaultPostgres}
+		kinds = []FaultKind{FaultKill, FaultFreeze, FaultRedisEmpty, FaultFailover, FaultRebuild, FaultReconcile, FaultRebuild, FaultReconcile, FaultPostgres}
 	}
 	// busy holds the windows of the lasting faults per resource; PostgreSQL
 	// and the broker are "all": nothing else overlaps them (a serve does not
@@ -165,7 +168,7 @@ func NewPlan(seed uint64, short bool) Plan {
 		return true
 	}
 	failedOver := time.Duration(-1)
-	n := 2 + r.IntN(4)
+	n := 3 + r.IntN(6)
 	if short {
 		n = 2
 	}
