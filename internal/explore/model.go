@@ -373,6 +373,9 @@ func (f OrderFailure) Kind() string {
 		}
 		for _, a := range ok201 {
 			if a.Answered < c.Sent {
+				if a.Voucher == c.Voucher && (a.Amount != c.Amount || a.Customer != c.Customer) {
+					return "held order sent with other terms refused " + c.Code + ", not ORDER_CONFLICT"
+				}
 				if a.Voucher == c.Voucher {
 					return "held order's identical retry refused " + c.Code
 				}

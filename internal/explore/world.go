@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"voucherd/internal/events"
@@ -295,12 +294,11 @@ func (w *World) waitApplied(bound time.Duration) error {
 		return err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	offsets := events.NewOffsets(events.Config{}, cl)
 	deadline := time.Now().Add(bound)
-	var lag int64
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		lag, err = groupLag(ctx, adm)
+		lag, err := offsets.Lag(ctx)
 		cancel()
 		if err == nil && lag == 0 {
 			return nil
@@ -310,32 +308,6 @@ func (w *World) waitApplied(bound time.Duration) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func groupLag(ctx context.Context, adm *kadm.Client) (int64, error) {
-	ends, err := adm.ListEndOffsets(ctx, events.DefaultTopic)
-	if err != nil {
-		return 0, err
-	}
-	committed, err := adm.FetchOffsets(ctx, events.DefaultGroup)
-	if err != nil {
-		return 0, err
-	}
-	var lag int64
-	var perr error
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			perr = o.Err
-			return
-		}
-		c, ok := committed.Lookup(events.DefaultTopic, o.Partition)
-		if !ok || c.At < 0 {
-			lag += o.Offset
-			return
-		}
-		lag += o.Offset - c.At
-	})
-	return lag, perr
 }
 
 func sep(url string) string {
