@@ -157,9 +157,12 @@ func (w *World) rowStatus(ctx context.Context, order string) string {
 func (w *World) latestDrift(code string) string {
 	var drift int
 	var repaired string
-	err := w.db.QueryRow(context.Background(), `SELECT drift, repaired FROM drift_report WHERE voucher_code = $1 ORDER BY id DESC LIMIT 1`, code).Scan(&drift, &repaired)
+	var alert bool
+	var onlyGate, onlyDB []string
+	err := w.db.QueryRow(context.Background(), `SELECT drift, repaired, alert, orders_only_in_gate, orders_only_in_db FROM drift_report WHERE voucher_code = $1 ORDER BY id DESC LIMIT 1`, code).
+		Scan(&drift, &repaired, &alert, &onlyGate, &onlyDB)
 	if err != nil {
 		return err.Error()
 	}
-	return fmt.Sprintf("drift %d, repaired %q", drift, repaired)
+	return fmt.Sprintf("drift %d, repaired %q, alert %t, orders only in the gate %v, only in the database %v", drift, repaired, alert, onlyGate, onlyDB)
 }

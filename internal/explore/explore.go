@@ -97,6 +97,7 @@ func Run(t testing.TB, seed uint64, short bool, dir, sharedDatabaseURL string) R
 	}
 	stop()
 	clients.Wait()
+	w.operators.Wait()
 	quiet := time.Now()
 	w.logf("clients stopped: the system is left to become quiet")
 

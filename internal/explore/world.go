@@ -49,6 +49,8 @@ type World struct {
 	serves  []*testproc.Proc
 	codes   []string // the vouchers' codes, as Plan.Vouchers
 
+	operators sync.WaitGroup // the operator's calls in flight
+
 	mu     sync.Mutex
 	up     []bool // serve i answers (not killed, not frozen)
 	events *os.File
@@ -180,12 +182,20 @@ func (w *World) Break(f Fault) {
 		w.master.Restart(t)
 	case FaultFailover:
 		w.replica.Detach(t)
-	case FaultRebuild:
-		out := w.graphql(w.answering(f.Instance), `mutation($c: String!) { rebuildGate(code: $c) { report { drift gateRemaining databaseRemaining } error { code message } } }`, map[string]any{"c": w.codes[f.Voucher]})
-		w.logf("  rebuildGate: %s", out)
-	case FaultReconcile:
-		out := w.graphql(w.answering(f.Instance), `mutation($c: String!) { reconcileVoucher(code: $c) { report { drift gateRemaining databaseRemaining } error { code message } } }`, map[string]any{"c": w.codes[f.Voucher]})
-		w.logf("  reconcileVoucher: %s", out)
+	case FaultRebuild, FaultReconcile:
+		// An operator's call may wait (a rebuild waits for the events in
+		// flight): in the background, so the schedule keeps its moments.
+		op := "rebuildGate"
+		if f.Kind == FaultReconcile {
+			op = "reconcileVoucher"
+		}
+		i := w.answering(f.Instance)
+		w.operators.Add(1)
+		go func() {
+			defer w.operators.Done()
+			out := w.graphql(i, `mutation($c: String!) { `+op+`(code: $c) { report { drift gateRemaining databaseRemaining } error { code message } } }`, map[string]any{"c": w.codes[f.Voucher]})
+			w.logf("  %s of voucher#%d via serve#%d answered: %s", op, f.Voucher, i, out)
+		}()
 	case FaultBroker:
 		w.broker.Stop(t)
 	case FaultPostgres:
