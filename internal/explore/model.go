@@ -390,6 +390,13 @@ func (f OrderFailure) Kind() string {
 		if c.Op == OpConfirm && c.Code == "RESERVATION_RELEASED" && !released && read.State != "RELEASED" {
 			return "confirm refused RESERVATION_RELEASED, never released"
 		}
+		if c.Op == OpConfirm && c.Code == "RESERVATION_RELEASED" {
+			for _, d := range f.Calls {
+				if d.Sent > c.Answered && d.Success() && (d.State == "RESERVED" || d.State == "CONFIRMED") {
+					return "confirm refused RESERVATION_RELEASED, live after"
+				}
+			}
+		}
 	}
 	if read.State == "CONFIRMED" && !confirmed {
 		return "row CONFIRMED, no confirm answered"
