@@ -30,7 +30,7 @@ CONTRACT_CHECK := ../shared/tools/contract-check
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint
 
-.PHONY: help setup migrate run broker build generate verify lint test bench bench-wrk fuzz
+.PHONY: help setup migrate run broker build generate verify lint test bench bench-wrk fuzz explore
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
@@ -45,6 +45,7 @@ help:
 	@echo "make bench     the flash-sale benchmark (cmd/flashbench; BENCH_FLAGS='-h' lists its flags)"
 	@echo "make bench-wrk a cross-check of the sale with wrk (bench/wrk), on a database of its own"
 	@echo "make fuzz      every fuzz target of every package for FUZZTIME each (default 30s)"
+	@echo "make explore   the seeded fault explorer: SEEDS=N seeds from FIRST (default 20 from 1), or SEED=s again (docs/explore.md)"
 
 setup:
 	bash scripts/setup.sh
@@ -174,3 +175,15 @@ fuzz:
 		TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
 			go test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) "$$pkg"; \
 	done
+
+# The seeded fault explorer (docs/explore.md): SEEDS=N seeds from FIRST, or
+# SEED=s (comma-separated) again as a failure names it; each seed's logs and
+# history go to $(EXPLORE_DIR)/seed-N.
+SEEDS       ?= 20
+FIRST       ?= 1
+EXPLORE_DIR ?= /tmp/voucherd-explore
+explore:
+	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' go test ./internal/explore -run '^TestExplore$$' -count=1 -timeout 0 -v \
+		$(if $(SEED),-explore.seed=$(SEED),-explore.seeds=$(SEEDS) -explore.first=$(FIRST)) \
+		$(if $(SHORT),-explore.short) -explore.dir='$(EXPLORE_DIR)' \
+		| grep -v '^=== \(RUN\|PAUSE\|CONT\)'

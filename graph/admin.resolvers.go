@@ -49,3 +49,36 @@ func (r *mutationResolver) ExtendVoucher(ctx context.Context, input model.Extend
 		TotalLimit: input.TotalLimit,
 	}))
 }
+
+// RebuildGate is the resolver for the rebuildGate field.
+func (r *mutationResolver) RebuildGate(ctx context.Context, code string) (*model.DriftReportPayload, error) {
+	if r.Backoffice == nil {
+		return nil, errNoBackoffice
+	}
+	if err := r.Backoffice.RebuildGate(ctx, code); err != nil {
+		return driftReportPayload(voucher.DriftReport{}, err)
+	}
+	// As the dashboard's Rebuild: a pass right after, whose report says
+	// whether the gate now agrees; the rebuild stands if the pass fails.
+	d, err := r.Backoffice.ReconcileVoucher(ctx, code)
+	if err != nil {
+		return &model.DriftReportPayload{}, nil
+	}
+	return driftReportPayload(d, nil)
+}
+
+// ReconcileVoucher is the resolver for the reconcileVoucher field.
+func (r *mutationResolver) ReconcileVoucher(ctx context.Context, code string) (*model.DriftReportPayload, error) {
+	if r.Backoffice == nil {
+		return nil, errNoBackoffice
+	}
+	return driftReportPayload(r.Backoffice.ReconcileVoucher(ctx, code))
+}
+
+// WarmGates is the resolver for the warmGates field.
+func (r *mutationResolver) WarmGates(ctx context.Context) (int, error) {
+	if r.Backoffice == nil {
+		return 0, errNoBackoffice
+	}
+	return r.Backoffice.WarmGates(ctx)
+}

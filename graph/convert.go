@@ -80,6 +80,17 @@ func reservationPayload(res voucher.Reservation, err error) (*model.ReservationP
 	return &model.ReservationPayload{Reservation: toReservation(res)}, nil
 }
 
+func driftReportPayload(d voucher.DriftReport, err error) (*model.DriftReportPayload, error) {
+	if err != nil {
+		verr, err := payloadError(err)
+		if err != nil {
+			return nil, err
+		}
+		return &model.DriftReportPayload{Error: verr}, nil
+	}
+	return &model.DriftReportPayload{Report: toDriftReport(d)}, nil
+}
+
 func voucherPayload(v voucher.Voucher, err error) (*model.VoucherPayload, error) {
 	if err != nil {
 		verr, err := payloadError(err)

@@ -4,9 +4,13 @@ package generated
 
 import (
 	"context"
+	"math"
+	"strconv"
+	"sync/atomic"
 	"voucherd/graph/model"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 )
 
 // region    ************************** generated!.gotpl **************************
@@ -18,6 +22,70 @@ import (
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _DriftReportPayload_report(ctx context.Context, field graphql.CollectedField, obj *model.DriftReportPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DriftReportPayload_report(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Report, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.DriftReport) graphql.Marshaler {
+			return ec.marshalODriftReport2ᚖvoucherdᚋgraphᚋmodelᚐDriftReport(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DriftReportPayload_report(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DriftReportPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_DriftReport(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _DriftReportPayload_error(ctx context.Context, field graphql.CollectedField, obj *model.DriftReportPayload) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DriftReportPayload_error(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Error, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.VoucherError) graphql.Marshaler {
+			return ec.marshalOVoucherError2ᚖvoucherdᚋgraphᚋmodelᚐVoucherError(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_DriftReportPayload_error(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "DriftReportPayload",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_VoucherError(ctx, field)
+		},
+	}
+	return fc, nil
+}
 
 // endregion **************************** field.gotpl *****************************
 
@@ -234,9 +302,55 @@ func UnmarshalUpdateVoucherInput(ctx context.Context, raw any) (model.UpdateVouc
 
 // region    **************************** object.gotpl ****************************
 
+var driftReportPayloadImplementors = []string{"DriftReportPayload"}
+
+func (ec *executionContext) _DriftReportPayload(ctx context.Context, sel ast.SelectionSet, obj *model.DriftReportPayload) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, driftReportPayloadImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("DriftReportPayload")
+		case "report":
+			out.Values[i] = ec._DriftReportPayload_report(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		case "error":
+			out.Values[i] = ec._DriftReportPayload_error(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 // endregion **************************** object.gotpl ****************************
 
 // region    ***************************** type.gotpl *****************************
+
+func (ec *executionContext) marshalNDriftReportPayload2ᚖvoucherdᚋgraphᚋmodelᚐDriftReportPayload(ctx context.Context, sel ast.SelectionSet, v *model.DriftReportPayload) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "DriftReportPayload!")
+		return graphql.Null
+	}
+	return ec._DriftReportPayload(ctx, sel, v)
+}
 
 func (ec *executionContext) unmarshalNExtendVoucherInput2voucherdᚋgraphᚋmodelᚐExtendVoucherInput(ctx context.Context, v any) (model.ExtendVoucherInput, error) {
 	res, err := ec.unmarshalInputExtendVoucherInput(ctx, v)

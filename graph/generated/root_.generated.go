@@ -91,15 +91,23 @@ type ComplexityRoot struct {
 		VoucherCode       func(childComplexity int) int
 	}
 
+	DriftReportPayload struct {
+		Error  func(childComplexity int) int
+		Report func(childComplexity int) int
+	}
+
 	Mutation struct {
 		ConfirmReservation func(childComplexity int, input model.ReservationInput) int
 		CreateCampaign     func(childComplexity int, input model.CreateCampaignInput) int
 		CreateVoucher      func(childComplexity int, input model.CreateVoucherInput) int
 		EndVoucher         func(childComplexity int, code string) int
 		ExtendVoucher      func(childComplexity int, input model.ExtendVoucherInput) int
+		RebuildGate        func(childComplexity int, code string) int
+		ReconcileVoucher   func(childComplexity int, code string) int
 		ReleaseReservation func(childComplexity int, input model.ReservationInput) int
 		ReserveVoucher     func(childComplexity int, input model.ReserveVoucherInput) int
 		UpdateVoucher      func(childComplexity int, input model.UpdateVoucherInput) int
+		WarmGates          func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -444,6 +452,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.DriftReport.VoucherCode(childComplexity), true
 
+	case "DriftReportPayload.error":
+		if e.ComplexityRoot.DriftReportPayload.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DriftReportPayload.Error(childComplexity), true
+	case "DriftReportPayload.report":
+		if e.ComplexityRoot.DriftReportPayload.Report == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DriftReportPayload.Report(childComplexity), true
+
 	case "Mutation.confirmReservation":
 		if e.ComplexityRoot.Mutation.ConfirmReservation == nil {
 			break
@@ -499,6 +520,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ExtendVoucher(childComplexity, args["input"].(model.ExtendVoucherInput)), true
+	case "Mutation.rebuildGate":
+		if e.ComplexityRoot.Mutation.RebuildGate == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rebuildGate_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RebuildGate(childComplexity, args["code"].(string)), true
+	case "Mutation.reconcileVoucher":
+		if e.ComplexityRoot.Mutation.ReconcileVoucher == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_reconcileVoucher_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ReconcileVoucher(childComplexity, args["code"].(string)), true
 	case "Mutation.releaseReservation":
 		if e.ComplexityRoot.Mutation.ReleaseReservation == nil {
 			break
@@ -532,6 +575,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateVoucher(childComplexity, args["input"].(model.UpdateVoucherInput)), true
+	case "Mutation.warmGates":
+		if e.ComplexityRoot.Mutation.WarmGates == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Mutation.WarmGates(childComplexity), true
 
 	case "PageInfo.endCursor":
 		if e.ComplexityRoot.PageInfo.EndCursor == nil {
@@ -1011,6 +1060,22 @@ extend enum VoucherErrorCode {
   VOUCHER_STARTED
   "endVoucher: the voucher has not started or has ended; extendVoucher: it has ended."
   VOUCHER_NOT_LIVE
+}
+
+# Operations for scripts (contract, "Next"): the dashboard's repairs over the
+# API, admin token only, audited with who ran them as the dashboard's are.
+extend type Mutation {
+  "Reload a flash voucher's (or campaign code's) gate from the database, as the dashboard's Rebuild does."
+  rebuildGate(code: String!): DriftReportPayload!
+  "One reconciliation pass of one flash voucher now; its report."
+  reconcileVoucher(code: String!): DriftReportPayload!
+  "Load every flash gate of a voucher that is live or starts within the warm-up horizon; how many were loaded."
+  warmGates: Int!
+}
+
+type DriftReportPayload {
+  report: DriftReport
+  error: VoucherError
 }
 `, BuiltIn: false},
 	{Name: "../campaigns.graphqls", Input: `# Campaigns of unique codes (issue 14; shared/contract/schema.next.graphqls):
@@ -1509,6 +1574,16 @@ func (ec *executionContext) childFields_DriftReport(ctx context.Context, field g
 		return ec.fieldContext_DriftReport_codesDiffering(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DriftReport", field.Name)
+}
+
+func (ec *executionContext) childFields_DriftReportPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "report":
+		return ec.fieldContext_DriftReportPayload_report(ctx, field)
+	case "error":
+		return ec.fieldContext_DriftReportPayload_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type DriftReportPayload", field.Name)
 }
 
 func (ec *executionContext) childFields_PageInfo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {

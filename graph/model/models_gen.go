@@ -141,6 +141,11 @@ type DriftReport struct {
 	CodesDiffering []string `json:"codesDiffering"`
 }
 
+type DriftReportPayload struct {
+	Report *DriftReport  `json:"report,omitempty"`
+	Error  *VoucherError `json:"error,omitempty"`
+}
+
 type ExtendVoucherInput struct {
 	// The voucher to extend.
 	Code string `json:"code"`

@@ -199,6 +199,10 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		stop := serveDebug(cfg.DebugAddr, logger)
 		defer stop()
 	}
+	if cfg.ClockOffset != 0 {
+		voucher.SetClockOffset(cfg.ClockOffset)
+		logger.Warn("this instance's clock is offset for a test of clock skew", "offset", cfg.ClockOffset)
+	}
 	m := metrics.New()
 	g := gate.New(rdb, gate.WithAutoPipeline(cfg.RedisAutoPipeline))
 	deps := voucher.Deps{Store: store, Gate: g, Observer: m}

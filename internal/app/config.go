@@ -42,6 +42,7 @@ type config struct {
 	SoldOutTTL        time.Duration // how long a sold-out snapshot answers from memory
 	DefaultCurrency   string        // a new voucher's currency when it names none
 	FaultsID          string        // tests only: names hooks registered with RegisterFaults
+	ClockOffset       time.Duration // tests only: shifts this instance's own clock (voucher.SetClockOffset)
 	DebugAddr         string        // where net/http/pprof listens; empty: nowhere
 	Production        bool
 	LogFormat         string
@@ -104,6 +105,17 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %w", err))
 	}
 	c.FaultsID = getenv("TEST_FAULTS")
+	if v := getenv("CLOCK_OFFSET"); strings.TrimSpace(v) != "" {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			errs = append(errs, errors.New("CLOCK_OFFSET must be a duration such as 1.5s or -800ms"))
+		case c.Production:
+			errs = append(errs, errors.New("CLOCK_OFFSET is for tests of clock skew; APP_ENV=production refuses it"))
+		default:
+			c.ClockOffset = d
+		}
+	}
 	c.DebugAddr = getenv("DEBUG_ADDR")
 	if c.DebugAddr != "" {
 		if host, _, err := net.SplitHostPort(c.DebugAddr); err != nil || !isLoopback(host) {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -24,6 +25,8 @@ func TestConfig_ProductionRefusesToStartWithoutRealTokens(t *testing.T) {
 		{"short metrics token", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token", "ADMIN_TOKENS": "a-long-admin-token-01", "METRICS_TOKENS": "short"}, "at least 16 characters"},
 		{"kafka without brokers", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token", "ADMIN_TOKENS": "a-long-admin-token-01", "FLASH_WRITE_PATH": "kafka"},
 			"FLASH_WRITE_PATH=kafka needs KAFKA_BROKERS"},
+		{"clock offset", map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token", "ADMIN_TOKENS": "a-long-admin-token-01", "CLOCK_OFFSET": "1s"},
+			"APP_ENV=production refuses it"},
 	} {
 		// Run refuses before it touches any dependency.
 		err := Run(context.Background(), []string{"serve"}, env(tc.env), io.Discard, io.Discard)
@@ -141,5 +144,16 @@ func TestConfig_TrustedProxiesAreCIDRsOrTheStartStops(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "TRUSTED_PROXIES") || !strings.Contains(err.Error(), "not a CIDR") {
 			t.Errorf("TRUSTED_PROXIES=%s: Run = %v, want an error naming TRUSTED_PROXIES", bad, err)
 		}
+	}
+}
+
+func TestConfig_ClockOffsetOutsideProduction(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(env(map[string]string{"CLOCK_OFFSET": "-1500ms"}))
+	if err != nil || c.ClockOffset != -1500*time.Millisecond {
+		t.Fatalf("CLOCK_OFFSET=-1500ms: %v, %v; want -1.5s", c.ClockOffset, err)
+	}
+	if _, err := loadConfig(env(map[string]string{"CLOCK_OFFSET": "soon"})); err == nil || !strings.Contains(err.Error(), "CLOCK_OFFSET must be a duration") {
+		t.Fatalf("CLOCK_OFFSET=soon: %v, want a refusal", err)
 	}
 }

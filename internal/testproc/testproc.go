@@ -401,3 +401,21 @@ func (p *Proc) Lines(substr string) []string {
 	}
 	return out
 }
+
+// Freeze stops the process with SIGSTOP, as a long pause would (a stalled VM,
+// a stop-the-world): it keeps its connections, leases and consumer-group
+// membership and does nothing until Thaw. Kill works on a frozen process.
+func (p *Proc) Freeze(t testing.TB) {
+	t.Helper()
+	if !p.signal(syscall.SIGSTOP) {
+		t.Fatalf("testproc: voucherd %s is not running", p.Name)
+	}
+}
+
+// Thaw resumes a frozen process (SIGCONT).
+func (p *Proc) Thaw(t testing.TB) {
+	t.Helper()
+	if !p.signal(syscall.SIGCONT) {
+		t.Fatalf("testproc: voucherd %s is not running", p.Name)
+	}
+}

@@ -258,7 +258,7 @@ type Backoffice struct {
 
 // NewBackoffice returns the back office over the service and a store.
 func NewBackoffice(svc *Service, store BackofficeStore) *Backoffice {
-	return &Backoffice{svc: svc, store: store, now: time.Now}
+	return &Backoffice{svc: svc, store: store, now: clockNow}
 }
 
 // Service is the voucher service the back office runs on.
@@ -557,6 +557,7 @@ func (b *Backoffice) EndVoucher(ctx context.Context, code string) (Voucher, erro
 const (
 	AuditGateRebuilt = "gate-rebuilt"
 	AuditReconciled  = "reconciled"
+	AuditGatesWarmed = "gates-warmed"
 )
 
 // OperationAuditLimit is how many repairs the drift page lists.
@@ -596,6 +597,39 @@ func (b *Backoffice) Reconcile(ctx context.Context) ([]DriftReport, error) {
 		b.svc.logger.ErrorContext(ctx, "could not record a reconciliation", "err", err)
 	}
 	return reports, nil
+}
+
+// ReconcileVoucher runs one reconciliation pass of one flash voucher (or
+// campaign gate) by hand, as Reconcile does for all of them, and records who
+// did it with what it found. Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND,
+// UNAVAILABLE.
+func (b *Backoffice) ReconcileVoucher(ctx context.Context, code string) (DriftReport, error) {
+	d, err := b.svc.ReconcileVoucher(ctx, code)
+	if err != nil {
+		return d, err
+	}
+	detail := fmt.Sprintf("%s checked by hand: drift %d", d.VoucherCode, d.Drift)
+	if err := b.store.AddAuditEvent(ctx, auditOf(ctx, d.VoucherCode, AuditReconciled, detail)); err != nil {
+		b.svc.logger.ErrorContext(ctx, "could not record a reconciliation", "code", d.VoucherCode, "err", err)
+	}
+	return d, nil
+}
+
+// WarmGates loads every flash gate that is live or starts soon and is not
+// loaded yet (as the warm-up job does) and records who did it; the count is
+// of the gates looked at. Errors: FORBIDDEN, UNAVAILABLE.
+func (b *Backoffice) WarmGates(ctx context.Context) (int, error) {
+	if err := authorize(ctx, OpOperate); err != nil {
+		return 0, err
+	}
+	n, err := b.svc.warmGates(ctx)
+	if err != nil {
+		return n, unavailable(err)
+	}
+	if err := b.store.AddAuditEvent(ctx, auditOf(ctx, "", AuditGatesWarmed, fmt.Sprintf("%d flash gate(s) warmed", n))); err != nil {
+		b.svc.logger.ErrorContext(ctx, "could not record a warm-up", "err", err)
+	}
+	return n, nil
 }
 
 // DriftReports returns the latest reconciliation of every flash voucher (as

@@ -98,7 +98,7 @@ func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, erro
 // checkAtGate decides a flash voucher's check from the sold-out snapshot or
 // the gate, on this instance's clock as the sync path's reserve does.
 func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (int64, error) {
-	now := time.Now()
+	now := clockNow()
 	gk := gateCode(v) // a campaign code's campaign's gate
 	if uses, ok := s.soldOut.customerUses(gk, c.CustomerID); ok {
 		return v.Check(now, c, Availability{CustomerUses: uses})

@@ -116,6 +116,29 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 	return reports, nil
 }
 
+// ReconcileVoucher runs one reconciliation pass of one flash voucher's gate
+// (a campaign's gate is named by ~C<id> or by any of its codes) and stores
+// its report. Errors: FORBIDDEN, INVALID_INPUT, NOT_FOUND, UNAVAILABLE.
+func (s *Service) ReconcileVoucher(ctx context.Context, code string) (DriftReport, error) {
+	if err := authorize(ctx, OpOperate); err != nil {
+		return DriftReport{}, err
+	}
+	if _, ok := CampaignOfGate(code); !ok {
+		var err error
+		if code, err = CanonicalCode(code); err != nil {
+			return DriftReport{}, err
+		}
+	}
+	v, err := s.store.Voucher(ctx, code)
+	if err != nil {
+		return DriftReport{}, err
+	}
+	if !v.Flash || s.flash == nil {
+		return DriftReport{}, Errorf(NotFound, "voucher %s has no gate", code)
+	}
+	return s.reconcileVoucher(ctx, gateCode(v))
+}
+
 // reconcileVoucher reads the database first and the gate second, so an order
 // admitted in between shows as in flight rather than as drift, and an order
 // released in between is recognised by the gate's released mark.

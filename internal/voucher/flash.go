@@ -91,23 +91,32 @@ func (s *Service) WarmGate(ctx context.Context, code string) error {
 // WarmGates loads the gate of every flash voucher that has not ended, unless
 // it is loaded already. Errors: UNAVAILABLE.
 func (s *Service) WarmGates(ctx context.Context) error {
+	_, err := s.warmGates(ctx)
+	return err
+}
+
+// warmGates is WarmGates that counts the gates it looked at (loaded now or
+// before).
+func (s *Service) warmGates(ctx context.Context) (int, error) {
 	if s.flash == nil {
-		return nil
+		return 0, nil
 	}
 	vouchers, err := s.store.FlashVouchers(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	now := time.Now()
+	now := clockNow()
+	n := 0
 	for _, v := range vouchers {
 		if now.After(v.EndsAt) {
 			continue
 		}
 		if err := s.flashFor(v.Code).warm(ctx, v.Code); err != nil {
-			return err
+			return n, err
 		}
+		n++
 	}
-	return nil
+	return n, nil
 }
 
 // writesInFlight is the set of orders whose gate-admitted database write

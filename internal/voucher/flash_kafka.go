@@ -267,7 +267,7 @@ func (k *kafkaFlash) confirm(ctx context.Context, code, orderID string) (res Res
 	if !ok {
 		return Reservation{}, err != nil, err
 	}
-	now := time.Now()
+	now := clockNow()
 	decision, o, err := k.gate.Confirm(ctx, code, orderID, now)
 	if err != nil {
 		return Reservation{}, true, unavailable(err)
@@ -294,7 +294,7 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 	if !ok {
 		return Reservation{}, err != nil, err
 	}
-	decision, o, err := k.gate.MarkReleased(ctx, code, orderID, time.Now(), false)
+	decision, o, err := k.gate.MarkReleased(ctx, code, orderID, clockNow(), false)
 	if err != nil {
 		return Reservation{}, true, unavailable(err)
 	}
@@ -368,7 +368,7 @@ func (k *kafkaFlash) undecided(v Voucher, orderID string, decision GateDecision,
 // nothing). The gate's record is the answer; no database read.
 func (k *kafkaFlash) recordDecision(ctx context.Context, v Voucher, o GateOrder, kind EventKind, status Status) (Reservation, error) {
 	res := k.reservationOf(v, o, status)
-	if err := k.publish(ctx, NewEvent(kind, res, time.Now())); err != nil {
+	if err := k.publish(ctx, NewEvent(kind, res, clockNow())); err != nil {
 		// The gate has decided; the event did not (surely) get through. A
 		// retry publishes it again; the expiry sweep does for a confirm.
 		k.logger.WarnContext(ctx, "decision not published", "kind", kind, "code", v.Code, "order", o.OrderID, "err", err)
@@ -459,7 +459,7 @@ func (k *kafkaFlash) expireDue(pass context.Context, limit int) (int, error) {
 // (confirmed there, or not decidable now: a later pass tries again).
 func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, error) {
 	if d.Flash {
-		decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, time.Now(), true)
+		decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, clockNow(), true)
 		if err != nil {
 			k.logger.WarnContext(ctx, "expiry: gate did not answer; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
 			return false, nil
@@ -477,7 +477,7 @@ func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, err
 			if o.decidedAtGate() {
 				// Confirmed at the gate; its event is late or was not
 				// published: send it (again) rather than expire.
-				if err := k.publish(ctx, NewEvent(EventConfirmed, d.Reservation, time.Now())); err != nil {
+				if err := k.publish(ctx, NewEvent(EventConfirmed, d.Reservation, clockNow())); err != nil {
 					k.logger.WarnContext(ctx, "expiry: confirmed event not published; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
 				}
 				return false, nil
@@ -506,7 +506,7 @@ func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, err
 // its ExpireAt): its reservations' decisions are all the database's then.
 func (k *kafkaFlash) gateOutlived(ctx context.Context, code string) bool {
 	v, err := k.meta.get(ctx, code, k.store.Voucher)
-	return err == nil && time.Now().After(gateExpireAt(v, k.ttl))
+	return err == nil && clockNow().After(gateExpireAt(v, k.ttl))
 }
 
 // gateExpireAt is when a voucher's gate may go: a week past the end of its
@@ -563,7 +563,7 @@ func (k *kafkaFlash) publishRecovery(ctx context.Context, code string, rebuild b
 	if err != nil {
 		return err
 	}
-	return k.publish(ctx, Event{ID: "recover:" + code + ":" + id, Kind: EventRecover, Code: code, Rebuild: rebuild, Epoch: epoch, DecidedAt: time.Now()})
+	return k.publish(ctx, Event{ID: "recover:" + code + ":" + id, Kind: EventRecover, Code: code, Rebuild: rebuild, Epoch: epoch, DecidedAt: clockNow()})
 }
 
 // recoverAtMarker reloads a voucher's gate from the database at a recovery
@@ -746,7 +746,7 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 			continue
 		}
 		if o.Confirmed {
-			_ = k.publish(ctx, NewEvent(EventConfirmed, k.reservationOf(v, o, StatusConfirmed), time.Now()))
+			_ = k.publish(ctx, NewEvent(EventConfirmed, k.reservationOf(v, o, StatusConfirmed), clockNow()))
 		}
 		republished++
 	}

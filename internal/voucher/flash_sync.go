@@ -24,7 +24,7 @@ type syncFlash struct {
 
 // reserve passes the gate first so only winners reach the database.
 func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
-	if err := v.CheckEligible(time.Now(), r); err != nil {
+	if err := v.CheckEligible(clockNow(), r); err != nil {
 		return Reservation{}, err
 	}
 	gk := gateCode(v) // a campaign code's campaign's gate

@@ -102,7 +102,7 @@ func (q *Queries) VoucherAuditListByVoucher(ctx context.Context, arg VoucherAudi
 
 const voucherAuditListOperations = `-- name: VoucherAuditListOperations :many
 SELECT id, voucher_code, actor, actor_role, action, detail, occurred_at FROM voucher_audit
-WHERE action IN ('gate-rebuilt', 'reconciled', 'dead-letter-applied', 'dead-letter-refused', 'dead-letter-discarded')
+WHERE action IN ('gate-rebuilt', 'reconciled', 'gates-warmed', 'dead-letter-applied', 'dead-letter-refused', 'dead-letter-discarded')
 ORDER BY id DESC
 LIMIT $1
 `

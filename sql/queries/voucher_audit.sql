@@ -13,7 +13,7 @@ LIMIT $2;
 -- first.
 -- name: VoucherAuditListOperations :many
 SELECT * FROM voucher_audit
-WHERE action IN ('gate-rebuilt', 'reconciled', 'dead-letter-applied', 'dead-letter-refused', 'dead-letter-discarded')
+WHERE action IN ('gate-rebuilt', 'reconciled', 'gates-warmed', 'dead-letter-applied', 'dead-letter-refused', 'dead-letter-discarded')
 ORDER BY id DESC
 LIMIT $1;
 

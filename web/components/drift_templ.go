@@ -669,6 +669,11 @@ func operationLabel(e voucher.AuditEvent) string {
 		return "applied a dead letter again: refused"
 	case voucher.AuditDeadLetterDiscarded:
 		return "discarded a dead letter"
+	case voucher.AuditGatesWarmed:
+		return "warmed the flash gates"
+	}
+	if e.VoucherCode != "" {
+		return "reconciled " + e.VoucherCode
 	}
 	return "reconciled every flash voucher"
 }
