@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -175,8 +176,13 @@ var internalDetail = []string{
 	"SELECT ", "INSERT ", "UPDATE ", "pq:", "SQLSTATE", "pgx", "postgres",
 	"runtime.", "goroutine ", ".go:", "panic",
 	"graphql.RawParams", "Go value", "Go struct", "json: cannot", "map[string]interface", "[]interface",
-	"127.0.0.1:", "localhost:", ":6379", ":5432",
+	"127.0.0.1:", "localhost:",
 }
+
+// internalPort is an address with Redis's or PostgreSQL's port: a host's
+// last character, then the port (not a JSON key's closing quote, as in a
+// parse error's "column":6379).
+var internalPort = regexp.MustCompile(`[0-9A-Za-z.\]]:(6379|5432)\b`)
 
 // leaks returns the first internal detail in raw that the request did not
 // itself contain (an error may quote the request).
@@ -185,6 +191,9 @@ func leaks(raw, request []byte) string {
 		if bytes.Contains(raw, []byte(s)) && !bytes.Contains(request, []byte(s)) {
 			return s
 		}
+	}
+	if m := internalPort.Find(raw); m != nil && !bytes.Contains(request, m) {
+		return string(m)
 	}
 	return ""
 }
