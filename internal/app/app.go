@@ -218,7 +218,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		ReservationTTL:  cfg.ReservationTTL,
 		SoldOutTTL:      cfg.SoldOutTTL,
 		DefaultCurrency: cfg.DefaultCurrency,
-		Logger:          logger,
+		// Half an interval: the job's passes, an interval apart give or take
+		// a timer's jitter, still return a leak within two intervals, and an
+		// operator's pass a moment after the job's does not.
+		LeakAge: cfg.ReconcileInterval / 2,
+		Logger:  logger,
 	})
 	// Another instance's release makes a sold-out voucher sellable here too.
 	listenCtx, stopListening := context.WithCancel(context.WithoutCancel(ctx))

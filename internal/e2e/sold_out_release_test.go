@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/gate"
+	"voucherd/internal/testredis"
 	"voucherd/internal/voucher"
 )
 
@@ -76,7 +77,11 @@ func TestFlash_AReleasedUseSellsAgainAtOnceOnEveryInstance(t *testing.T) {
 // before, only a release announced one, and A answered OUT_OF_STOCK.
 func TestFlash_AUseGivenBackByReconciliationSellsOnEveryInstance(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"SOLD_OUT_TTL": "1m", "RECONCILE_INTERVAL": "300ms"}
+	// A database and a Redis of its own: a reconciliation pass goes over
+	// every flash voucher it finds, and every 300 ms it must reach this one.
+	rs := testredis.Start(t)
+	dbURL, _ := ownDatabase(t)
+	env := map[string]string{"SOLD_OUT_TTL": "1m", "RECONCILE_INTERVAL": "300ms", "REDIS_URL": rs.URL, "DATABASE_URL": dbURL}
 	a, b := restAPI{startServer(t, env)}, restAPI{startServer(t, env)}
 	code := createVoucher(t, a.s, flash(voucherSpec{TotalLimit: 2}))
 	if r := a.reserve(t, code, 1, uniqueOrder(), 100); r.Error != "" {
@@ -84,7 +89,7 @@ func TestFlash_AUseGivenBackByReconciliationSellsOnEveryInstance(t *testing.T) {
 	}
 	// A winner whose database write never started: admitted at the gate
 	// only, as by an instance that died right after the gate.
-	rdb := redis.NewClient(mustRedisOptions(t))
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ghost := uniqueOrder()
 	if verdict, err := gate.New(rdb).Reserve(context.Background(), code, 1, 0, voucher.ReserveRequest{Code: code, CustomerID: 2, OrderID: ghost, OrderAmount: 100}); err != nil || verdict != voucher.GateAdmitted {

@@ -309,6 +309,29 @@ func (g *Gate) Pause(ctx context.Context, code string) error {
 	return nil
 }
 
+// unlockScript deletes a lock only if it is still the caller's.
+var unlockScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// LockReconcile takes voucher:{CODE}:reconciling with a token of its own
+// for at most ttl: two reconciliation passes of one voucher never overlap
+// (the job's, an operator's, the one after a rebuild), so neither lowers
+// the gate by the drift the other already lowered.
+func (g *Gate) LockReconcile(ctx context.Context, code string, ttl time.Duration) (func(), bool, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return nil, false, err
+	}
+	token, key := hex.EncodeToString(b), keysOf(code).prefix+"reconciling"
+	ok, err := g.rdb.SetNX(ctx, key, token, ttl).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("gate: lock the reconciliation of %s: %w", code, err)
+	}
+	unlock := func() {
+		_ = unlockScript.Run(context.WithoutCancel(ctx), g.rdb, []string{key}, token).Err()
+	}
+	return unlock, ok, nil
+}
+
 // Lower takes up to n uses off the counter, never below zero, and returns
 // what remains; 0, changing nothing, when the gate does not hold the voucher.
 // Unlike the other scripts it is not idempotent: if the client retries it

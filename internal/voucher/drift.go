@@ -2,6 +2,7 @@ package voucher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -107,7 +108,10 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 	}
 	var reports []DriftReport
 	for _, v := range vouchers {
-		d, err := s.reconcileVoucher(ctx, v.Code)
+		d, err := s.reconcileVoucher(ctx, v.Code, false)
+		if errors.Is(err, errReconciling) {
+			continue // another pass has it now
+		}
 		if err != nil {
 			return reports, err
 		}
@@ -136,13 +140,60 @@ func (s *Service) ReconcileVoucher(ctx context.Context, code string) (DriftRepor
 	if !v.Flash || s.flash == nil {
 		return DriftReport{}, Errorf(NotFound, "voucher %s has no gate", code)
 	}
-	return s.reconcileVoucher(ctx, gateCode(v))
+	return s.reconcileVoucher(ctx, gateCode(v), true)
+}
+
+// reconcileLockTTL bounds a reconciliation pass's lock, should its instance
+// die mid-pass; reconcileLockWait is how long a pass waits for another's.
+const (
+	reconcileLockTTL  = 5 * time.Minute
+	reconcileLockWait = 30 * time.Second
+)
+
+// errReconciling: another pass holds the voucher's reconciliation lock.
+var errReconciling = &Error{Code: Unavailable, Message: "another reconciliation of the voucher is running; retry"}
+
+// lockReconcile takes the voucher's reconciliation lock; with wait it
+// waits up to reconcileLockWait for another pass's, else it answers
+// errReconciling at once.
+func (s *Service) lockReconcile(ctx context.Context, code string, wait bool) (func(), error) {
+	deadline := time.Now().Add(reconcileLockWait)
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		unlock, ok, err := s.gate.LockReconcile(ctx, code, reconcileLockTTL)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		if ok {
+			return unlock, nil
+		}
+		if !wait || time.Now().After(deadline) {
+			return nil, errReconciling
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, unavailable(ctx.Err())
+		}
+	}
+}
+
+// leakedSince reports whether previous is old enough that an order in it and
+// in the pass now has been held by the gate alone for a whole LeakAge.
+func (s *Service) leakedSince(previous DriftReport) bool {
+	return !previous.CheckedAt.IsZero() && time.Since(previous.CheckedAt) >= s.leakAge
 }
 
 // reconcileVoucher reads the database first and the gate second, so an order
 // admitted in between shows as in flight rather than as drift, and an order
 // released in between is recognised by the gate's released mark.
-func (s *Service) reconcileVoucher(ctx context.Context, code string) (DriftReport, error) {
+func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) (DriftReport, error) {
+	// One pass of a voucher at a time, on every instance: two passes close
+	// together would both lower the gate by the same drift.
+	unlock, err := s.lockReconcile(ctx, code, wait)
+	if err != nil {
+		return DriftReport{}, err
+	}
+	defer unlock()
 	settled := true
 	// Wait until the writes already on their way have reached the database,
 	// so they do not look like leaks.

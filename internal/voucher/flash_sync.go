@@ -240,6 +240,12 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 	for _, o := range gateSnap.Orders {
 		amounts[o.OrderID] = o.OrderAmount
 	}
+	// Leaked for a whole interval: in the previous report too, and that
+	// one at least LeakAge ago (an operator's pass just after the job's
+	// would otherwise take a write still on its way for a leak).
+	if !s.leakedSince(previous) {
+		return nil
+	}
 	returned := 0
 	for _, id := range d.OrdersOnlyInGate {
 		if !slices.Contains(previous.OrdersOnlyInGate, id) {

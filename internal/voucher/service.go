@@ -87,7 +87,12 @@ type Config struct {
 	// DefaultCurrency is the currency of a voucher created without one
 	// (DEFAULT_CURRENCY); default USD.
 	DefaultCurrency string
-	Logger          *slog.Logger
+	// LeakAge is how long the gate must have held an order the database
+	// lacks before reconciliation gives its use back: the two reports that
+	// show it are at least this far apart (half of RECONCILE_INTERVAL); 0:
+	// any two.
+	LeakAge time.Duration
+	Logger  *slog.Logger
 }
 
 // Service is the voucher service: every transport calls it.
@@ -99,7 +104,9 @@ type Service struct {
 	logger *slog.Logger
 	// currency is a new voucher's currency when it names none.
 	currency string
-	obs      Observer
+	// leakAge: Config.LeakAge.
+	leakAge time.Duration
+	obs     Observer
 	// flash is the write path of flash vouchers, chosen once: sync or
 	// kafka; nil without a gate.
 	flash flashPath
@@ -148,6 +155,7 @@ func NewService(deps Deps, cfg Config) *Service {
 		drift:    deps.Store,
 		gate:     deps.Gate,
 		ttl:      cfg.ReservationTTL,
+		leakAge:  cfg.LeakAge,
 		currency: cmp.Or(cfg.DefaultCurrency, "USD"),
 		logger:   cfg.Logger,
 		meta:     newMetadataCache(cfg.MetadataTTL),
