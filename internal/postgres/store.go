@@ -366,6 +366,22 @@ func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount
 func (s *Store) Confirm(ctx context.Context, code, orderID string, path voucher.Path) (voucher.Reservation, error) {
 	var res voucher.Reservation
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		return s.confirmOnce(ctx, q, code, orderID, path, &res, true)
+	})
+	if err != nil {
+		return voucher.Reservation{}, mapError(err)
+	}
+	return res, nil
+}
+
+// confirmOnce is one try of Confirm in its transaction. A reserve of the
+// same order committing meanwhile is invisible to the UPDATE (its row was
+// not committed when the UPDATE began) and visible to the read after it:
+// a row read RESERVED is tried again (retry), and only a second miss is
+// answered as expired. The explorer found the race: a confirm sent with
+// its reserve was refused RESERVATION_RELEASED, and the order then held.
+func (s *Store) confirmOnce(ctx context.Context, q *db.Queries, code, orderID string, path voucher.Path, res *voucher.Reservation, retry bool) error {
+	{
 		row, err := q.VoucherRedemptionConfirm(ctx, db.VoucherRedemptionConfirmParams{OrderID: orderID, Code: code})
 		if err == nil {
 			if row.CampaignCode != nil {
@@ -376,7 +392,7 @@ func (s *Store) Confirm(ctx context.Context, code, orderID string, path voucher.
 			if err := q.VoucherUseConfirm(ctx, row.VoucherCode); err != nil {
 				return err
 			}
-			res = toReservation(row)
+			*res = toReservation(row)
 			return q.ReservationEventInsert(ctx, event(row, "confirmed", path))
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -391,18 +407,19 @@ func (s *Store) Confirm(ctx context.Context, code, orderID string, path voucher.
 		}
 		switch voucher.Status(current.Status) {
 		case voucher.StatusConfirmed:
-			res = toReservation(current)
+			*res = toReservation(current)
 			return nil
 		case voucher.StatusReleased:
 			return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s was released", orderID)
 		}
+		if retry {
+			// Committed since the UPDATE began, or past expiresAt: the
+			// second try tells which.
+			return s.confirmOnce(ctx, q, code, orderID, path, res, false)
+		}
 		// Still RESERVED but past expiresAt: the sweep has not run yet.
 		return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s expired at %s", orderID, current.ExpiresAt.UTC().Format(time.RFC3339))
-	})
-	if err != nil {
-		return voucher.Reservation{}, mapError(err)
 	}
-	return res, nil
 }
 
 // Release gives a held use back. Errors: NOT_FOUND, ALREADY_CONFIRMED.
@@ -410,26 +427,37 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 	var res voucher.Reservation
 	var released bool
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		row, err := q.VoucherRedemptionRelease(ctx, db.VoucherRedemptionReleaseParams{OrderID: orderID, Code: code})
-		if err == nil {
-			res, released = toReservation(row), true
-			return giveBack(ctx, q, row, "released", path)
+		// Two tries: a reserve of the order committing meanwhile is
+		// invisible to the first UPDATE and visible to the read after it
+		// (as in confirmOnce); a row read RESERVED is released by the
+		// second, never answered as "released before".
+		for try := 0; ; try++ {
+			row, err := q.VoucherRedemptionRelease(ctx, db.VoucherRedemptionReleaseParams{OrderID: orderID, Code: code})
+			if err == nil {
+				res, released = toReservation(row), true
+				return giveBack(ctx, q, row, "released", path)
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
+			if errors.Is(err, pgx.ErrNoRows) || (err == nil && toReservation(current).VoucherCode != code) {
+				return reservationNotFound(code, orderID)
+			}
+			if err != nil {
+				return err
+			}
+			switch voucher.Status(current.Status) {
+			case voucher.StatusConfirmed:
+				return voucher.Errorf(voucher.AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
+			case voucher.StatusReleased:
+				res = toReservation(current) // released before: unchanged
+				return nil
+			}
+			if try > 0 {
+				return voucher.Errorf(voucher.Unavailable, "the release of order %s could not take its row; retry", orderID)
+			}
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && toReservation(current).VoucherCode != code) {
-			return reservationNotFound(code, orderID)
-		}
-		if err != nil {
-			return err
-		}
-		if voucher.Status(current.Status) == voucher.StatusConfirmed {
-			return voucher.Errorf(voucher.AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
-		}
-		res = toReservation(current) // released before: unchanged
-		return nil
 	})
 	if err != nil {
 		return voucher.Reservation{}, false, mapError(err)
