@@ -2,8 +2,8 @@ package voucher
 
 // The Kafka write path of flash vouchers (FLASH_WRITE_PATH=kafka): the gate
 // decides every reserve, confirm, release and expiry, and events carry the
-// decisions to the database. Why it keeps the rules: the README, "How kafka
-// mode keeps the rules".
+// decisions to the database. Why it keeps the rules: docs/write-paths.md,
+// "How kafka mode keeps the rules".
 
 import (
 	"context"

@@ -1,6 +1,3 @@
-// Package voucher is the domain of the voucher service: vouchers,
-// reservations, their rules and error codes. It imports no driver; stores
-// and the gate plug in through the interfaces in service.go.
 package voucher
 
 import (
