@@ -57,5 +57,8 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Mutation.ExtendVoucher = func(child int, _ model.ExtendVoucherInput) int { return write(child) }
 	c.Mutation.EndVoucher = func(child int, _ string) int { return write(child) }
 	c.Mutation.CreateCampaign = func(child int, _ model.CreateCampaignInput) int { return write(child) }
+	c.Mutation.RebuildGate = func(child int, _ string) int { return write(child) }
+	c.Mutation.ReconcileVoucher = func(child int, _ string) int { return write(child) }
+	c.Mutation.WarmGates = write
 	return c
 }

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"reflect"
 	"fmt"
 	"strings"
 	"testing"
@@ -79,6 +80,18 @@ func TestComplexity_CountsPagesAndWrites(t *testing.T) {
 		}
 		if err != nil && err.Extensions["code"] != "COMPLEXITY_LIMIT_EXCEEDED" {
 			t.Errorf("%s: %v, want COMPLEXITY_LIMIT_EXCEEDED", c.name, err.Extensions)
+		}
+	}
+}
+
+// TestComplexity_PricesEveryMutation: a mutation added to the schema gets a
+// write's cost, or this fails (it would cost one field and fit by the
+// hundred in a request).
+func TestComplexity_PricesEveryMutation(t *testing.T) {
+	m := reflect.ValueOf(complexityRoot().Mutation)
+	for i := range m.NumField() {
+		if m.Field(i).IsNil() {
+			t.Errorf("Mutation.%s has no complexity function: add it to complexityRoot", m.Type().Field(i).Name)
 		}
 	}
 }
