@@ -2,8 +2,8 @@ package graph
 
 import (
 	"context"
-	"reflect"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
