@@ -7,7 +7,10 @@
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:orders,
 -- KEYS[3] voucher:{CODE}:paused, KEYS[4] voucher:{CODE}:meta
 -- (layout in reserve.lua and admit.lua)
--- ARGV[1] orderId, ARGV[2] now (Unix ms)
+-- ARGV[1] orderId
+--
+-- "now" is this Redis server's clock (TIME), the clock expiresAt was set on
+-- (admit.lua): every instance decides the same, whatever its own clock.
 --
 -- Returns {answer, the order's value after the call ('' when unknown)}:
 --   PAUSED        an operator is rebuilding the gate; nothing changed
@@ -58,7 +61,9 @@ end
 if state == 'confirmed' then
   return {'CONFIRMED', known}
 end
-if tonumber(ARGV[2]) >= tonumber(f[5]) then
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now >= tonumber(f[5]) then
   return {'EXPIRED', known}
 end
 local confirmed = f[1] .. ':' .. f[2] .. ':confirmed:' .. f[4] .. ':' .. f[5]

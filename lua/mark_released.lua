@@ -16,7 +16,9 @@
 -- ARGV[1] orderId
 -- ARGV[2] 'release' (a caller's release) or 'expire' (the sweep: only once
 --         now >= expiresAt)
--- ARGV[3] now (Unix ms)
+--
+-- "now" is this Redis server's clock (TIME), the clock expiresAt was set on
+-- (admit.lua): every instance decides the same, whatever its own clock.
 --
 -- Returns {answer, the order's value after the call ('' when unknown)}:
 --   PAUSED        an operator is rebuilding the gate; nothing changed
@@ -66,7 +68,9 @@ end
 if state == 'confirmed' then
   return {'CONFIRMED', known}
 end
-if ARGV[2] == 'expire' and tonumber(ARGV[3]) < tonumber(f[5]) then
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[2] == 'expire' and now < tonumber(f[5]) then
   return {'NOT_DUE', known}
 end
 local releasing = f[1] .. ':' .. f[2] .. ':releasing:' .. f[4] .. ':' .. f[5]

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -83,7 +82,7 @@ func TestKafka_AReleaseWhoseGiveBackNeverRanIsGivenBackByReconciliation(t *testi
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
 	defer rdb.Close()
-	if d, _, err := gate.New(rdb).MarkReleased(ctx, code, order, time.Now(), false); err != nil || d != voucher.DecisionReleasedNow {
+	if d, _, err := gate.New(rdb).MarkReleased(ctx, code, order, false); err != nil || d != voucher.DecisionReleasedNow {
 		t.Fatalf("mark releasing: %v %v", d, err)
 	}
 	if _, released, err := postgres.New(db).Release(ctx, code, order, voucher.PathKafka); err != nil || !released {
@@ -94,4 +93,25 @@ func TestKafka_AReleaseWhoseGiveBackNeverRanIsGivenBackByReconciliation(t *testi
 		return r.Error == "", r.Error
 	})
 	assertNoDeadLetters(t, db, code)
+}
+
+// TestKafka_AConfirmIsDecidedOnTheGatesClockWhateverTheInstances: the
+// gate decides whether a reservation is still in time on its own clock,
+// the one its expiresAt was set on, so instances whose clocks differ
+// answer a confirm alike. Here an instance an hour ahead (CLOCK_OFFSET)
+// confirms a reservation taken on another a moment ago; before, it judged
+// it by its own clock and refused RESERVATION_RELEASED (issue 30, item 7).
+func TestKafka_AConfirmIsDecidedOnTheGatesClockWhateverTheInstances(t *testing.T) {
+	t.Parallel()
+	_, brokers := testBroker(t)
+	b := restAPI{kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers})}
+	ahead := restAPI{kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers, "CLOCK_OFFSET": "1h"})}
+	code := createVoucher(t, b.s, flash(voucherSpec{TotalLimit: 5}))
+	order := uniqueOrder()
+	if r := b.reserve(t, code, 1, order, 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	if r := ahead.confirm(t, code, order); r.Error != "" || r.status() != "CONFIRMED" {
+		t.Errorf("confirm on the instance an hour ahead: %q %q, want CONFIRMED", r.Error, r.status())
+	}
 }

@@ -307,22 +307,22 @@ func (g *Gate) Order(ctx context.Context, code, orderID string) (voucher.GateOrd
 // Confirm decides a confirm at now in one script: PAUSED, NOT_LOADED,
 // UNKNOWN, LEGACY, RELEASED, CONFIRMED, EXPIRED or CONFIRMED_NOW, with the
 // order as the gate holds it after the call.
-func (g *Gate) Confirm(ctx context.Context, code, orderID string, now time.Time) (voucher.GateDecision, voucher.GateOrder, error) {
+func (g *Gate) Confirm(ctx context.Context, code, orderID string) (voucher.GateDecision, voucher.GateOrder, error) {
 	k := keysOf(code)
-	return g.decide(ctx, confirmScript, "confirm", code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID, now.UnixMilli())
+	return g.decide(ctx, confirmScript, "confirm", code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID)
 }
 
 // MarkReleased decides a release (expireOnly false) or an expiry (true: only
 // once now >= expiresAt) in one script: PAUSED, NOT_LOADED, UNKNOWN, LEGACY,
 // RELEASED, CONFIRMED, NOT_DUE or RELEASED_NOW. A released order keeps its
 // use until Release, which runs once the database has released the row.
-func (g *Gate) MarkReleased(ctx context.Context, code, orderID string, now time.Time, expireOnly bool) (voucher.GateDecision, voucher.GateOrder, error) {
+func (g *Gate) MarkReleased(ctx context.Context, code, orderID string, expireOnly bool) (voucher.GateDecision, voucher.GateOrder, error) {
 	k := keysOf(code)
 	mode := "release"
 	if expireOnly {
 		mode = "expire"
 	}
-	return g.decide(ctx, markReleasedScript, mode, code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID, mode, now.UnixMilli())
+	return g.decide(ctx, markReleasedScript, mode, code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID, mode)
 }
 
 func (g *Gate) decide(ctx context.Context, script *redis.Script, op, code, orderID string, keys []string, args ...any) (voucher.GateDecision, voucher.GateOrder, error) {

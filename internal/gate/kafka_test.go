@@ -51,41 +51,46 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 		t.Fatalf("Order(nobody) = %v, %v; want not found", ok, err)
 	}
 
-	// Confirm: in time, once; then idempotent; release refused.
-	d, o, err := g.Confirm(ctx, code, "a", now.Add(time.Minute))
+	// Confirm: in time, once; then idempotent; release refused. The gate
+	// decides on its own clock (Redis's TIME): "in time" is an expiresAt
+	// ahead of it, "expired" one behind it.
+	d, o, err := g.Confirm(ctx, code, "a")
 	decide(t, "Confirm(a)", d, err, voucher.DecisionConfirmedNow)
 	if !o.Confirmed || o.Released || o.Releasing || !o.ExpiresAt.Equal(expires) {
 		t.Fatalf("confirmed order = %+v", o)
 	}
-	d, _, err = g.Confirm(ctx, code, "a", now.Add(time.Hour))
-	decide(t, "Confirm(a) again, past expiresAt", d, err, voucher.DecisionConfirmed)
-	d, _, err = g.MarkReleased(ctx, code, "a", now, false)
+	d, _, err = g.Confirm(ctx, code, "a")
+	decide(t, "Confirm(a) again", d, err, voucher.DecisionConfirmed)
+	d, _, err = g.MarkReleased(ctx, code, "a", false)
 	decide(t, "MarkReleased(a) confirmed", d, err, voucher.DecisionConfirmed)
-	d, _, err = g.MarkReleased(ctx, code, "a", now.Add(time.Hour), true)
+	d, _, err = g.MarkReleased(ctx, code, "a", true)
 	decide(t, "expiry of a confirmed order", d, err, voucher.DecisionConfirmed)
 	reserveTimed(t, g, 1, req(code, "a", 1, 100), created, expires, voucher.GateDuplicate)
 
-	// Expired: confirm refused without a change; the sweep releases it once due.
-	reserveTimed(t, g, 1, req(code, "b", 2, 100), created, expires, voucher.GateAdmitted)
-	d, _, err = g.Confirm(ctx, code, "b", expires)
-	decide(t, "Confirm(b) at expiresAt", d, err, voucher.DecisionExpired)
-	d, _, err = g.MarkReleased(ctx, code, "b", expires.Add(-time.Millisecond), true)
-	decide(t, "expiry of b before expiresAt", d, err, voucher.DecisionNotDue)
-	d, o, err = g.MarkReleased(ctx, code, "b", expires, true)
-	decide(t, "expiry of b at expiresAt", d, err, voucher.DecisionReleasedNow)
+	// Expired: confirm refused without a change; the sweep releases it once
+	// due, and not before.
+	past := now.Add(-time.Minute)
+	reserveTimed(t, g, 1, req(code, "b", 2, 100), past.Add(-15*time.Minute), past, voucher.GateAdmitted)
+	d, _, err = g.Confirm(ctx, code, "b")
+	decide(t, "Confirm(b) past expiresAt", d, err, voucher.DecisionExpired)
+	reserveTimed(t, g, 1, req(code, "b0", 5, 100), created, expires, voucher.GateAdmitted)
+	d, _, err = g.MarkReleased(ctx, code, "b0", true)
+	decide(t, "expiry of b0 before expiresAt", d, err, voucher.DecisionNotDue)
+	d, o, err = g.MarkReleased(ctx, code, "b", true)
+	decide(t, "expiry of b past expiresAt", d, err, voucher.DecisionReleasedNow)
 	if !o.Releasing || o.Released {
 		t.Fatalf("expired order = %+v, want releasing", o)
 	}
-	d, _, err = g.Confirm(ctx, code, "b", now)
+	d, _, err = g.Confirm(ctx, code, "b")
 	decide(t, "Confirm(b) once released", d, err, voucher.DecisionReleased)
-	reserveTimed(t, g, 1, req(code, "b", 2, 100), created, expires, voucher.GateReleased)
+	reserveTimed(t, g, 1, req(code, "b", 2, 100), past.Add(-15*time.Minute), past, voucher.GateReleased)
 
 	// A release keeps its use until the database released the row (Release).
 	reserveTimed(t, g, 1, req(code, "c", 3, 100), created, expires, voucher.GateAdmitted)
 	before := snapshotOf(t, g, code)
-	d, _, err = g.MarkReleased(ctx, code, "c", now, false)
+	d, _, err = g.MarkReleased(ctx, code, "c", false)
 	decide(t, "MarkReleased(c)", d, err, voucher.DecisionReleasedNow)
-	d, _, err = g.MarkReleased(ctx, code, "c", now, false)
+	d, _, err = g.MarkReleased(ctx, code, "c", false)
 	decide(t, "MarkReleased(c) again", d, err, voucher.DecisionReleased)
 	after := snapshotOf(t, g, code)
 	if after.Remaining != before.Remaining || after.Customers[3] != 1 {
@@ -106,14 +111,14 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 	if ok, err := g.Forget(ctx, code, "c2", 0); err != nil || !ok {
 		t.Fatalf("Forget(c2) = %v, %v", ok, err)
 	}
-	d, _, err = g.Confirm(ctx, code, "c2", now)
+	d, _, err = g.Confirm(ctx, code, "c2")
 	decide(t, "Confirm of a forgotten order", d, err, voucher.DecisionUnknown)
 
 	// A sync-mode order is left to the database.
 	reserve(t, g, 1, req(code, "s", 4, 100), voucher.GateAdmitted)
-	d, _, err = g.Confirm(ctx, code, "s", now)
+	d, _, err = g.Confirm(ctx, code, "s")
 	decide(t, "Confirm of a sync-mode order", d, err, voucher.DecisionLegacy)
-	d, _, err = g.MarkReleased(ctx, code, "s", now, false)
+	d, _, err = g.MarkReleased(ctx, code, "s", false)
 	decide(t, "MarkReleased of a sync-mode order", d, err, voucher.DecisionLegacy)
 
 	// An orderId claimed for one voucher is not another's.
@@ -146,9 +151,9 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 	if err := g.Pause(ctx, code); err != nil {
 		t.Fatal(err)
 	}
-	d, _, err = g.Confirm(ctx, code, "a", now)
+	d, _, err = g.Confirm(ctx, code, "a")
 	decide(t, "Confirm while paused", d, err, voucher.DecisionPaused)
-	d, _, err = g.MarkReleased(ctx, code, "a", now, false)
+	d, _, err = g.MarkReleased(ctx, code, "a", false)
 	decide(t, "MarkReleased while paused", d, err, voucher.DecisionPaused)
 	if err := g.Unload(ctx, code); err != nil {
 		t.Fatal(err)
@@ -159,9 +164,9 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 	if err := g.Unload(ctx, code); err != nil {
 		t.Fatal(err)
 	}
-	d, _, err = g.Confirm(ctx, code, "a", now)
+	d, _, err = g.Confirm(ctx, code, "a")
 	decide(t, "Confirm when not loaded", d, err, voucher.DecisionNotLoaded)
-	d, _, err = g.MarkReleased(ctx, code, "a", now, true)
+	d, _, err = g.MarkReleased(ctx, code, "a", true)
 	decide(t, "expiry when not loaded", d, err, voucher.DecisionNotLoaded)
 }
 
@@ -195,7 +200,7 @@ func TestKafkaScripts_LoadKeepsStatesAndTimes(t *testing.T) {
 		"a": voucher.DecisionConfirmedNow, "b": voucher.DecisionConfirmed, "c": voucher.DecisionReleased,
 		"d": voucher.DecisionReleased, "e": voucher.DecisionLegacy, "f": voucher.DecisionReleased,
 	} {
-		d, _, err := g.Confirm(ctx, code, id, now)
+		d, _, err := g.Confirm(ctx, code, id)
 		decide(t, "Confirm("+id+")", d, err, want)
 	}
 }

@@ -267,8 +267,7 @@ func (k *kafkaFlash) confirm(ctx context.Context, code, orderID string) (res Res
 	if !ok {
 		return Reservation{}, err != nil, err
 	}
-	now := clockNow()
-	decision, o, err := k.gate.Confirm(ctx, code, orderID, now)
+	decision, o, err := k.gate.Confirm(ctx, code, orderID)
 	if err != nil {
 		return Reservation{}, true, unavailable(err)
 	}
@@ -294,7 +293,7 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 	if !ok {
 		return Reservation{}, err != nil, err
 	}
-	decision, o, err := k.gate.MarkReleased(ctx, code, orderID, clockNow(), false)
+	decision, o, err := k.gate.MarkReleased(ctx, code, orderID, false)
 	if err != nil {
 		return Reservation{}, true, unavailable(err)
 	}
@@ -459,7 +458,7 @@ func (k *kafkaFlash) expireDue(pass context.Context, limit int) (int, error) {
 // (confirmed there, or not decidable now: a later pass tries again).
 func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, error) {
 	if d.Flash {
-		decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, clockNow(), true)
+		decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, true)
 		if err != nil {
 			k.logger.WarnContext(ctx, "expiry: gate did not answer; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
 			return false, nil

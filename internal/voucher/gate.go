@@ -242,11 +242,13 @@ type Gate interface {
 	// Order reads what the gate remembers of an order; ok is false when it
 	// does not know the order or holds nothing for the voucher.
 	Order(ctx context.Context, code, orderID string) (o GateOrder, ok bool, err error)
-	// Confirm decides a confirm at now (kafka mode).
-	Confirm(ctx context.Context, code, orderID string, now time.Time) (GateDecision, GateOrder, error)
+	// Confirm decides a confirm (kafka mode) at the gate's own clock, the one
+	// expiresAt was set on, so every instance decides the same.
+	Confirm(ctx context.Context, code, orderID string) (GateDecision, GateOrder, error)
 	// MarkReleased decides a release (expireOnly: an expiry, only once past
-	// expiresAt) at now, keeping the use until the database releases the row.
-	MarkReleased(ctx context.Context, code, orderID string, now time.Time, expireOnly bool) (GateDecision, GateOrder, error)
+	// expiresAt on the gate's clock), keeping the use until the database
+	// releases the row.
+	MarkReleased(ctx context.Context, code, orderID string, expireOnly bool) (GateDecision, GateOrder, error)
 	// ClaimOrder claims an orderId for a voucher across vouchers and returns
 	// the voucher holding the claim (code itself when it was free or ours).
 	ClaimOrder(ctx context.Context, orderID, code string) (owner string, err error)

@@ -139,16 +139,16 @@ func (g observedGate) Order(ctx context.Context, code, orderID string) (GateOrde
 	return o, ok, err
 }
 
-func (g observedGate) Confirm(ctx context.Context, code, orderID string, now time.Time) (GateDecision, GateOrder, error) {
+func (g observedGate) Confirm(ctx context.Context, code, orderID string) (GateDecision, GateOrder, error) {
 	start := time.Now()
-	d, o, err := g.Gate.Confirm(ctx, code, orderID, now)
+	d, o, err := g.Gate.Confirm(ctx, code, orderID)
 	g.obs.GateCall("confirm", err, time.Since(start))
 	return d, o, err
 }
 
-func (g observedGate) MarkReleased(ctx context.Context, code, orderID string, now time.Time, expireOnly bool) (GateDecision, GateOrder, error) {
+func (g observedGate) MarkReleased(ctx context.Context, code, orderID string, expireOnly bool) (GateDecision, GateOrder, error) {
 	start := time.Now()
-	d, o, err := g.Gate.MarkReleased(ctx, code, orderID, now, expireOnly)
+	d, o, err := g.Gate.MarkReleased(ctx, code, orderID, expireOnly)
 	op := "mark-released"
 	if expireOnly {
 		op = "mark-expired"
