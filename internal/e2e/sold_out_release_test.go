@@ -112,3 +112,40 @@ func TestFlash_AUseGivenBackByReconciliationSellsOnEveryInstance(t *testing.T) {
 	}
 	assertSameReservation(t, won, retry)
 }
+
+// TestFlash_ARetryOfAReleasedOrderIsReleasedAfterTheGateIsReloaded: sync
+// mode, a sold-out flash voucher whose gate Redis lost and reloaded from
+// the database: the identical retry of an order released before is
+// RESERVATION_RELEASED, as the contract says, not OUT_OF_STOCK. The reload
+// holds the released orders too; before, it held only the live ones, and
+// the sold-out gate refused the retry it did not know (found by the fault
+// explorer, seed 10).
+func TestFlash_ARetryOfAReleasedOrderIsReleasedAfterTheGateIsReloaded(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, _ := ownDatabase(t)
+	api := restAPI{startServer(t, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL})}
+	code := createVoucher(t, api.s, flash(voucherSpec{TotalLimit: 1}))
+	released := uniqueOrder()
+	if r := api.reserve(t, code, 1, released, 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	if r := api.release(t, code, released); r.Error != "" {
+		t.Fatalf("release: %s", r.Error)
+	}
+	if r := api.reserve(t, code, 2, uniqueOrder(), 100); r.Error != "" {
+		t.Fatalf("the released use sold again: %s", r.Error)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the released order's retry answered from the reloaded gate", func() (bool, string) {
+		r := api.reserve(t, code, 1, released, 100)
+		return r.Error != "UNAVAILABLE", r.Error
+	})
+	if r := api.reserve(t, code, 1, released, 100); r.Error != "RESERVATION_RELEASED" {
+		t.Errorf("the identical retry of a released order on a sold-out, reloaded gate: %q, want RESERVATION_RELEASED", r.Error)
+	}
+}

@@ -187,9 +187,11 @@ func (s *syncFlash) loadGate(ctx context.Context, code string) error {
 
 // gateSnapshot reads what a voucher's gate must hold from the database:
 // orders go to the gate without state or times, as reserve.lua writes them
-// there.
+// there. Released orders go too (holding no use), so that a retry of one is
+// answered RESERVATION_RELEASED by a reloaded gate, even sold out, rather
+// than OUT_OF_STOCK (the fault explorer found it after Redis lost its data).
 func (s *syncFlash) gateSnapshot(ctx context.Context, code string) (GateSnapshot, error) {
-	snap, err := s.store.GateSnapshot(ctx, code)
+	snap, err := s.store.GateSnapshotAll(ctx, code)
 	if err != nil {
 		return snap, err
 	}

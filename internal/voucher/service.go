@@ -47,6 +47,9 @@ type Store interface {
 	// GateSnapshot reads, in one consistent snapshot, what the gate of a flash
 	// voucher must hold: NOT_FOUND.
 	GateSnapshot(ctx context.Context, code string) (GateSnapshot, error)
+	// GateSnapshotAll is GateSnapshot with the released orders too, and the
+	// database's clock: NOT_FOUND.
+	GateSnapshotAll(ctx context.Context, code string) (GateSnapshot, error)
 	DriftStore
 	CampaignStore
 }
