@@ -147,6 +147,7 @@ var settingHelp = map[string]string{
 	"DEFAULT_CURRENCY":   "ISO 4217 currency of a voucher created without one (default USD)",
 	"SHUTDOWN_TIMEOUT":   "how long a SIGTERM waits for requests in flight (default 20s)",
 	"DEBUG_ADDR":         "loopback host:port for net/http/pprof (default none)",
+	"CLOCK_OFFSET":       "tests of clock skew only: shifts this instance's clock by a duration; refused in production (default none)",
 	"APP_ENV":            "development (or empty) or production: production turns off every development default",
 	"LOG_FORMAT":         "text or json (default text; json with APP_ENV=production)",
 	"LOG_LEVEL":          "debug, info, warn or error (default info)",
@@ -163,7 +164,7 @@ var (
 		about: "Runs the voucher service: GraphQL, REST, the dashboard at /admin, /healthz, /readyz and /metrics on HTTP_ADDR,\nwith the expiry, reconciliation and warm-up jobs. It applies pending migrations first. The default command.",
 		settings: []string{"HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "REDIS_AUTOPIPELINE", "KAFKA_BROKERS", "FLASH_WRITE_PATH", "ADMISSION_LEASE",
 			"STOREFRONT_TOKENS", "ADMIN_TOKENS", "METRICS_TOKENS", "TRUSTED_PROXIES", "RESERVATION_TTL", "EXPIRY_INTERVAL", "RECONCILE_INTERVAL",
-			"WARMUP_INTERVAL", "SOLD_OUT_TTL", "DEFAULT_CURRENCY", "SHUTDOWN_TIMEOUT", "DEBUG_ADDR", "APP_ENV", "LOG_FORMAT", "LOG_LEVEL", "GOGC", "GOMEMLIMIT"},
+			"WARMUP_INTERVAL", "SOLD_OUT_TTL", "DEFAULT_CURRENCY", "SHUTDOWN_TIMEOUT", "DEBUG_ADDR", "CLOCK_OFFSET", "APP_ENV", "LOG_FORMAT", "LOG_LEVEL", "GOGC", "GOMEMLIMIT"},
 	}
 	migrateCommand = command{
 		name:       "migrate",
