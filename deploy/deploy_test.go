@@ -95,7 +95,7 @@ func TestDeploy_TheExampleEnvFileHasEverySetting(t *testing.T) {
 	t.Parallel()
 	_, values := envFile(t, "voucherd.env.example")
 	// Not for a production server: test hooks and the development broker.
-	notHere := []string{"TEST_FAULTS", "BROKER_ADDR", "BROKER_DATA_DIR"}
+	notHere := []string{"TEST_FAULTS", "CLOCK_OFFSET", "BROKER_ADDR", "BROKER_DATA_DIR"}
 	for _, name := range append(settingsRead(t), "GOMEMLIMIT") {
 		if _, ok := values[name]; !ok && !slices.Contains(notHere, name) {
 			t.Errorf("deploy/voucherd.env.example lacks %s", name)
