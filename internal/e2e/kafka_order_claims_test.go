@@ -94,24 +94,3 @@ func TestKafka_AReleaseWhoseGiveBackNeverRanIsGivenBackByReconciliation(t *testi
 	})
 	assertNoDeadLetters(t, db, code)
 }
-
-// TestKafka_AConfirmIsDecidedOnTheGatesClockWhateverTheInstances: the
-// gate decides whether a reservation is still in time on its own clock,
-// the one its expiresAt was set on, so instances whose clocks differ
-// answer a confirm alike. Here an instance an hour ahead (CLOCK_OFFSET)
-// confirms a reservation taken on another a moment ago; before, it judged
-// it by its own clock and refused RESERVATION_RELEASED (issue 30, item 7).
-func TestKafka_AConfirmIsDecidedOnTheGatesClockWhateverTheInstances(t *testing.T) {
-	t.Parallel()
-	_, brokers := testBroker(t)
-	b := restAPI{kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers})}
-	ahead := restAPI{kafkaServer(t, map[string]string{"KAFKA_BROKERS": brokers, "CLOCK_OFFSET": "1h"})}
-	code := createVoucher(t, b.s, flash(voucherSpec{TotalLimit: 5}))
-	order := uniqueOrder()
-	if r := b.reserve(t, code, 1, order, 100); r.Error != "" {
-		t.Fatalf("reserve: %s", r.Error)
-	}
-	if r := ahead.confirm(t, code, order); r.Error != "" || r.status() != "CONFIRMED" {
-		t.Errorf("confirm on the instance an hour ahead: %q %q, want CONFIRMED", r.Error, r.status())
-	}
-}
