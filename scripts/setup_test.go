@@ -22,20 +22,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/testpg"
 )
 
 var (
-	testDatabaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
-	testRedisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	testDatabaseURL = testenv.DatabaseURL()
+	testRedisURL    = testenv.RedisURL()
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 // goModVersion is the go line of go.mod, which the script must demand.
 func goModVersion(t *testing.T) string {

@@ -12,19 +12,13 @@ import (
 	"time"
 
 	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
 )
 
 var (
-	testDatabaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
-	testRedisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	testDatabaseURL = testenv.DatabaseURL()
+	testRedisURL    = testenv.RedisURL()
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 // The quick mode end to end, with small counts: voucherd built and run as
 // its own process, every scenario loaded from load processes, the exact
