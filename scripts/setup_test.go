@@ -56,6 +56,7 @@ type run struct {
 // asUser is set. bins are extra programs put first on PATH (name -> script).
 func setup(t *testing.T, env map[string]string, bins map[string]string, asUser string, args ...string) run {
 	t.Helper()
+	testenv.SkipShort(t)
 	// Not t.TempDir(): its parent is private to root, and nobody must reach it.
 	dir, err := os.MkdirTemp("", "setup-test-")
 	if err != nil {

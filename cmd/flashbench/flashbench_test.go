@@ -25,6 +25,7 @@ var (
 // counts checked, the report written. Nothing here is timed; -max-time is
 // large so no load stops early on a slow machine.
 func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *testing.T) {
+	testenv.SkipShort(t) // builds and runs voucherd and the load as processes
 	dir := t.TempDir()
 	doc := filepath.Join(dir, "benchmarks.md")
 	if err := os.WriteFile(doc, []byte("# Benchmarks\n\n"+docBegin+"\nthe old table\n"+docEnd+"\n\nkept after the section\n"), 0o644); err != nil {
