@@ -30,11 +30,12 @@ CONTRACT_CHECK := ../shared/tools/contract-check
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint
 
-.PHONY: help setup migrate run broker build generate verify lint test bench bench-wrk fuzz explore
+.PHONY: help setup migrate run broker build generate verify lint check test bench bench-wrk fuzz explore
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
 	@echo "make test      set up (with Chromium), verify, go test -race ./..."
+	@echo "make check     the quick loop: go vet, then go test -short ./... (no browser, no spawned process)"
 	@echo "make setup     scripts/setup.sh: install and start what is missing"
 	@echo "make migrate   apply the database migrations to DATABASE_URL"
 	@echo "make broker    a development Kafka broker on 127.0.0.1:9092 that outlives a crash of serve"
@@ -140,6 +141,19 @@ test:
 	$(MAKE) --no-print-directory verify
 	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
 		go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg -- -race -count=1 -timeout 30m ./...
+
+# The quick loop while changing code: go vet, then the unit and in-process
+# tests against the shared test PostgreSQL and Redis. -short skips what
+# starts a browser or an OS process (internal/testenv SkipShort, called by
+# the harnesses: testproc, testpg, testredis, the browser tests, the setup
+# script's tests); make test runs those. One process stays: internal/gate's
+# TestMain starts its throwaway redis-server (its tests' order keys need an
+# empty Redis, and the shared one must not be flushed). No -race, no set-up,
+# no verify: make test is still what CI runs.
+check:
+	go vet ./...
+	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
+		go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg -- -short -count=1 -timeout 10m ./...
 
 bench:
 	bash scripts/setup.sh --run

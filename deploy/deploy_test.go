@@ -21,22 +21,16 @@ import (
 	"testing"
 	"time"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/testproc"
 )
 
 func TestMain(m *testing.M) { testproc.Main(m) }
 
 var (
-	testDatabaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
-	testRedisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	testDatabaseURL = testenv.DatabaseURL()
+	testRedisURL    = testenv.RedisURL()
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 // envFile reads KEY=value lines as systemd's EnvironmentFile does (comments
 // and blank lines skipped), in order.

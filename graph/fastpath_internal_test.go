@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"voucherd/internal/postgres"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 )
@@ -52,10 +52,7 @@ func testTwin(t testing.TB) *twin {
 }
 
 func newTwin(ctx context.Context) (*twin, error) {
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		url = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
-	}
+	url := testenv.DatabaseURL()
 	pool, err := pgxpool.New(ctx, url+"&pool_max_conns=4")
 	if err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"runtime"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"voucherd/internal/postgres"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 	"voucherd/server"
@@ -78,10 +78,7 @@ func testSurface(t testing.TB) *surface {
 }
 
 func newSurface(ctx context.Context) (*surface, error) {
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		url = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
-	}
+	url := testenv.DatabaseURL()
 	if !strings.Contains(url, "pool_max_conns") {
 		url += "&pool_max_conns=4"
 	}

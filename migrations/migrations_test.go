@@ -5,22 +5,20 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+
+	"voucherd/internal/testenv"
 )
 
 // freshDatabase creates an empty database for one test, dropped at its end.
 func freshDatabase(t *testing.T) *sql.DB {
 	t.Helper()
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		url = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
-	}
+	url := testenv.DatabaseURL()
 	ctx := context.Background()
 	admin, err := pgxpool.New(ctx, url)
 	if err != nil {

@@ -22,20 +22,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/testpg"
 )
 
 var (
-	testDatabaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
-	testRedisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	testDatabaseURL = testenv.DatabaseURL()
+	testRedisURL    = testenv.RedisURL()
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 // goModVersion is the go line of go.mod, which the script must demand.
 func goModVersion(t *testing.T) string {
@@ -62,6 +56,7 @@ type run struct {
 // asUser is set. bins are extra programs put first on PATH (name -> script).
 func setup(t *testing.T, env map[string]string, bins map[string]string, asUser string, args ...string) run {
 	t.Helper()
+	testenv.SkipShort(t)
 	// Not t.TempDir(): its parent is private to root, and nobody must reach it.
 	dir, err := os.MkdirTemp("", "setup-test-")
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"voucherd/internal/postgres"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 	"voucherd/server"
@@ -35,10 +35,7 @@ const (
 func authFirstServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	ctx := context.Background()
-	url := os.Getenv("TEST_DATABASE_URL")
-	if url == "" {
-		url = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
-	}
+	url := testenv.DatabaseURL()
 	pool, err := pgxpool.New(ctx, url)
 	if err == nil {
 		err = pool.Ping(ctx)

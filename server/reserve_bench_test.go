@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -32,6 +31,7 @@ import (
 
 	"voucherd/internal/gate"
 	"voucherd/internal/postgres"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 	"voucherd/server"
@@ -56,13 +56,6 @@ var (
 	benchErr    error
 )
 
-func benchEnvOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 func setUpBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
 	benchOnce.Do(func() { benchShared, benchErr = newBenchEnv(context.Background()) })
@@ -73,7 +66,7 @@ func setUpBenchEnv(b *testing.B) *benchEnv {
 }
 
 func newBenchEnv(ctx context.Context) (*benchEnv, error) {
-	pool, err := pgxpool.New(ctx, benchEnvOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"))
+	pool, err := pgxpool.New(ctx, testenv.DatabaseURL())
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +79,7 @@ func newBenchEnv(ctx context.Context) (*benchEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	rdb, err := gate.NewClient(benchEnvOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0"))
+	rdb, err := gate.NewClient(testenv.RedisURL())
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"voucherd/internal/postgres"
 	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 	"voucherd/web"
@@ -30,16 +31,9 @@ import (
 // database (no mocks of storage); the service has no gate, so flash
 // vouchers take the database path.
 var (
-	databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
+	databaseURL = testenv.DatabaseURL()
 	pool        *pgxpool.Pool
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 func TestMain(m *testing.M) {
 	ctx := context.Background()

@@ -12,25 +12,20 @@ import (
 	"time"
 
 	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
 )
 
 var (
-	testDatabaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
-	testRedisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	testDatabaseURL = testenv.DatabaseURL()
+	testRedisURL    = testenv.RedisURL()
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 // The quick mode end to end, with small counts: voucherd built and run as
 // its own process, every scenario loaded from load processes, the exact
 // counts checked, the report written. Nothing here is timed; -max-time is
 // large so no load stops early on a slow machine.
 func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *testing.T) {
+	testenv.SkipShort(t) // builds and runs voucherd and the load as processes
 	dir := t.TempDir()
 	doc := filepath.Join(dir, "benchmarks.md")
 	if err := os.WriteFile(doc, []byte("# Benchmarks\n\n"+docBegin+"\nthe old table\n"+docEnd+"\n\nkept after the section\n"), 0o644); err != nil {

@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"voucherd/internal/postgres"
 	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 )
 
@@ -116,10 +116,7 @@ func openPage(h http.Handler, target string, session *http.Cookie) int {
 // earlier one in.
 func TestDashboard_TheDevelopmentAccountSignsInOnlyOnALoopbackDevelopmentServer(t *testing.T) {
 	t.Parallel()
-	base := os.Getenv("TEST_DATABASE_URL")
-	if base == "" {
-		base = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
-	}
+	base := testenv.DatabaseURL()
 	ctx := context.Background()
 	dbURL := testdb.Own(t, base)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

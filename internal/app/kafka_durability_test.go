@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"voucherd/internal/testenv"
 )
 
 // TestServe_InProductionRefusesATopicThatCouldLoseAnAcknowledgedEvent: with
@@ -24,8 +25,8 @@ func TestServe_InProductionRefusesATopicThatCouldLoseAnAcknowledgedEvent(t *test
 	env := map[string]string{
 		"APP_ENV": "production", "FLASH_WRITE_PATH": "kafka", "KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","),
 		"HTTP_ADDR":         "127.0.0.1:0",
-		"DATABASE_URL":      or(os.Getenv("TEST_DATABASE_URL"), "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"),
-		"REDIS_URL":         or(os.Getenv("TEST_REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		"DATABASE_URL":      testenv.DatabaseURL(),
+		"REDIS_URL":         testenv.RedisURL(),
 		"STOREFRONT_TOKENS": "durability-storefront-token-0123456789", "ADMIN_TOKENS": "durability-admin-token-0123456789abc",
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/app"
+	"voucherd/internal/testenv"
 )
 
 // screenshotDir is where the browser test leaves a PNG of every page it
@@ -296,9 +297,10 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 }
 
 // chromiumPath finds Debian's chromium; the test fails (never skips) without
-// it, saying how to get it.
+// it, saying how to get it. Under -short (make check) the browser tests skip.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t)
 	for _, name := range []string{"chromium", "chromium-browser"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
@@ -314,6 +316,7 @@ func chromiumPath(t *testing.T) string {
 // browser starts headless Chromium for the test, with a throw-away profile.
 func browser(t *testing.T, path string) context.Context {
 	t.Helper()
+	testenv.SkipShort(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),

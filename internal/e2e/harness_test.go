@@ -22,6 +22,7 @@ import (
 
 	"voucherd/internal/app"
 	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
 )
 
 const (
@@ -30,16 +31,9 @@ const (
 )
 
 var (
-	databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
-	redisURL    = envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+	databaseURL = testenv.DatabaseURL()
+	redisURL    = testenv.RedisURL()
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 // server is one running voucherd.
 type server struct {

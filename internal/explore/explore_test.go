@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/testproc"
 )
 
@@ -67,10 +68,7 @@ func TestExplore(t *testing.T) {
 			seeds = append(seeds, *firstFlag+uint64(i))
 		}
 	}
-	dbURL := os.Getenv("TEST_DATABASE_URL")
-	if dbURL == "" {
-		dbURL = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
-	}
+	dbURL := testenv.DatabaseURL()
 	var summary []string
 	began := time.Now()
 	for _, seed := range seeds {

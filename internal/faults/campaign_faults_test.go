@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/testproc"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestCampaignFaults_SIGKILLMidGenerationLeavesNothingReservableAndResumes(t *testing.T) {
 	dbURL := ownDatabase(t)
 	db := openDB(t, dbURL)
-	env := serveEnv(dbURL, envOr("TEST_REDIS_URL", "redis://127.0.0.1:6379/0"), nil)
+	env := serveEnv(dbURL, testenv.RedisURL(), nil)
 	first := testproc.Serve(t, env)
 	const count = 600_000
 	out := graphql(t, first.URL, `mutation($in: CreateCampaignInput!) { createCampaign(input: $in) { campaign { id status } error { code message field } } }`,

@@ -24,7 +24,6 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -38,6 +37,7 @@ import (
 
 	"voucherd/internal/events"
 	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
 	"voucherd/internal/testproc"
 )
 
@@ -53,14 +53,7 @@ const (
 	admissionLease = 11 * time.Second
 )
 
-var databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
+var databaseURL = testenv.DatabaseURL()
 
 // serveEnv is the settings of a `voucherd serve` of these tests.
 func serveEnv(databaseURL, redisURL string, extra map[string]string) map[string]string {

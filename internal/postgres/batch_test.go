@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 )
@@ -22,16 +23,9 @@ import (
 // The store's tests run on the test database (make test sets it up), each
 // on vouchers of its own.
 var (
-	databaseURL = envOr("TEST_DATABASE_URL", "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable")
+	databaseURL = testenv.DatabaseURL()
 	testPool    *pgxpool.Pool
 )
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
 
 func TestMain(m *testing.M) {
 	ctx := context.Background()

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"voucherd/internal/testenv"
 )
 
 // Cluster is one PostgreSQL cluster of a test.
@@ -45,6 +47,7 @@ type Cluster struct {
 // database. It is stopped and removed when the test ends.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	testenv.SkipShort(t)
 	bin, err := binDir()
 	if err != nil {
 		t.Fatalf("testpg: %v (scripts/setup.sh installs PostgreSQL)", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/testpg"
 )
 
@@ -62,6 +63,7 @@ func TestCluster_StopsAndStartsOnItsPortWithItsData(t *testing.T) {
 // TestCluster_IsRemovedWhenItsTestEnds: after the test that started it, the
 // cluster no longer answers and its directory is gone.
 func TestCluster_IsRemovedWhenItsTestEnds(t *testing.T) {
+	testenv.SkipShort(t) // its subtest's Start would skip, leaving no cluster to look at
 	t.Parallel()
 	var c *testpg.Cluster
 	var dirs []string

@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"voucherd/internal/testenv"
 )
 
 // Bounds of the waits; a process that misses one fails its test.
@@ -62,6 +64,7 @@ func Main(m *testing.M) {
 // code under the race detector, and the machine is small).
 func Binary(t testing.TB) string {
 	t.Helper()
+	testenv.SkipShort(t)
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "testproc-")
 		if buildErr != nil {
@@ -120,6 +123,7 @@ type Proc struct {
 // until /readyz answers 200.
 func Serve(t testing.TB, env map[string]string) *Proc {
 	t.Helper()
+	testenv.SkipShort(t)
 	env = clone(env)
 	if env["HTTP_ADDR"] == "" {
 		env["HTTP_ADDR"] = "127.0.0.1:" + strconv.Itoa(FreePort(t))
@@ -135,6 +139,7 @@ func Serve(t testing.TB, env map[string]string) *Proc {
 // KAFKA_BROKERS for a Serve.
 func Broker(t testing.TB, env map[string]string) *Proc {
 	t.Helper()
+	testenv.SkipShort(t)
 	env = clone(env)
 	if env["BROKER_ADDR"] == "" {
 		env["BROKER_ADDR"] = "127.0.0.1:" + strconv.Itoa(FreePort(t))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/testenv"
 )
 
 // StartReplica runs a redis-server that replicates master (`--replicaof`),
@@ -20,6 +22,7 @@ import (
 // it: a master whose newest writes are lost, as in a real failover.
 func StartReplica(t testing.TB, master *Server) *Server {
 	t.Helper()
+	testenv.SkipShort(t)
 	host, port, _ := net.SplitHostPort(master.Addr)
 	s, err := Launch("--replicaof", host, port)
 	if err != nil {

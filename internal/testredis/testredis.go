@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"voucherd/internal/testenv"
 )
 
 // The binaries the harness runs; the tests of this project expect them there.
@@ -48,6 +50,7 @@ type Server struct {
 // directory, when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testenv.SkipShort(t)
 	s, err := Launch()
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +194,7 @@ type Cluster struct {
 // and stops them when the test ends.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	testenv.SkipShort(t)
 	c := &Cluster{}
 	for range 3 {
 		bus, err := freePort() // the default bus port (port+10000) may be taken

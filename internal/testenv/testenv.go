@@ -1,0 +1,75 @@
+// Package testenv is the test kit's settings and waits: where the tests find
+// the shared PostgreSQL and Redis (TEST_DATABASE_URL, TEST_REDIS_URL, as
+// `make test` sets them, with the same defaults as the Makefile), and
+// Eventually, a poll with a deadline in place of a fixed sleep.
+package testenv
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// The defaults of TEST_DATABASE_URL and TEST_REDIS_URL: the local services
+// that scripts/setup.sh makes.
+const (
+	DefaultDatabaseURL = "postgres://voucher@127.0.0.1:5432/voucher_test?sslmode=disable"
+	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
+)
+
+// EnvOr is the environment variable name, or def when it is unset or empty.
+func EnvOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// DatabaseURL is the test database: TEST_DATABASE_URL, or
+// DefaultDatabaseURL.
+func DatabaseURL() string { return EnvOr("TEST_DATABASE_URL", DefaultDatabaseURL) }
+
+// RedisURL is the test Redis: TEST_REDIS_URL, or DefaultRedisURL.
+func RedisURL() string { return EnvOr("TEST_REDIS_URL", DefaultRedisURL) }
+
+// Bounds of Eventually.
+const (
+	// EventuallyTimeout is how long Eventually polls before it fails the test.
+	EventuallyTimeout = 30 * time.Second
+	// EventuallyInterval is the pause between two polls.
+	EventuallyInterval = 20 * time.Millisecond
+)
+
+// Eventually polls cond until it reports true, and fails the test when it
+// has not within EventuallyTimeout, saying what was awaited and cond's last
+// account of why not (its string).
+func Eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	EventuallyWithin(t, EventuallyTimeout, what, cond)
+}
+
+// EventuallyWithin is Eventually with a deadline of its own.
+func EventuallyWithin(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %s", what, timeout, why)
+			return // for a testing.TB whose Fatalf does not stop the goroutine
+		}
+		time.Sleep(EventuallyInterval)
+	}
+}
+
+// SkipShort skips the test under `go test -short` (make check), for the
+// harnesses that start a browser or an OS process: make test runs them.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a spawned process; make test runs it")
+	}
+}
