@@ -148,12 +148,14 @@ test:
 # the harnesses: testproc, testpg, testredis, the browser tests, the setup
 # script's tests); make test runs those. One process stays: internal/gate's
 # TestMain starts its throwaway redis-server (its tests' order keys need an
-# empty Redis, and the shared one must not be flushed). No -race, no set-up,
-# no verify: make test is still what CI runs.
+# empty Redis, and the shared one must not be flushed). internal/e2e is left
+# out: each of its tests runs whole servers (about 5 minutes together). No
+# -race, no set-up, no verify: make test is still what CI runs.
 check:
 	go vet ./...
 	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
-		go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg -- -short -count=1 -timeout 10m ./...
+		go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg -- -short -count=1 -timeout 10m \
+		$$(go list ./... | grep -v '/internal/e2e$$')
 
 bench:
 	bash scripts/setup.sh --run
