@@ -373,3 +373,53 @@ func TestSettle_AFinalizeIsFencedByAPauseAndByTheServer(t *testing.T) {
 		t.Fatalf("finalize on another server: %q %v, want STALE", ans, err)
 	}
 }
+
+// The reconciliation lock: one holder at a time; renewed while held, so a
+// pass longer than its ttl keeps it; given back by unlock; a lock whose
+// holder died (or whose unlock a failover lost) lapses after its ttl.
+func TestLockReconcile_OneHolderRenewedUntilUnlockAndLapsingWhenItsHolderIsGone(t *testing.T) {
+	g, rdb := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	const ttl = 300 * time.Millisecond
+	unlock, ok, err := g.LockReconcile(ctx, code, ttl)
+	if err != nil || !ok {
+		t.Fatalf("first lock: %v %v", ok, err)
+	}
+	// Three ttls later, still held: renewed.
+	for deadline := time.Now().Add(3 * ttl); time.Now().Before(deadline); time.Sleep(ttl / 4) {
+		if _, ok, err := g.LockReconcile(ctx, code, ttl); err != nil || ok {
+			t.Fatalf("a second lock while the first is held: %v %v", ok, err)
+		}
+	}
+	unlock()
+	unlock2, ok, err := g.LockReconcile(ctx, code, ttl)
+	if err != nil || !ok {
+		t.Fatalf("lock after unlock: %v %v", ok, err)
+	}
+	unlock2()
+
+	// A dead holder's lock: no renewal, it lapses.
+	key := "voucher:{" + code + "}:reconciling"
+	if err := rdb.Set(ctx, key, "a-dead-holder", ttl).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := g.LockReconcile(ctx, code, ttl); ok {
+		t.Fatal("locked over a live key")
+	}
+	deadline := time.Now().Add(10 * ttl)
+	for {
+		unlock, ok, err := g.LockReconcile(ctx, code, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			unlock()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a dead holder's lock never lapsed")
+		}
+		time.Sleep(ttl / 4)
+	}
+}

@@ -309,13 +309,20 @@ func (g *Gate) Pause(ctx context.Context, code string) error {
 	return nil
 }
 
-// unlockScript deletes a lock only if it is still the caller's.
-var unlockScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+// unlockScript deletes a lock only if it is still the caller's; renewScript
+// extends it only if it is.
+var (
+	unlockScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+	renewScript  = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
+)
 
-// LockReconcile takes voucher:{CODE}:reconciling with a token of its own
-// for at most ttl: two reconciliation passes of one voucher never overlap
-// (the job's, an operator's, the one after a rebuild), so neither lowers
-// the gate by the drift the other already lowered.
+// LockReconcile takes voucher:{CODE}:reconciling with a token of its own:
+// two reconciliation passes of one voucher never overlap (the job's, an
+// operator's, the one after a rebuild), so neither lowers the gate by the
+// drift the other already lowered. The lock lasts ttl and is renewed every
+// ttl/3 until unlock, so a pass longer than ttl keeps it, and one whose
+// holder died, or whose unlock a failover to a lagging replica lost, holds
+// it for ttl at most.
 func (g *Gate) LockReconcile(ctx context.Context, code string, ttl time.Duration) (func(), bool, error) {
 	b := make([]byte, 8)
 	if _, err := rand.Read(b); err != nil {
@@ -326,10 +333,29 @@ func (g *Gate) LockReconcile(ctx context.Context, code string, ttl time.Duration
 	if err != nil {
 		return nil, false, fmt.Errorf("gate: lock the reconciliation of %s: %w", code, err)
 	}
+	if !ok {
+		return nil, false, nil
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_ = renewScript.Run(context.WithoutCancel(ctx), g.rdb, []string{key}, token, ttl.Milliseconds()).Err()
+			}
+		}
+	}()
 	unlock := func() {
+		close(stop)
+		<-stopped
 		_ = unlockScript.Run(context.WithoutCancel(ctx), g.rdb, []string{key}, token).Err()
 	}
-	return unlock, ok, nil
+	return unlock, true, nil
 }
 
 // Lower takes up to n uses off the counter, never below zero, and returns

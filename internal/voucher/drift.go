@@ -143,10 +143,11 @@ func (s *Service) ReconcileVoucher(ctx context.Context, code string) (DriftRepor
 	return s.reconcileVoucher(ctx, gateCode(v), true)
 }
 
-// reconcileLockTTL bounds a reconciliation pass's lock, should its instance
-// die mid-pass; reconcileLockWait is how long a pass waits for another's.
+// reconcileLockTTL bounds a reconciliation pass's lock should its holder
+// die (it is renewed while the pass runs); reconcileLockWait is how long an
+// operator's pass waits for another's.
 const (
-	reconcileLockTTL  = 5 * time.Minute
+	reconcileLockTTL  = 10 * time.Second
 	reconcileLockWait = 30 * time.Second
 )
 

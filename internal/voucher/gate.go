@@ -230,9 +230,10 @@ type Gate interface {
 	Pause(ctx context.Context, code string) error
 	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
 	Replace(ctx context.Context, snap GateSnapshot) error
-	// LockReconcile takes the voucher's reconciliation lock for at most ttl,
-	// across every instance; ok is false while another pass holds it.
-	// unlock gives it back (only this holder's).
+	// LockReconcile takes the voucher's reconciliation lock across every
+	// instance, renewed until unlock (a holder that dies keeps it ttl at
+	// most); ok is false while another pass holds it. unlock gives it back
+	// (only this holder's).
 	LockReconcile(ctx context.Context, code string, ttl time.Duration) (unlock func(), ok bool, err error)
 
 	// The calls of the Kafka write path (flash_kafka.go).
