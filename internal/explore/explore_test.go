@@ -42,7 +42,6 @@ var knownOpen = map[string]string{
 	"ORDER_CONFLICT for an orderId no voucher holds":                            "an ordinary reserve's claim (flash_kafka.go claimOrder), taken before its write, seen by a concurrent flash reserve before the database refused the write",
 }
 
-
 func TestMain(m *testing.M) { testproc.Main(m) }
 
 // TestExplore runs seeds of the fault explorer; `make explore SEEDS=N`
