@@ -398,10 +398,7 @@ func (s *Store) confirmOnce(ctx context.Context, q *db.Queries, code, orderID st
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && toReservation(current).VoucherCode != code) {
-			return reservationNotFound(code, orderID)
-		}
+		current, err := orderOnVoucher(ctx, q, code, orderID)
 		if err != nil {
 			return err
 		}
@@ -422,6 +419,16 @@ func (s *Store) confirmOnce(ctx context.Context, q *db.Queries, code, orderID st
 	}
 }
 
+// orderOnVoucher reads an order's row as confirm and release see it after
+// their UPDATE missed: NOT_FOUND when there is none for that code.
+func orderOnVoucher(ctx context.Context, q *db.Queries, code, orderID string) (db.VoucherRedemption, error) {
+	current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && toReservation(current).VoucherCode != code) {
+		return current, reservationNotFound(code, orderID)
+	}
+	return current, err
+}
+
 // Release gives a held use back. Errors: NOT_FOUND, ALREADY_CONFIRMED.
 func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.Path) (voucher.Reservation, bool, error) {
 	var res voucher.Reservation
@@ -440,10 +447,7 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			current, err := q.VoucherRedemptionGetByOrderID(ctx, orderID)
-			if errors.Is(err, pgx.ErrNoRows) || (err == nil && toReservation(current).VoucherCode != code) {
-				return reservationNotFound(code, orderID)
-			}
+			current, err := orderOnVoucher(ctx, q, code, orderID)
 			if err != nil {
 				return err
 			}
