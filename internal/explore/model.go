@@ -398,6 +398,9 @@ func (f OrderFailure) Kind() string {
 			}
 		}
 	}
+	if read.State == "RESERVED" && read.ExpiresAt != 0 && read.ExpiresAt < read.Sent-int64(5*time.Second) {
+		return "expired reservation still RESERVED when quiet"
+	}
 	if read.State == "CONFIRMED" && !confirmed {
 		return "row CONFIRMED, no confirm answered"
 	}
