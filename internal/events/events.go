@@ -87,12 +87,20 @@ func (nopObserver) ConsumerLag(int64)                          {}
 // EnsureTopics creates the topic and the dead-letter topic unless they exist.
 func EnsureTopics(ctx context.Context, cfg Config) error {
 	cfg = cfg.withDefaults()
+	return withAdmin(cfg, func(adm *kadm.Client) error { return ensureTopics(ctx, adm, cfg) })
+}
+
+// withAdmin runs fn with an admin client of cfg's brokers, closed after.
+func withAdmin(cfg Config, fn func(*kadm.Client) error) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	return fn(kadm.NewClient(cl))
+}
+
+func ensureTopics(ctx context.Context, adm *kadm.Client, cfg Config) error {
 	for _, t := range []struct {
 		name       string
 		partitions int32
@@ -124,12 +132,10 @@ const (
 // event.
 func CheckDurability(ctx context.Context, cfg Config) error {
 	cfg = cfg.withDefaults()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
-	if err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	return withAdmin(cfg, func(adm *kadm.Client) error { return checkDurability(ctx, adm, cfg) })
+}
+
+func checkDurability(ctx context.Context, adm *kadm.Client, cfg Config) error {
 	topics := []string{cfg.Topic, cfg.DeadLetterTopic}
 	details, err := adm.ListTopics(ctx, topics...)
 	if err != nil {
