@@ -152,46 +152,13 @@ func inputErrors(schema *ast.Schema, query string, op *ast.OperationDefinition, 
 // (input.discountType), and says whether it is a leaf (not an object or a
 // list).
 func literalField(doc *ast.QueryDocument, line, column int) (found string, leaf bool) {
-	var visit func(v *ast.Value, path string)
-	visit = func(v *ast.Value, path string) {
-		if v == nil || found != "" {
-			return
+	eachValue(doc, func(v *ast.Value, path string) bool {
+		if v.Position == nil || v.Position.Line != line || v.Position.Column != column {
+			return false
 		}
-		if v.Position != nil && v.Position.Line == line && v.Position.Column == column {
-			found, leaf = path, v.Kind != ast.ObjectValue && v.Kind != ast.ListValue
-			return
-		}
-		for i, c := range v.Children {
-			if v.Kind == ast.ListValue {
-				visit(c.Value, path+"["+strconv.Itoa(i)+"]")
-			} else {
-				visit(c.Value, path+"."+c.Name)
-			}
-		}
-	}
-	var walk func(set ast.SelectionSet)
-	walk = func(set ast.SelectionSet) {
-		for _, sel := range set {
-			switch sel := sel.(type) {
-			case *ast.Field:
-				for _, a := range sel.Arguments {
-					visit(a.Value, a.Name)
-				}
-				walk(sel.SelectionSet)
-			case *ast.InlineFragment:
-				walk(sel.SelectionSet)
-			}
-		}
-	}
-	for _, op := range doc.Operations {
-		for _, v := range op.VariableDefinitions {
-			visit(v.DefaultValue, v.Variable)
-		}
-		walk(op.SelectionSet)
-	}
-	for _, f := range doc.Fragments {
-		walk(f.SelectionSet)
-	}
+		found, leaf = path, v.Kind != ast.ObjectValue && v.Kind != ast.ListValue
+		return true
+	})
 	return found, leaf
 }
 

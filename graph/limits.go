@@ -244,36 +244,50 @@ func (c boundedCache[T]) Add(ctx context.Context, key string, value T) {
 // scalars' and the domain's, which give their own INVALID_INPUT.
 func refuseWideIntegers(doc *ast.QueryDocument) *gqlerror.Error {
 	var found *gqlerror.Error
-	var visit func(v *ast.Value, field string)
-	visit = func(v *ast.Value, field string) {
-		if v == nil || found != nil {
+	eachValue(doc, func(v *ast.Value, field string) bool {
+		if v.Kind != ast.IntValue {
+			return false
+		}
+		if _, err := strconv.ParseInt(v.Raw, 10, 64); err == nil {
+			return false
+		}
+		// The path is the document's, not yet validated: names of input
+		// fields that may not exist, nested at will.
+		field = truncate(field)
+		found = &gqlerror.Error{
+			Message:    field + " is outside the integers this API takes (at most 9223372036854775807 in size)",
+			Extensions: map[string]any{"code": "INVALID_INPUT", "field": field},
+		}
+		if v.Position != nil {
+			found.Locations = []gqlerror.Location{{Line: v.Position.Line, Column: v.Position.Column}}
+		}
+		return true
+	})
+	return found
+}
+
+// eachValue calls fn with every value written in doc (variables' defaults,
+// the arguments of fields and directives, in operations and fragments, and
+// the values nested in them), each with its path (input, input.code,
+// items[0]), until fn returns true.
+func eachValue(doc *ast.QueryDocument, fn func(v *ast.Value, path string) (stop bool)) {
+	stopped := false
+	var visit func(v *ast.Value, path string)
+	visit = func(v *ast.Value, path string) {
+		if v == nil || stopped {
 			return
 		}
-		switch v.Kind {
-		case ast.IntValue:
-			if _, err := strconv.ParseInt(v.Raw, 10, 64); err != nil {
-				// The path is the document's, not yet validated: names of
-				// input fields that may not exist, nested at will.
-				field = truncate(field)
-				found = &gqlerror.Error{
-					Message:    field + " is outside the integers this API takes (at most 9223372036854775807 in size)",
-					Extensions: map[string]any{"code": "INVALID_INPUT", "field": field},
-				}
-				if v.Position != nil {
-					found.Locations = []gqlerror.Location{{Line: v.Position.Line, Column: v.Position.Column}}
-				}
-			}
-		case ast.ObjectValue:
-			for _, c := range v.Children {
-				visit(c.Value, field+"."+c.Name)
-			}
-		case ast.ListValue:
-			for i, c := range v.Children {
-				visit(c.Value, field+"["+strconv.Itoa(i)+"]")
+		if stopped = fn(v, path); stopped {
+			return
+		}
+		for i, c := range v.Children {
+			if v.Kind == ast.ListValue {
+				visit(c.Value, path+"["+strconv.Itoa(i)+"]")
+			} else {
+				visit(c.Value, path+"."+c.Name)
 			}
 		}
 	}
-	var walk func(set ast.SelectionSet)
 	args := func(list ast.ArgumentList) {
 		for _, a := range list {
 			visit(a.Value, a.Name)
@@ -284,6 +298,7 @@ func refuseWideIntegers(doc *ast.QueryDocument) *gqlerror.Error {
 			args(d.Arguments)
 		}
 	}
+	var walk func(set ast.SelectionSet)
 	walk = func(set ast.SelectionSet) {
 		for _, sel := range set {
 			switch sel := sel.(type) {
@@ -310,5 +325,4 @@ func refuseWideIntegers(doc *ast.QueryDocument) *gqlerror.Error {
 		directives(f.Directives)
 		walk(f.SelectionSet)
 	}
-	return found
 }
