@@ -345,8 +345,9 @@ var errConcurrentOrder = errors.New("order id inserted by a concurrent transacti
 // useRefused says why the voucher's conditional update took no use: sold out
 // (OUT_OF_STOCK, checked first), the discount would take budgetUsed past
 // voucher.MaxMoney (INVALID_INPUT) or the budget cannot cover it
-// (BUDGET_EXHAUSTED), else the window closed meanwhile (OUT_OF_STOCK, as
-// before budgets).
+// (BUDGET_EXHAUSTED), else the window is closed by the database's clock,
+// changed since the voucher was read (NOT_ELIGIBLE, rule 3: the only
+// condition of the update left).
 func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount int64) error {
 	row, err := q.VoucherGetByCode(ctx, owner)
 	if err != nil {
@@ -354,12 +355,13 @@ func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount
 	}
 	v := toVoucher(row)
 	v.Code = code // the caller's code in the answer
-	if v.Remaining() > 0 {
-		if err := v.BudgetRefusal(v.BudgetUsed, discount); err != nil {
-			return err
-		}
+	if v.Remaining() <= 0 {
+		return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", code)
 	}
-	return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", code)
+	if err := v.BudgetRefusal(v.BudgetUsed, discount); err != nil {
+		return err
+	}
+	return voucher.Errorf(voucher.NotEligible, "voucher %s is not valid now", code)
 }
 
 // Confirm makes a live reservation final. Errors: NOT_FOUND, RESERVATION_RELEASED.

@@ -193,21 +193,76 @@ func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservati
 	return res, err
 }
 
-// refusedAtGate answers the gate's refusals that are the same on every path.
-func (s *Service) refusedAtGate(v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
+// refusedAtGate answers the gate's refusals that are the same on every
+// path, after rule 2: a gate knows its own voucher's orders, not the
+// database's, so an orderId the database holds (on another voucher, or on
+// this one when the gate lacks it after a failover) gets the answer its
+// reservation gives a retry instead (refusedUnlessHeld).
+func (s *Service) refusedAtGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
+	return s.refusedUnlessHeld(ctx, v, r, gateRefusal(v, r, verdict))
+}
+
+// gateRefusal is the error of a gate's refusal.
+func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 	switch verdict {
 	case GateCodeUsedUp:
-		return Reservation{}, CodeUsedUp(v.Code)
+		return CodeUsedUp(v.Code)
 	case GateAlreadyUsed:
-		return Reservation{}, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
+		return Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, v.Code)
 	case GateOutOfStock:
-		return Reservation{}, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
+		return Errorf(OutOfStock, "voucher %s is sold out", v.Code)
 	case GateSumTooLarge:
-		return Reservation{}, SumTooLarge()
+		return SumTooLarge()
 	case GateBudgetExhausted:
-		return Reservation{}, Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, v.DiscountFor(r.OrderAmount))
+		return Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, v.DiscountFor(r.OrderAmount))
+	case GateNotEligible:
+		return Errorf(NotEligible, "voucher %s is not valid now or not for an order of %d", v.Code, r.OrderAmount)
 	}
-	return Reservation{}, Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
+	return Errorf(Unavailable, "the gate gave no answer; retry with the same orderId")
+}
+
+// refusedUnlessHeld answers a flash reserve refused by rule 3, 4 or 5
+// (NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED)
+// without the database: rule 2 comes before them, so the orderId is looked
+// up first (one coalesced read, shared by the crowd's refusals under a
+// stampede) and, if the database holds it, answered as a retry of that
+// reservation (ORDER_CONFLICT on another voucher or with other terms,
+// RESERVATION_RELEASED, or the reservation itself). Without an answer
+// within heldLookupTimeout the refusal stands, so a slow database does not
+// hold up a sold-out voucher's late crowd.
+func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
+	switch ErrorCodeOf(refusal) {
+	case NotEligible, AlreadyUsed, OutOfStock, BudgetExhausted: // a used-up campaign code is OUT_OF_STOCK
+		if held, ok := s.heldOrder(ctx, r.OrderID); ok {
+			r.Code = v.Code
+			return r.Retry(held)
+		}
+	}
+	return Reservation{}, refusal
+}
+
+// heldLookupTimeout bounds a flash reserve's question to the database
+// whether its orderId holds a reservation already.
+const heldLookupTimeout = 250 * time.Millisecond
+
+// heldOrder asks the database whether orderID holds a reservation already.
+// The gate and the claims cannot always say: a claim in Redis lasts a day
+// and goes with Redis's data, and a reload can miss an order whose event
+// was on its way; the database keeps every reservation for ever. One
+// coalesced read, briefly: without an answer (the database down or slow)
+// the gate decides alone, so an outage of the database does not stop a
+// kafka-mode sale.
+func (s *Service) heldOrder(ctx context.Context, orderID string) (Reservation, bool) {
+	ctx, cancel := context.WithTimeout(ctx, heldLookupTimeout)
+	defer cancel()
+	res, err := s.store.Reservation(ctx, orderID)
+	if err != nil {
+		if ErrorCodeOf(err) != NotFound {
+			s.logger.WarnContext(ctx, "a flash reserve's orderId not checked against the database; the gate decides alone", "order", orderID, "err", err)
+		}
+		return Reservation{}, false
+	}
+	return res, true
 }
 
 // gateGiveBackTimeout bounds giving one released use back to the gate,

@@ -56,7 +56,7 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 	}
 	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
 		*path = PathGateMemory
-		return k.refusedAtGate(v, r, verdict)
+		return k.refusedAtGate(ctx, v, r, verdict)
 	}
 	*path = PathKafka
 	discount := v.DiscountFor(r.OrderAmount)
@@ -91,18 +91,16 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 	case GateLost:
 		k.logger.ErrorContext(ctx, "a retry of an order whose event the database refused", "code", v.Code, "order", r.OrderID)
 		return Reservation{}, Errorf(Unavailable, "the reservation for order %s could not be recorded; operators are alerted", r.OrderID)
-	case GateNotEligible:
-		return Reservation{}, Errorf(NotEligible, "voucher %s is not valid now or not for an order of %d", v.Code, r.OrderAmount)
 	case GateReleased:
 		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
 	case GateOrderConflict:
 		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another customer or amount", r.OrderID)
 	case GateClaimedElsewhere:
-		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
+		return k.claimedElsewhere(ctx, v.Code, r, "")
 	case GateOutOfStock:
 		k.noteSoldOut(ctx, v.Code)
 	}
-	return k.refusedAtGate(v, r, a.Verdict) // ALREADY_USED, OUT_OF_STOCK
+	return k.refusedAtGate(ctx, v, r, a.Verdict) // NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, the budget's
 }
 
 // admit carries an admission (or an adopted one) to the broker and
@@ -124,11 +122,11 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 		}
 		if owner != v.Code {
 			k.giveBack(ctx, v, a)
-			return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
+			return k.claimedElsewhere(ctx, v.Code, r, owner)
 		}
 	}
 	if a.Verdict == GateAdmitted {
-		if earlier, ok := k.earlier(ctx, r.OrderID); ok {
+		if earlier, ok := k.heldOrder(ctx, r.OrderID); ok {
 			return k.reserveOfEarlier(ctx, v, r, a, earlier)
 		}
 	}
@@ -174,29 +172,6 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 	// FAIL: a retry adopted the admission, or the gate was reloaded without
 	// it and it is void now: not a success, and the consumer skips its event.
 	return Reservation{}, Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", r.OrderID)
-}
-
-// earlierLookupTimeout bounds a new winner's question to the database.
-const earlierLookupTimeout = 250 * time.Millisecond
-
-// earlier asks the database whether orderID holds a reservation already.
-// The gate and the claims cannot always say: a claim in Redis lasts a day
-// and goes with Redis's data, and a reload can miss an order whose event
-// was on its way; the database keeps every reservation for ever. One
-// coalesced read per new winner, briefly: without an answer (the database
-// down or slow) the claim decides alone, so an outage of the database does
-// not stop a kafka-mode sale.
-func (k *kafkaFlash) earlier(ctx context.Context, orderID string) (Reservation, bool) {
-	ctx, cancel := context.WithTimeout(ctx, earlierLookupTimeout)
-	defer cancel()
-	res, err := k.store.Reservation(ctx, orderID)
-	if err != nil {
-		if ErrorCodeOf(err) != NotFound {
-			k.logger.WarnContext(ctx, "a new winner's orderId not checked against the database; its claim decides alone", "order", orderID, "err", err)
-		}
-		return Reservation{}, false
-	}
-	return res, true
 }
 
 // reserveOfEarlier answers a new admission whose orderId the database holds
@@ -407,9 +382,36 @@ func (k *kafkaFlash) claimOrder(ctx context.Context, r ReserveRequest) error {
 		return nil
 	}
 	if owner != r.Code {
-		return Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
+		_, err := k.claimedElsewhere(ctx, r.Code, r, owner)
+		return err // nil: the database holds the order on this voucher, and its write path answers it
 	}
 	return nil
+}
+
+// claimedElsewhere answers a reserve of an orderId that another voucher's
+// claim holds (owner; "" when the gate only said so). A claim is taken
+// before its write is decided, so it alone does not prove the order is
+// held: ORDER_CONFLICT needs the database to hold the order, or the
+// owner's gate to hold it (admitted, its event on its way). Otherwise the
+// owner's write is still being decided (or ended without a use, and its
+// claim will go): UNAVAILABLE, retry, never a conflict for an orderId no
+// voucher holds. A rare path: only an orderId sent to two vouchers.
+func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r ReserveRequest, owner string) (Reservation, error) {
+	if held, ok := k.heldOrder(ctx, r.OrderID); ok {
+		r.Code = code
+		return r.Retry(held)
+	}
+	if owner == "" {
+		if o, ok, err := k.gate.OrderOwner(ctx, r.OrderID); err == nil && ok {
+			owner = o
+		}
+	}
+	if owner != "" && owner != code {
+		if o, ok, err := k.gate.Order(ctx, owner, r.OrderID); err == nil && ok && !o.Void {
+			return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
+		}
+	}
+	return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID)
 }
 
 // unclaimOrder drops the claim claimOrder took when the database refused

@@ -25,7 +25,7 @@ type syncFlash struct {
 // reserve passes the gate first so only winners reach the database.
 func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
 	if err := v.CheckEligible(clockNow(), r); err != nil {
-		return Reservation{}, err
+		return s.refusedUnlessHeld(ctx, v, r, err)
 	}
 	gk := gateCode(v) // a campaign code's campaign's gate
 	if verdict, ok := s.soldOut.verdict(gk, r); ok {
@@ -120,7 +120,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 	case GateDuplicate, GateReleased, GateOrderConflict:
 		return s.reserveKnown(ctx, r)
 	}
-	return s.refusedAtGate(v, r, verdict)
+	return s.refusedAtGate(ctx, v, r, verdict)
 }
 
 // writeAdmitted writes a reserve the gate admitted, in its voucher's (or
