@@ -224,15 +224,23 @@ func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 // refusedUnlessHeld answers a flash reserve refused by rule 3, 4 or 5
 // (NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED)
 // without the database: rule 2 comes before them, so the orderId is looked
-// up first (one coalesced read, shared by the crowd's refusals under a
-// stampede) and, if the database holds it, answered as a retry of that
-// reservation (ORDER_CONFLICT on another voucher or with other terms,
-// RESERVATION_RELEASED, or the reservation itself). Without an answer
-// within heldLookupTimeout the refusal stands, so a slow database does not
-// hold up a sold-out voucher's late crowd.
+// up first (one coalesced read) and, if the database holds it, answered as
+// a retry of that reservation (ORDER_CONFLICT on another voucher or with
+// other terms, RESERVATION_RELEASED, or the reservation itself).
+//
+// The question is paced (heldChecks): a read per refusal would make the
+// late crowd of a sold-out voucher, which the gate and its sold-out memory
+// answer without the database, a query each (measured: the sold-out row of
+// make bench fell from 0.88 to 0.69 x the HTTP ceiling). Past the pace,
+// and without an answer within heldLookupTimeout, the refusal stands: only
+// its code can be wrong, for an orderId the caller already used on another
+// voucher; no use is taken and no success is lost either way.
 func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
 	switch ErrorCodeOf(refusal) {
 	case NotEligible, AlreadyUsed, OutOfStock, BudgetExhausted: // a used-up campaign code is OUT_OF_STOCK
+		if !s.heldChecks.Allow() {
+			return Reservation{}, refusal
+		}
 		if held, ok := s.heldOrder(ctx, r.OrderID); ok {
 			r.Code = v.Code
 			return r.Retry(held)
@@ -240,6 +248,14 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 	}
 	return Reservation{}, refusal
 }
+
+// heldChecksPerSecond and heldChecksBurst pace the refusals' questions to
+// the database per process: every refusal of a sale's ordinary traffic, a
+// fraction of a stampede's late crowd.
+const (
+	heldChecksPerSecond = 200
+	heldChecksBurst     = 100
+)
 
 // heldLookupTimeout bounds a flash reserve's question to the database
 // whether its orderId holds a reservation already.

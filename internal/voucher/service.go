@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 )
 
 // Store is PostgreSQL, the truth. Each method is one transaction and returns
@@ -120,6 +121,8 @@ type Service struct {
 
 	meta    *metadataCache
 	soldOut *soldOutCache
+	// heldChecks paces refusedUnlessHeld's questions to the database.
+	heldChecks *rate.Limiter
 	// gens are the campaign generators running in this process.
 	gens *generators
 	// flashCodes maps the codes of READY flash campaigns to their campaign.
@@ -153,17 +156,18 @@ func NewService(deps Deps, cfg Config) *Service {
 		deps.Gate = observedGate{Gate: deps.Gate, obs: deps.Observer}
 	}
 	s := &Service{
-		obs:      deps.Observer,
-		store:    deps.Store,
-		drift:    deps.Store,
-		gate:     deps.Gate,
-		ttl:      cfg.ReservationTTL,
-		leakAge:  cfg.LeakAge,
-		currency: cmp.Or(cfg.DefaultCurrency, "USD"),
-		logger:   cfg.Logger,
-		meta:     newMetadataCache(cfg.MetadataTTL),
-		soldOut:  newSoldOutCache(cfg.SoldOutTTL),
-		gens:     newGenerators(),
+		obs:        deps.Observer,
+		store:      deps.Store,
+		drift:      deps.Store,
+		gate:       deps.Gate,
+		ttl:        cfg.ReservationTTL,
+		leakAge:    cfg.LeakAge,
+		currency:   cmp.Or(cfg.DefaultCurrency, "USD"),
+		logger:     cfg.Logger,
+		meta:       newMetadataCache(cfg.MetadataTTL),
+		soldOut:    newSoldOutCache(cfg.SoldOutTTL),
+		heldChecks: rate.NewLimiter(heldChecksPerSecond, heldChecksBurst),
+		gens:       newGenerators(),
 
 		flashCodes: newFlashCodes(),
 		writing:    newWritesInFlight(),
