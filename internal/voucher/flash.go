@@ -46,6 +46,11 @@ type flashPath interface {
 	// gives it back after the write was refused with err.
 	claimOrder(ctx context.Context, r ReserveRequest) error
 	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
+	// heldInFlight answers, for an orderId the database does not hold, a
+	// reserve on code of an order another voucher holds with its write
+	// still on its way (kafka mode: the claim and the owner's gate);
+	// decided is false when no other voucher holds it that way.
+	heldInFlight(ctx context.Context, code string, r ReserveRequest) (res Reservation, err error, decided bool)
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error
@@ -241,9 +246,17 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 		if !s.heldChecks.Allow() {
 			return Reservation{}, refusal
 		}
-		if held, ok := s.heldOrder(ctx, r.OrderID); ok {
+		held, found, err := s.lookupOrder(ctx, r.OrderID)
+		switch {
+		case found:
 			r.Code = v.Code
 			return r.Retry(held)
+		case err != nil:
+			// Refusing could be the wrong rule; UNAVAILABLE never is.
+			return Reservation{}, Errorf(Unavailable, "order %s could not be checked; retry with the same orderId", r.OrderID)
+		}
+		if res, err, decided := s.flash.heldInFlight(ctx, v.Code, r); decided {
+			return res, err
 		}
 	}
 	return Reservation{}, refusal
@@ -269,16 +282,26 @@ const heldLookupTimeout = 250 * time.Millisecond
 // the gate decides alone, so an outage of the database does not stop a
 // kafka-mode sale.
 func (s *Service) heldOrder(ctx context.Context, orderID string) (Reservation, bool) {
+	res, found, err := s.lookupOrder(ctx, orderID)
+	if err != nil {
+		s.logger.WarnContext(ctx, "a flash reserve's orderId not checked against the database; the gate decides alone", "order", orderID, "err", err)
+	}
+	return res, found
+}
+
+// lookupOrder reads orderID's reservation within heldLookupTimeout; err
+// is set when the database gave no answer (not for an order it lacks).
+func (s *Service) lookupOrder(ctx context.Context, orderID string) (res Reservation, found bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, heldLookupTimeout)
 	defer cancel()
-	res, err := s.store.Reservation(ctx, orderID)
-	if err != nil {
-		if ErrorCodeOf(err) != NotFound {
-			s.logger.WarnContext(ctx, "a flash reserve's orderId not checked against the database; the gate decides alone", "order", orderID, "err", err)
-		}
-		return Reservation{}, false
+	res, err = s.store.Reservation(ctx, orderID)
+	switch {
+	case err == nil:
+		return res, true, nil
+	case ErrorCodeOf(err) == NotFound:
+		return Reservation{}, false, nil
 	}
-	return res, true
+	return Reservation{}, false, err
 }
 
 // gateGiveBackTimeout bounds giving one released use back to the gate,

@@ -392,7 +392,7 @@ func (k *kafkaFlash) claimOrder(ctx context.Context, r ReserveRequest) error {
 // claim holds (owner; "" when the gate only said so). A claim is taken
 // before its write is decided, so it alone does not prove the order is
 // held: ORDER_CONFLICT needs the database to hold the order, or the
-// owner's gate to hold it (admitted, its event on its way). Otherwise the
+// owner's gate to hold it past its admission (heldInFlight). Otherwise the
 // owner's write is still being decided (or ended without a use, and its
 // claim will go): UNAVAILABLE, retry, never a conflict for an orderId no
 // voucher holds. A rare path: only an orderId sent to two vouchers.
@@ -401,17 +401,42 @@ func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r Reserv
 		r.Code = code
 		return r.Retry(held)
 	}
-	if owner == "" {
-		if o, ok, err := k.gate.OrderOwner(ctx, r.OrderID); err == nil && ok {
-			owner = o
-		}
-	}
-	if owner != "" && owner != code {
-		if o, ok, err := k.gate.Order(ctx, owner, r.OrderID); err == nil && ok && !o.Void {
-			return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID)
-		}
+	if res, err, decided := k.heldBy(ctx, code, r, owner); decided {
+		return res, err
 	}
 	return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID)
+}
+
+// heldInFlight: an order admitted on another flash voucher is in the
+// database only once the consumer applied its event; until then its claim
+// names that voucher and that voucher's gate holds it.
+func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest) (Reservation, error, bool) {
+	return k.heldBy(ctx, code, r, "")
+}
+
+// heldBy reads the orderId's claim (owner, when not given) and the
+// owner's gate: an order settled there (live, confirmed, released, lost)
+// is held, ORDER_CONFLICT; one still pending may yet be given back,
+// UNAVAILABLE; decided is false when no other voucher's gate holds it.
+func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, owner string) (Reservation, error, bool) {
+	if owner == "" {
+		o, ok, err := k.gate.OrderOwner(ctx, r.OrderID)
+		if err != nil || !ok {
+			return Reservation{}, nil, false
+		}
+		owner = o
+	}
+	if owner == code {
+		return Reservation{}, nil, false
+	}
+	o, ok, err := k.gate.Order(ctx, owner, r.OrderID)
+	switch {
+	case err != nil || !ok || o.Void:
+		return Reservation{}, nil, false
+	case o.Pending:
+		return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID), true
+	}
+	return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID), true
 }
 
 // unclaimOrder drops the claim claimOrder took when the database refused

@@ -273,6 +273,12 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 func (s *syncFlash) claimOrder(context.Context, ReserveRequest) error    { return nil }
 func (s *syncFlash) unclaimOrder(context.Context, ReserveRequest, error) {}
 
+// heldInFlight: on the sync path every answered reservation is in the
+// database already.
+func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest) (Reservation, error, bool) {
+	return Reservation{}, nil, false
+}
+
 // accepts every voucher: reserve.lua keeps the budget with the stock, and
 // the database after it.
 func (s *syncFlash) accepts(NewVoucher) error { return nil }
