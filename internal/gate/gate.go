@@ -722,6 +722,13 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 		}
 		snap.Room = &room
 	}
+	if _, ok := meta["startsAt"]; ok {
+		terms, err := parseTerms(meta)
+		if err != nil {
+			return snap, err
+		}
+		snap.Terms = &terms
+	}
 	for id, n := range customers {
 		cid, err1 := strconv.ParseInt(id, 10, 64)
 		count, err2 := strconv.Atoi(n)
@@ -739,6 +746,20 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 	}
 	slices.SortFunc(snap.Orders, func(a, b voucher.GateOrder) int { return strings.Compare(a.OrderID, b.OrderID) })
 	return snap, nil
+}
+
+// parseTerms reads a kafka-mode gate's window and minimum (load.lua): the
+// window is kept on Redis's clock, offset from the database's.
+func parseTerms(meta map[string]string) (voucher.GateTerms, error) {
+	var n [4]int64
+	for i, field := range []string{"startsAt", "endsAt", "offset", "minOrder"} {
+		v, err := strconv.ParseInt(meta[field], 10, 64)
+		if err != nil {
+			return voucher.GateTerms{}, fmt.Errorf("%s %q: %w", field, meta[field], err)
+		}
+		n[i] = v
+	}
+	return voucher.GateTerms{Epoch: meta["epoch"], StartsAt: time.UnixMilli(n[0] - n[2]), EndsAt: time.UnixMilli(n[1] - n[2]), MinOrderAmount: n[3]}, nil
 }
 
 // parseOrder reads "customerId:amount", "customerId:amount:released" or

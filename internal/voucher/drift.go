@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -219,6 +220,11 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 		// the database.
 		return s.drift.SaveDriftReport(ctx, d)
 	}
+	if !IsCampaignGate(code) {
+		if d, rebuilt, err := s.termsFollowed(ctx, code, gateSnap, d); rebuilt || err != nil {
+			return d, err
+		}
+	}
 	inStore := make(map[string]bool, len(dbSnap.Orders))
 	for _, o := range dbSnap.Orders {
 		inStore[o.OrderID] = true
@@ -293,6 +299,66 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 	}
 	s.obs.DriftChecked(d)
 	return s.drift.SaveDriftReport(ctx, d)
+}
+
+// termsFollowed compares the terms a gate decides on with the voucher's
+// in the database. A change of terms (updateVoucher, an extension) reaches
+// the gate after the database's commit; if that step failed, the gate
+// would go on deciding on the old ones: a window, minimum or per-customer
+// limit the contract no longer has. The gate is then rebuilt from the
+// database (as RebuildGate, under this pass's lock) and the pass reports
+// it as an alert.
+func (s *Service) termsFollowed(ctx context.Context, code string, gateSnap GateSnapshot, d DriftReport) (DriftReport, bool, error) {
+	v, err := s.store.Voucher(ctx, code)
+	if err != nil {
+		return d, false, err
+	}
+	why := termsDiffer(v, gateSnap, time.Now())
+	if why == "" {
+		return d, false, nil
+	}
+	s.logger.ErrorContext(ctx, "the gate decides on terms the voucher no longer has; rebuilding it", "code", code, "differs", why)
+	d.Alert = true
+	s.soldOut.forget(code)
+	err = s.gate.Pause(ctx, code)
+	if err == nil {
+		err = s.flashFor(code).rebuild(ctx, code)
+	}
+	if err != nil {
+		d.Repaired = "the gate's " + why + " differed from the voucher's; its rebuild failed (" + string(ErrorCodeOf(err)) + ")"
+		saved, serr := s.drift.SaveDriftReport(ctx, d)
+		return saved, true, errors.Join(unavailable(err), serr)
+	}
+	d.Repaired = "the gate's " + why + " differed from the voucher's: rebuilt from the database"
+	saved, err := s.drift.SaveDriftReport(ctx, d)
+	return saved, true, err
+}
+
+// termsDiffer names the terms a gate holds that differ from the voucher's
+// ("" when none do).
+func termsDiffer(v Voucher, g GateSnapshot, now time.Time) string {
+	var differ []string
+	if g.PerUserLimit != v.PerUserLimit {
+		differ = append(differ, "perUserLimit")
+	}
+	if t := g.Terms; t != nil {
+		if !t.StartsAt.Equal(v.StartsAt.Truncate(time.Millisecond)) {
+			differ = append(differ, "startsAt")
+		}
+		// endVoucher closes the gate's window first, at Redis's now, then
+		// the database's at its own: the two ends differ by the moment
+		// between, and a rebuild in that moment would reopen the gate. So
+		// an end the gate has passed already is left alone (a gate closed
+		// early only undersells); a later or still-open one must match.
+		ends := v.EndsAt.Truncate(time.Millisecond)
+		if t.EndsAt.After(ends) || (t.EndsAt.Before(ends) && t.EndsAt.After(now)) {
+			differ = append(differ, "endsAt")
+		}
+		if t.MinOrderAmount != v.MinOrderAmount {
+			differ = append(differ, "minOrderAmount")
+		}
+	}
+	return strings.Join(differ, ", ")
 }
 
 // RebuildGate reloads a flash voucher's gate from the database. It raises the

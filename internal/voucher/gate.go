@@ -171,6 +171,10 @@ type GateSnapshot struct {
 	// keeps so an extension raises it by the difference (Gate.Extend); 0:
 	// unknown.
 	Total int
+	// Terms, read back from a kafka-mode gate, are the window (on the
+	// database's clock) and the minimum it decides on; nil on the sync
+	// path, whose gate decides neither.
+	Terms *GateTerms
 }
 
 // GateExtension is a change of a flash voucher's total or end, already made
