@@ -222,17 +222,24 @@ func refusedOrTransient(err error) error {
 
 // DueReservations lists up to limit RESERVED reservations past their
 // deadline by the database's clock, oldest deadline first.
+//
+// The reservations the database decides alone (ordinary vouchers', flash
+// campaigns') come first, up to limit, then up to limit of those a flash
+// gate decides: a gate that cannot decide now (paused, not due on its
+// clock, an admission pending) leaves its rows due, and oldest first they
+// would fill every pass's list and stop every other voucher's expiry.
 func (s *Store) DueReservations(ctx context.Context, limit int) ([]voucher.DueReservation, error) {
-	rows, err := s.q.VoucherRedemptionListDueWithFlash(ctx, limit32(limit))
-	if err != nil {
-		return nil, mapError(err)
-	}
-	out := make([]voucher.DueReservation, len(rows))
-	for i, r := range rows {
-		// A flash campaign's reservation is the database's to expire, as on
-		// the sync path (its gate only hears of the use given back).
-		campaign := r.VoucherRedemption.CampaignCode != nil
-		out[i] = voucher.DueReservation{Reservation: toReservation(r.VoucherRedemption), Flash: r.Flash && !campaign}
+	var out []voucher.DueReservation
+	for _, gateDecides := range []bool{false, true} {
+		rows, err := s.q.VoucherRedemptionListDueWithFlash(ctx, db.VoucherRedemptionListDueWithFlashParams{GateDecides: gateDecides, N: limit32(limit)})
+		if err != nil {
+			return nil, mapError(err)
+		}
+		for _, r := range rows {
+			// A flash campaign's reservation is the database's to expire, as
+			// on the sync path (its gate only hears of the use given back).
+			out = append(out, voucher.DueReservation{Reservation: toReservation(r.VoucherRedemption), Flash: gateDecides})
+		}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +113,62 @@ func TestExpireDue_ConcurrentSweepsReleaseEachReservationOnceInBatches(t *testin
 		t.Fatalf("%d reservations released by %d transactions in %d sweeps that released any; want one transaction a sweep, far fewer than one a row", len(orders), writers, nonEmpty)
 	}
 	t.Logf("%d reservations released by %d transactions", len(orders), writers)
+}
+
+// TestDueReservations_AGateThatCannotDecideStopsNoOtherVouchersExpiry: in
+// kafka mode a flash voucher's due reservations wait for its gate (paused,
+// not due on its clock, an admission pending) and stay due meanwhile. A
+// pass's list must still reach the ordinary vouchers' due reservations,
+// however many flash rows are older. Before, the list was the oldest due
+// rows of every voucher: limit of them from one flash voucher whose gate
+// could not decide filled every pass, and no other reservation expired
+// (issue 30, item 8).
+func TestDueReservations_AGateThatCannotDecideStopsNoOtherVouchersExpiry(t *testing.T) {
+	ctx := context.Background()
+	s := New(ownDatabase(t))
+	flashCode := newFlashVoucher(t, s, 100, 10, 0)
+	ordinary := strings.ToUpper(unique("ORD"))
+	if _, err := s.CreateVoucher(ctx, voucher.NewVoucher{
+		Code: ordinary, DiscountType: voucher.DiscountFixed, DiscountAmount: 100, Currency: "USD", TotalLimit: 10, PerUserLimit: 10,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 5
+	for i := range limit + 2 { // older than the ordinary one, and more than a list holds
+		r := voucher.ReserveRequest{Code: flashCode, CustomerID: 1, OrderID: unique("f"), OrderAmount: 500}
+		if _, _, err := s.ReserveAdmitted(ctx, r, time.Duration(i+1)*time.Millisecond, voucher.PathKafka); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	ordinaryOrder := unique("o")
+	if _, _, err := s.Reserve(ctx, voucher.ReserveRequest{Code: ordinary, CustomerID: 1, OrderID: ordinaryOrder, OrderAmount: 500}, time.Millisecond, voucher.PathDatabase); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // every reservation is due
+
+	due, err := s.DueReservations(ctx, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flashDue int
+	var ordinaryListed bool
+	for _, d := range due {
+		switch d.VoucherCode {
+		case flashCode:
+			flashDue++
+			if !d.Flash {
+				t.Errorf("flash order %s listed as the database's to expire", d.OrderID)
+			}
+		case ordinary:
+			ordinaryListed = d.OrderID == ordinaryOrder && !d.Flash
+		}
+	}
+	if !ordinaryListed {
+		t.Errorf("the ordinary voucher's due reservation is not listed behind %d older flash ones (list: %d rows)", flashDue, len(due))
+	}
+	if flashDue != limit {
+		t.Errorf("%d flash reservations listed, want the limit %d", flashDue, limit)
+	}
 }

@@ -490,19 +490,26 @@ SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_red
 FROM voucher_redemption
 JOIN voucher v ON v.code = voucher_redemption.voucher_code
 WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
+  AND (v.flash AND voucher_redemption.campaign_code IS NULL) = $1::boolean
 ORDER BY voucher_redemption.expires_at
-LIMIT $1
+LIMIT $2
 `
+
+type VoucherRedemptionListDueWithFlashParams struct {
+	GateDecides bool
+	N           int32
+}
 
 type VoucherRedemptionListDueWithFlashRow struct {
 	VoucherRedemption VoucherRedemption
 	Flash             bool
 }
 
-// VoucherRedemptionListDueWithFlash lists reservations past their deadline
-// with whether their voucher is flash (the gate decides those first).
-func (q *Queries) VoucherRedemptionListDueWithFlash(ctx context.Context, limit int32) ([]VoucherRedemptionListDueWithFlashRow, error) {
-	rows, err := q.db.Query(ctx, voucherRedemptionListDueWithFlash, limit)
+// VoucherRedemptionListDueWithFlash lists reservations past their deadline,
+// either those a flash voucher's gate decides first (gate_decides: a flash
+// voucher's own, not a flash campaign's) or the others.
+func (q *Queries) VoucherRedemptionListDueWithFlash(ctx context.Context, arg VoucherRedemptionListDueWithFlashParams) ([]VoucherRedemptionListDueWithFlashRow, error) {
+	rows, err := q.db.Query(ctx, voucherRedemptionListDueWithFlash, arg.GateDecides, arg.N)
 	if err != nil {
 		return nil, err
 	}

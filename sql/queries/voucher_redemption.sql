@@ -142,15 +142,17 @@ SET status = 'RELEASED', released_at = sqlc.arg(decided_at)
 WHERE order_id = $1 AND status = 'RESERVED'
 RETURNING *;
 
--- VoucherRedemptionListDueWithFlash lists reservations past their deadline
--- with whether their voucher is flash (the gate decides those first).
+-- VoucherRedemptionListDueWithFlash lists reservations past their deadline,
+-- either those a flash voucher's gate decides first (gate_decides: a flash
+-- voucher's own, not a flash campaign's) or the others.
 -- name: VoucherRedemptionListDueWithFlash :many
 SELECT sqlc.embed(voucher_redemption), v.flash
 FROM voucher_redemption
 JOIN voucher v ON v.code = voucher_redemption.voucher_code
 WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
+  AND (v.flash AND voucher_redemption.campaign_code IS NULL) = sqlc.arg(gate_decides)::boolean
 ORDER BY voucher_redemption.expires_at
-LIMIT $1;
+LIMIT sqlc.arg(n);
 
 -- VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
 -- their states and times, which a gate in kafka mode holds.
