@@ -82,6 +82,11 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 	case GateDuplicate:
 		return k.duplicate(ctx, v, r, a)
 	case GateNotLoaded, GateStale:
+		if closed := v.CheckEligible(clockNow(), r); closed != nil && clockNow().After(gateExpireAt(v, k.ttl)) {
+			// Its gate went for good a week after the window: closed,
+			// whatever the database holds of its orders (rule 2 first).
+			return k.refusedUnlessHeld(ctx, v, r, closed)
+		}
 		k.requestRecovery(v.Code)
 		return Reservation{}, Errorf(Unavailable, "the sale of %s is being prepared; retry with the same orderId", v.Code)
 	case GatePaused:
@@ -326,6 +331,13 @@ func (k *kafkaFlash) undecided(v Voucher, orderID string, decision GateDecision,
 	case DecisionPaused:
 		return true, Errorf(Unavailable, "voucher %s is being rebuilt; retry", v.Code)
 	case DecisionNotLoaded, DecisionStale:
+		if clockNow().After(gateExpireAt(v, k.ttl)) {
+			// The gate went for good a week after the window and the last
+			// TTL (its keys expire then): every decision it made is in the
+			// database long since, which decides alone now. Reloading it
+			// would only answer UNAVAILABLE for ever.
+			return true, nil
+		}
 		// Its decisions in flight reach the database before it is loaded
 		// again (the consumer reloads it at the recovery marker).
 		k.requestRecovery(v.Code)
