@@ -9,7 +9,8 @@
 -- KEYS[3] voucher:{CODE}:orders
 -- KEYS[4] voucher:{CODE}:meta       total: the totalLimit the stock was loaded
 --                                   or last raised with (load.lua writes it);
---                                   endsAt/offset in kafka mode; expireAt
+--                                   endsAt/offset in kafka mode; expireAt;
+--                                   version, new when the stock is raised
 -- ARGV[1] the total before the change, ARGV[2] the total after it
 -- ARGV[3] endsAt before, ARGV[4] endsAt after (Unix ms, the database's clock)
 -- ARGV[5] the new expireAt (Unix ms)
@@ -45,7 +46,10 @@ end
 local total = tonumber(redis.call('HGET', meta, 'total') or ARGV[1])
 if newTotal > total then
   redis.call('INCRBY', stock, newTotal - total)
-  redis.call('HSET', meta, 'total', newTotal)
+  local t = redis.call('TIME')
+  -- A new version: a reconciliation pass whose snapshots were read before
+  -- this raise must not lower the stock by a drift they reckoned (lower.lua).
+  redis.call('HSET', meta, 'total', newTotal, 'version', t[1] .. '.' .. t[2])
 end
 
 -- Kafka mode decides the window at the gate, on this server's clock: the

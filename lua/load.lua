@@ -130,7 +130,10 @@ local at = 8 + 2 * k
 local n = tonumber(ARGV[at])
 hset_pairs(customers, at + 1, at + 2 * n)
 hset_pairs(orders, at + 1 + 2 * n, #ARGV)
-redis.call('HSET', meta, 'perUserLimit', ARGV[3], 'expireAt', ARGV[4])
+-- version: this load's own, so a reconciliation pass whose snapshots were
+-- read before it does not lower the new stock (lower.lua).
+local loadedAt = redis.call('TIME')
+redis.call('HSET', meta, 'perUserLimit', ARGV[3], 'expireAt', ARGV[4], 'version', loadedAt[1] .. '.' .. loadedAt[2])
 if extra['budget'] then
   -- What the snapshot's reservations hold is spent already: a rebuilt gate
   -- never hands out more than the database's budget_amount - budget_used.

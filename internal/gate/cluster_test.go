@@ -66,7 +66,7 @@ func TestGate_OnACluster(t *testing.T) {
 				release(t, g, code, "new1", true)
 				release(t, g, code, "new1", false)
 				reserve(t, g, 2, req(code, "new1", 1_000_001, 100), voucher.GateReleased)
-				if n, err := g.Lower(ctx, code, 5); err != nil || n != 0 {
+				if n, _, err := g.Lower(ctx, code, 5, version(t, g, code)); err != nil || n != 0 {
 					t.Fatalf("Lower = %d, %v; want 0, nil", n, err)
 				}
 				if err := g.Pause(ctx, code); err != nil {

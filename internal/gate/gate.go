@@ -359,16 +359,35 @@ func (g *Gate) LockReconcile(ctx context.Context, code string, ttl time.Duration
 }
 
 // Lower takes up to n uses off the counter, never below zero, and returns
-// what remains; 0, changing nothing, when the gate does not hold the voucher.
-// Unlike the other scripts it is not idempotent: if the client retries it
-// after a lost reply it lowers twice, which undersells until the next
-// reconciliation reports it, and never oversells.
-func (g *Gate) Lower(ctx context.Context, code string, n int) (int, error) {
-	left, err := lowerScript.Run(ctx, g.rdb, []string{keysOf(code).stock}, n).Int()
+// what remains; 0, changing nothing, when the gate does not hold the voucher;
+// lowered false, changing nothing, when its version is no longer version
+// (loaded again or raised since). Unlike the other scripts it is not
+// idempotent: if the client retries it after a lost reply it lowers twice,
+// which undersells until the next reconciliation reports it, and never
+// oversells.
+func (g *Gate) Lower(ctx context.Context, code string, n int, version string) (int, bool, error) {
+	k := keysOf(code)
+	left, err := lowerScript.Run(ctx, g.rdb, []string{k.stock, k.meta}, n, version).Int()
 	if err != nil {
-		return 0, fmt.Errorf("gate: lower %s by %d: %w", code, n, err)
+		return 0, false, fmt.Errorf("gate: lower %s by %d: %w", code, n, err)
 	}
-	return left, nil
+	if left < 0 {
+		return 0, false, nil
+	}
+	return left, true, nil
+}
+
+// Version reads the version of the gate's load (or last raise); "" when it
+// holds nothing, or was loaded before versions were kept.
+func (g *Gate) Version(ctx context.Context, code string) (string, error) {
+	v, err := g.rdb.HGet(ctx, keysOf(code).meta, "version").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("gate: version of %s: %w", code, err)
+	}
+	return v, nil
 }
 
 // Extend moves the gate of a voucher whose total was raised or whose end
@@ -708,6 +727,7 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 		snap.ExpireAt = time.UnixMilli(ms)
 	}
 	snap.Epoch = meta["epoch"]
+	snap.Version = meta["version"]
 	if b, ok := meta["budget"]; ok {
 		left, err := strconv.ParseInt(b, 10, 64)
 		if err != nil {

@@ -118,6 +118,10 @@ func snapshotOf(t *testing.T, g *gate.Gate, code string) voucher.GateSnapshot {
 	if err != nil || !ok {
 		t.Fatalf("Snapshot(%s) = %v, %v; want loaded", code, ok, err)
 	}
+	if snap.Version == "" {
+		t.Fatalf("Snapshot(%s) has no version", code)
+	}
+	snap.Version = "" // each load's own: compared by the tests of Lower
 	return snap
 }
 
@@ -577,7 +581,7 @@ func TestLower_NeverBelowZero(t *testing.T) {
 			g, _ := newGate(t)
 			code := newCode(t)
 			load(t, g, snapshot(code, tt.remaining, 1))
-			got, err := g.Lower(context.Background(), code, tt.by)
+			got, _, err := g.Lower(context.Background(), code, tt.by, version(t, g, code))
 			if err != nil || got != tt.want {
 				t.Fatalf("Lower(%d) from %d = %d, %v; want %d", tt.by, tt.remaining, got, err, tt.want)
 			}
@@ -593,7 +597,7 @@ func TestLower_UnloadedVoucherLoadsNothing(t *testing.T) {
 	g, _ := newGate(t)
 	ctx := context.Background()
 	code := newCode(t)
-	if got, err := g.Lower(ctx, code, 3); err != nil || got != 0 {
+	if got, _, err := g.Lower(ctx, code, 3, ""); err != nil || got != 0 {
 		t.Fatalf("Lower on an unloaded voucher = %d, %v; want 0, nil", got, err)
 	}
 	if _, ok, _ := g.Remaining(ctx, code); ok {
@@ -747,4 +751,59 @@ func deref(p *int64) any {
 		return nil
 	}
 	return *p
+}
+
+// version reads the gate's version, as a reconciliation pass does first.
+func version(t *testing.T, g *gate.Gate, code string) string {
+	t.Helper()
+	v, err := g.Version(context.Background(), code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestLower_RefusedOnceTheGateWasLoadedAgainOrRaised: a reconciliation pass
+// reckons its drift against the gate of one version; a reload or an
+// extension since makes the drift stale, and lowering the new gate by it
+// would undo the reload or the extension (an undersell that the next pass
+// reports again). Lower with the old version changes nothing. Before, it
+// lowered whatever the gate was by then (issue 30, item 8).
+func TestLower_RefusedOnceTheGateWasLoadedAgainOrRaised(t *testing.T) {
+	t.Parallel()
+	g, _ := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	load(t, g, snapshot(code, 10, 1))
+	before := version(t, g, code)
+	if before == "" {
+		t.Fatal("a loaded gate has no version")
+	}
+	snap := snapshot(code, 10, 1)
+	if err := g.Replace(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if left, lowered, err := g.Lower(ctx, code, 4, before); err != nil || lowered || left != 0 {
+		t.Errorf("Lower with the version before a reload = %d, %v, %v; want refused", left, lowered, err)
+	}
+	if n := remaining(t, g, code); n != 10 {
+		t.Errorf("after the refused Lower, remaining %d, want 10", n)
+	}
+
+	reloaded := version(t, g, code)
+	if reloaded == before {
+		t.Fatal("a reload kept the version")
+	}
+	if ok, err := g.Extend(ctx, voucher.GateExtension{Code: code, OldTotal: 10, NewTotal: 15, OldEndsAt: time.Now().Add(time.Hour), NewEndsAt: time.Now().Add(time.Hour), ExpireAt: time.Now().Add(48 * time.Hour)}); err != nil || !ok {
+		t.Fatalf("Extend: %v %v", ok, err)
+	}
+	if _, lowered, err := g.Lower(ctx, code, 4, reloaded); err != nil || lowered {
+		t.Errorf("Lower with the version before a raise: lowered %v, %v; want refused", lowered, err)
+	}
+	if n := remaining(t, g, code); n != 15 {
+		t.Errorf("after the refused Lower, remaining %d, want 15 (the raise kept)", n)
+	}
+	if left, lowered, err := g.Lower(ctx, code, 4, version(t, g, code)); err != nil || !lowered || left != 11 {
+		t.Errorf("Lower with the current version = %d, %v, %v; want 11, lowered", left, lowered, err)
+	}
 }

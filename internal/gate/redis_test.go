@@ -36,7 +36,7 @@ func TestGate_ScriptFlushFallsBackToEval(t *testing.T) {
 		t.Errorf("SCRIPT EXISTS after a reserve = %v; want [true]", cached)
 	}
 	release(t, g, code, "o1", true)
-	if n, err := g.Lower(ctx, code, 1); err != nil || n != 1 {
+	if n, _, err := g.Lower(ctx, code, 1, version(t, g, code)); err != nil || n != 1 {
 		t.Errorf("Lower after SCRIPT FLUSH = %d, %v; want 1, nil", n, err)
 	}
 	if loaded, err := g.Load(ctx, snapshot(code, 3, 1)); err != nil || loaded {

@@ -206,6 +206,13 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 		// event is applied.
 		settled = false
 	}
+	// The gate's version before the database's snapshot: a reload or a
+	// raise between the two snapshots makes them incomparable, and one
+	// after them makes the drift stale; Lower is refused either way.
+	version, err := s.gate.Version(ctx, code)
+	if err != nil {
+		return DriftReport{}, unavailable(err)
+	}
 	dbSnap, err := s.store.GateSnapshot(ctx, code)
 	if err != nil {
 		return DriftReport{}, err
@@ -276,10 +283,14 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 	var repairs []string
 	if d.Drift > 0 {
 		// The gate could admit more than the database allows: lowering it
-		// is always safe.
-		if n, err := s.gate.Lower(ctx, code, d.Drift); err != nil {
+		// is always safe, unless the gate changed since the drift was
+		// reckoned (then the next pass reckons it again).
+		switch n, lowered, err := s.gate.Lower(ctx, code, d.Drift, version); {
+		case err != nil:
 			s.logger.ErrorContext(ctx, "could not lower the gate", "code", code, "err", err)
-		} else {
+		case !lowered:
+			repairs = append(repairs, "not lowered: the gate was loaded again or raised during the pass")
+		default:
 			repairs = append(repairs, fmt.Sprintf("lowered the gate by %d to %d", d.Drift, n))
 		}
 	}

@@ -171,6 +171,9 @@ type GateSnapshot struct {
 	// keeps so an extension raises it by the difference (Gate.Extend); 0:
 	// unknown.
 	Total int
+	// Version is the gate's load's or last raise's (load.lua, extend.lua),
+	// read back from a gate; "" for one loaded before versions were kept.
+	Version string
 	// Terms, read back from a kafka-mode gate, are the window (on the
 	// database's clock) and the minimum it decides on; nil on the sync
 	// path, whose gate decides neither.
@@ -229,7 +232,12 @@ type Gate interface {
 	Unload(ctx context.Context, code string) error
 	// Lower takes up to n uses off the counter (never below zero) and returns
 	// what remains: reconciliation's only automatic repair of the count.
-	Lower(ctx context.Context, code string, n int) (int, error)
+	// Only while the gate's version is version (Version, GateSnapshot):
+	// lowered is false, nothing changed, when it was loaded again or raised
+	// since the drift was reckoned.
+	Lower(ctx context.Context, code string, n int, version string) (left int, lowered bool, err error)
+	// Version reads the version of the gate's load or last raise.
+	Version(ctx context.Context, code string) (string, error)
 	// Pause makes Reserve answer PAUSED until Replace.
 	Pause(ctx context.Context, code string) error
 	// Replace installs a snapshot over whatever the gate holds and lifts a pause.

@@ -102,11 +102,11 @@ func (g observedGate) Remaining(ctx context.Context, code string) (int, bool, er
 	return n, ok, err
 }
 
-func (g observedGate) Lower(ctx context.Context, code string, n int) (int, error) {
+func (g observedGate) Lower(ctx context.Context, code string, n int, version string) (int, bool, error) {
 	start := time.Now()
-	left, err := g.Gate.Lower(ctx, code, n)
+	left, lowered, err := g.Gate.Lower(ctx, code, n, version)
 	g.obs.GateCall("lower", err, time.Since(start))
-	return left, err
+	return left, lowered, err
 }
 
 // The gate calls of the Kafka write path, timed like the others.
