@@ -25,6 +25,8 @@ type wireEvent struct {
 	// a recovery marker, the epoch a rebuild installs.
 	Epoch   string `json:"epoch,omitempty"`
 	Rebuild bool   `json:"rebuild,omitempty"`
+	// Incident is a recovery marker's: the Redis server it was asked for.
+	Incident string `json:"incident,omitempty"`
 }
 
 // Encode writes an event as the topic carries it.
@@ -33,7 +35,7 @@ func Encode(ev voucher.Event) ([]byte, error) {
 		EventID: ev.ID, Kind: string(ev.Kind), OrderID: ev.OrderID, Code: ev.Code,
 		CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, DiscountAmount: ev.DiscountAmount,
 		CreatedAt: ev.CreatedAt.UnixMilli(), ExpiresAt: ev.ExpiresAt.UnixMilli(), DecidedAt: ev.DecidedAt.UnixMilli(),
-		Epoch: ev.Epoch, Rebuild: ev.Rebuild,
+		Epoch: ev.Epoch, Rebuild: ev.Rebuild, Incident: ev.Incident,
 	})
 }
 
@@ -48,7 +50,7 @@ func Decode(b []byte) (voucher.Event, error) {
 		ID: w.EventID, Kind: voucher.EventKind(w.Kind), OrderID: w.OrderID, Code: w.Code,
 		CustomerID: w.CustomerID, OrderAmount: w.OrderAmount, DiscountAmount: w.DiscountAmount,
 		CreatedAt: time.UnixMilli(w.CreatedAt), ExpiresAt: time.UnixMilli(w.ExpiresAt), DecidedAt: time.UnixMilli(w.DecidedAt),
-		Epoch: w.Epoch, Rebuild: w.Rebuild,
+		Epoch: w.Epoch, Rebuild: w.Rebuild, Incident: w.Incident,
 	}
 	switch ev.Kind {
 	case voucher.EventRecover:

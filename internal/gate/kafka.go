@@ -265,13 +265,18 @@ var healthyScript = redis.NewScript(lua.Healthy)
 
 // Healthy reports whether the gate holds the voucher, loaded on the Redis
 // server that now serves it and not marked as having lost data.
-func (g *Gate) Healthy(ctx context.Context, code string) (bool, error) {
+func (g *Gate) Healthy(ctx context.Context, code string) (bool, string, error) {
 	k := keysOf(code)
-	n, err := healthyScript.Run(ctx, g.rdb, []string{k.stock, k.meta}).Int()
+	vals, err := healthyScript.Run(ctx, g.rdb, []string{k.stock, k.meta}).Slice()
 	if err != nil {
-		return false, fmt.Errorf("gate: health of %s: %w", code, err)
+		return false, "", fmt.Errorf("gate: health of %s: %w", code, err)
 	}
-	return n == 1, nil
+	if len(vals) != 2 {
+		return false, "", fmt.Errorf("gate: health of %s: %d values, want 2", code, len(vals))
+	}
+	ok, _ := vals[0].(int64)
+	server, _ := vals[1].(string)
+	return ok == 1, server, nil
 }
 
 // ReserveTimed is Reserve remembering an admitted order as live with its

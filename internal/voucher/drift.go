@@ -345,29 +345,34 @@ func (s *Service) termsFollowed(ctx context.Context, code string, gateSnap GateS
 	return saved, true, err
 }
 
-// termsDiffer names the terms a gate holds that differ from the voucher's
-// ("" when none do).
+// termsDiffer names the terms a kafka-mode gate holds that differ from the
+// voucher's ("" when none do).
 func termsDiffer(v Voucher, g GateSnapshot, now time.Time) string {
+	// Only a kafka-mode gate decides on terms of its own (Terms): the sync
+	// path passes the voucher's per-customer limit with every reserve, and
+	// the database decides the window and the minimum.
+	t := g.Terms
+	if t == nil {
+		return ""
+	}
 	var differ []string
 	if g.PerUserLimit != v.PerUserLimit {
 		differ = append(differ, "perUserLimit")
 	}
-	if t := g.Terms; t != nil {
-		if !t.StartsAt.Equal(v.StartsAt.Truncate(time.Millisecond)) {
-			differ = append(differ, "startsAt")
-		}
-		// endVoucher closes the gate's window first, at Redis's now, then
-		// the database's at its own: the two ends differ by the moment
-		// between, and a rebuild in that moment would reopen the gate. So
-		// an end the gate has passed already is left alone (a gate closed
-		// early only undersells); a later or still-open one must match.
-		ends := v.EndsAt.Truncate(time.Millisecond)
-		if t.EndsAt.After(ends) || (t.EndsAt.Before(ends) && t.EndsAt.After(now)) {
-			differ = append(differ, "endsAt")
-		}
-		if t.MinOrderAmount != v.MinOrderAmount {
-			differ = append(differ, "minOrderAmount")
-		}
+	if !t.StartsAt.Equal(v.StartsAt.Truncate(time.Millisecond)) {
+		differ = append(differ, "startsAt")
+	}
+	// endVoucher closes the gate's window first, at Redis's now, then
+	// the database's at its own: the two ends differ by the moment
+	// between, and a rebuild in that moment would reopen the gate. So
+	// an end the gate has passed already is left alone (a gate closed
+	// early only undersells); a later or still-open one must match.
+	ends := v.EndsAt.Truncate(time.Millisecond)
+	if t.EndsAt.After(ends) || (t.EndsAt.Before(ends) && t.EndsAt.After(now)) {
+		differ = append(differ, "endsAt")
+	}
+	if t.MinOrderAmount != v.MinOrderAmount {
+		differ = append(differ, "minOrderAmount")
 	}
 	return strings.Join(differ, ", ")
 }

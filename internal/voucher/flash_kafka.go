@@ -561,12 +561,12 @@ func gateExpireAt(v Voucher, ttl time.Duration) time.Time {
 // snapshot it loads holds every decision the old gate answered; admissions
 // still on their way are settled against the new gate (apply_check.lua).
 func (k *kafkaFlash) warm(ctx context.Context, code string) error {
-	ok, err := k.gate.Healthy(ctx, code)
+	ok, server, err := k.gate.Healthy(ctx, code)
 	if err != nil {
 		return unavailable(err)
 	}
 	if !ok {
-		if err := k.publishRecovery(ctx, code, false, ""); err != nil {
+		if err := k.publishRecovery(ctx, code, false, "", server); err != nil {
 			return unavailable(err)
 		}
 	}
@@ -587,7 +587,11 @@ func (k *kafkaFlash) requestRecovery(code string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*k.publishTimeout)
 		defer cancel()
-		if err := k.publishRecovery(ctx, code, false, ""); err != nil {
+		ok, server, err := k.gate.Healthy(ctx, code)
+		if err != nil || ok {
+			return // Redis does not answer (the next request asks again), or the gate is fit
+		}
+		if err := k.publishRecovery(ctx, code, false, "", server); err != nil {
 			k.logger.WarnContext(ctx, "recovery marker not published; the next request asks again", "code", code, "err", err)
 		}
 	}()
@@ -595,13 +599,14 @@ func (k *kafkaFlash) requestRecovery(code string) {
 
 // publishRecovery publishes a recovery marker: the consumer reloads the
 // voucher's gate when it reaches it (rebuild: over whatever it holds, with
-// the given epoch; else only if the gate is not healthy).
-func (k *kafkaFlash) publishRecovery(ctx context.Context, code string, rebuild bool, epoch string) error {
+// the given epoch; else only if the gate is not healthy and incident, the
+// server it was unhealthy on, still serves it).
+func (k *kafkaFlash) publishRecovery(ctx context.Context, code string, rebuild bool, epoch, incident string) error {
 	id, err := newEpoch()
 	if err != nil {
 		return err
 	}
-	return k.publish(ctx, Event{ID: "recover:" + code + ":" + id, Kind: EventRecover, Code: code, Rebuild: rebuild, Epoch: epoch, DecidedAt: clockNow()})
+	return k.publish(ctx, Event{ID: "recover:" + code + ":" + id, Kind: EventRecover, Code: code, Rebuild: rebuild, Epoch: epoch, Incident: incident, DecidedAt: clockNow()})
 }
 
 // recoverAtMarker reloads a voucher's gate from the database at a recovery
@@ -610,9 +615,14 @@ func (k *kafkaFlash) publishRecovery(ctx context.Context, code string, rebuild b
 // every decision the old gate answered.
 func (k *kafkaFlash) recoverAtMarker(ctx context.Context, ev Event) error {
 	if !ev.Rebuild {
-		ok, err := k.gate.Healthy(ctx, ev.Code)
+		ok, server, err := k.gate.Healthy(ctx, ev.Code)
 		if err != nil || ok {
 			return err
+		}
+		if ev.Incident != "" && ev.Incident != server {
+			// Another incident since: its own markers reload the gate.
+			k.logger.InfoContext(ctx, "recovery marker of an earlier incident skipped", "code", ev.Code, "incident", ev.Incident, "server", server)
+			return nil
 		}
 	}
 	v, err := k.store.Voucher(ctx, ev.Code)
@@ -692,7 +702,7 @@ func (k *kafkaFlash) rebuild(ctx context.Context, code string) error {
 	case <-ctx.Done():
 		return unavailable(ctx.Err())
 	}
-	if err := k.publishRecovery(ctx, code, true, epoch); err != nil {
+	if err := k.publishRecovery(ctx, code, true, epoch, ""); err != nil {
 		return unavailable(err)
 	}
 	for {

@@ -286,8 +286,9 @@ type Gate interface {
 	// only when nothing is loaded. false when nothing was installed.
 	Recover(ctx context.Context, snap GateSnapshot, terms GateTerms, mode string) (bool, error)
 	// Healthy reports whether the gate holds the voucher, loaded on the
-	// Redis server that now serves it and not marked as having lost data.
-	Healthy(ctx context.Context, code string) (bool, error)
+	// Redis server that now serves it, and that server's id (its run_id:
+	// new with every restart and failover).
+	Healthy(ctx context.Context, code string) (ok bool, server string, err error)
 	// AnnounceReleased tells every instance that a use of the voucher was
 	// given back, so each drops its sold-out snapshot of it.
 	AnnounceReleased(ctx context.Context, code string) error

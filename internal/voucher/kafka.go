@@ -47,6 +47,13 @@ type Event struct {
 	Epoch string
 	// Rebuild marks an operator's rebuild marker (EventRecover).
 	Rebuild bool
+	// Incident is a recovery marker's (not a rebuild's): the id of the
+	// Redis server that served the voucher when the marker was asked for.
+	// The consumer reloads the gate at the marker only while that server
+	// still serves it: after another restart or failover, the events
+	// behind this marker were decided on a gate the reload would not hold,
+	// and the new incident's own markers lie behind them. "": any server.
+	Incident string
 }
 
 // NewEvent returns the event of kind for a reservation.
