@@ -135,7 +135,7 @@ func TestDashboard_TheDevelopmentAccountSignsInOnlyOnALoopbackDevelopmentServer(
 		store := postgres.New(pool)
 		svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{Logger: quiet})
 		var out strings.Builder
-		dash, err := newDashboard(ctx, cfg, store, svc, quiet, &out)
+		dash, err := newDashboard(ctx, cfg, store, svc, voucher.NewApiKeys(store, nil), quiet, &out)
 		if err != nil {
 			t.Fatal(err)
 		}
