@@ -49,8 +49,10 @@ type KeyRing struct {
 	touches chan int64
 	storeMu sync.Mutex
 	missMu  sync.Mutex
-	// lastMiss is when a miss last read the keys (under missMu).
+	// lastMiss is when a miss last read the keys, nextRead the read the
+	// misses wait for (under missMu).
 	lastMiss time.Time
+	nextRead *missRead
 	// limiterWarned is when a limiter fault was last logged (unix ns).
 	limiterWarned atomic.Int64
 }
@@ -139,20 +141,56 @@ func (r *KeyRing) find(digest [sha256.Size]byte) *ringKey {
 	return k
 }
 
-// reloadForMiss reads the keys again for a key the ring does not hold,
-// unless another miss did within MissInterval; it says whether it read.
+// reloadForMiss reads the keys again for a key the ring does not hold and
+// says whether the read succeeded. Misses share reads: a miss waits for the
+// first read that starts after it arrived, and reads start at most every
+// MissInterval, so a key made a moment ago on another server is found
+// however soon it is used, and a flood of unknown keys costs the database
+// no more than four reads a second.
 func (r *KeyRing) reloadForMiss(ctx context.Context) bool {
 	r.missMu.Lock()
-	defer r.missMu.Unlock()
-	if time.Since(r.lastMiss) < r.cfg.MissInterval {
+	read := r.nextRead
+	if read == nil {
+		read = &missRead{done: make(chan struct{})}
+		r.nextRead = read
+		go r.missRead(read)
+	}
+	r.missMu.Unlock()
+	select {
+	case <-read.done:
+		return read.ok
+	case <-ctx.Done():
 		return false
 	}
+}
+
+// missRead is one read of the keys that misses wait for.
+type missRead struct {
+	done chan struct{}
+	ok   bool
+}
+
+func (r *KeyRing) missRead(read *missRead) {
+	r.missMu.Lock()
+	wait := r.cfg.MissInterval - time.Since(r.lastMiss)
+	r.missMu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
+	}
+	r.missMu.Lock()
+	// Misses from now on wait for the next read: this one may have
+	// started before their key was made.
+	r.nextRead = nil
 	r.lastMiss = time.Now()
-	if err := r.load(ctx); err != nil {
+	r.missMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := r.load(ctx)
+	if err != nil {
 		r.cfg.Logger.WarnContext(ctx, "could not read the API keys", "err", err)
-		return false
 	}
-	return true
+	read.ok = err == nil
+	close(read.done)
 }
 
 // touch asks the ring's loop to write the key's lastUsedAt, at most once a
