@@ -293,6 +293,14 @@ func TestApiKeys_BadInputAndStorefrontCallersChangeNothing(t *testing.T) {
 			t.Errorf("createApiKey %.80v: %s; want INVALID_INPUT on %s as data", tc.in, r.Raw, tc.field)
 		}
 	}
+	// A role spelt in another case, a name that is no string: refused as
+	// the GraphQL inputs are, INVALID_INPUT naming the field.
+	for _, in := range []map[string]any{{"name": name, "role": "admin"}, {"name": 42, "role": "ADMIN"}} {
+		r := gql(t, s, adminToken, createApiKeyMutation, map[string]any{"in": in})
+		if str(path(firstError(r), "extensions", "code")) != "INVALID_INPUT" || str(path(firstError(r), "extensions", "field")) == "" {
+			t.Errorf("createApiKey %v: %s; want INVALID_INPUT with its field", in, r.Raw)
+		}
+	}
 	ok := gql(t, s, adminToken, createApiKeyMutation, map[string]any{"in": map[string]any{"name": strings.Repeat("n", 199), "role": "ADMIN"}})
 	if str(path(ok.Body, "data", "createApiKey", "secret")) == "" {
 		t.Errorf("a name of 199 characters: %s", ok.Raw)
