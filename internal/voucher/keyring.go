@@ -153,7 +153,9 @@ func (r *KeyRing) reloadForMiss(ctx context.Context) bool {
 	if read == nil {
 		read = &missRead{done: make(chan struct{})}
 		r.nextRead = read
-		go r.missRead(read)
+		// Shared by every miss until it starts: not cancelled with the
+		// request that happened to start it.
+		go r.missRead(context.WithoutCancel(ctx), read)
 	}
 	r.missMu.Unlock()
 	select {
@@ -170,7 +172,7 @@ type missRead struct {
 	ok   bool
 }
 
-func (r *KeyRing) missRead(read *missRead) {
+func (r *KeyRing) missRead(ctx context.Context, read *missRead) {
 	r.missMu.Lock()
 	wait := r.cfg.MissInterval - time.Since(r.lastMiss)
 	r.missMu.Unlock()
@@ -183,7 +185,7 @@ func (r *KeyRing) missRead(read *missRead) {
 	r.nextRead = nil
 	r.lastMiss = time.Now()
 	r.missMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err := r.load(ctx)
 	if err != nil {
