@@ -54,3 +54,34 @@ func TestKeyRing_FindsAKeyMadeAfterItsLastReadAndDropsARevokedOneWhenTold(t *tes
 		return !ok, "still accepted"
 	})
 }
+
+// TestKeyRing_AKeyIsFoundWhileChangesAreToldAllTheTime: changes told while
+// a miss reads the keys (other servers making and revoking theirs) do not
+// make the miss lose what it read: a key just made is found on its first
+// use.
+func TestKeyRing_AKeyIsFoundWhileChangesAreToldAllTheTime(t *testing.T) {
+	s := New(testPool)
+	ctx, cancel := context.WithCancel(context.Background())
+	admin := voucher.WithCaller(ctx, voucher.Caller{Role: voucher.RoleAdmin, Name: "test"})
+	keys := voucher.NewApiKeys(s, nil)
+	ring := voucher.NewKeyRing(s, nil, voucher.KeyRingConfig{MissInterval: time.Millisecond})
+	stopped := ring.Start(ctx)
+	telling := make(chan struct{})
+	go func() {
+		defer close(telling)
+		for ctx.Err() == nil {
+			ring.Changed()
+			time.Sleep(50 * time.Microsecond)
+		}
+	}()
+	defer func() { cancel(); <-telling; stopped() }()
+	for i := range 20 {
+		made, err := keys.Create(admin, voucher.NewApiKey{Name: unique("told"), Role: voucher.RoleStorefront})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := ring.Check(ctx, made.Secret); !ok {
+			t.Fatalf("key %d, made a moment ago, refused while changes are told", i)
+		}
+	}
+}

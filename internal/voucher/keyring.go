@@ -42,13 +42,16 @@ type KeyRing struct {
 	cfg     KeyRingConfig
 
 	keys atomic.Pointer[map[[sha256.Size]byte]*ringKey]
-	// changes counts the changes told; a read that began before one may
-	// predate it and is not kept.
-	changes atomic.Uint64
-	kick    chan struct{}
-	touches chan int64
-	storeMu sync.Mutex
-	missMu  sync.Mutex
+	// changes counts the changes told: one told while the keys were read
+	// may not be in what was read. loadStarts numbers the reads, heldStart
+	// is the number of the read held (under storeMu).
+	changes    atomic.Uint64
+	loadStarts atomic.Uint64
+	heldStart  uint64
+	kick       chan struct{}
+	touches    chan int64
+	storeMu    sync.Mutex
+	missMu     sync.Mutex
 	// lastMiss is when a miss last read the keys, nextRead the read the
 	// misses wait for (under missMu).
 	lastMiss time.Time
@@ -223,15 +226,22 @@ func (r *KeyRing) warnLimiter(ctx context.Context, err error) {
 // the keys again at once.
 func (r *KeyRing) Changed() {
 	r.changes.Add(1)
+	r.kickLoad()
+}
+
+func (r *KeyRing) kickLoad() {
 	select {
 	case r.kick <- struct{}{}:
 	default:
 	}
 }
 
-// load reads the usable keys and holds them, unless a change was told
-// meanwhile: then the read may predate it, and the loop reads again.
+// load reads the usable keys and holds them unless a read that started
+// later is held already (reads overlap: the loop's and the misses'). A
+// change told while it read may not be in what it read: the loop reads
+// again.
 func (r *KeyRing) load(ctx context.Context) error {
+	start := r.loadStarts.Add(1)
 	seq := r.changes.Load()
 	keys, err := r.store.UsableApiKeys(ctx)
 	if err != nil {
@@ -240,9 +250,12 @@ func (r *KeyRing) load(ctx context.Context) error {
 	r.storeMu.Lock()
 	defer r.storeMu.Unlock()
 	if r.changes.Load() != seq {
-		r.Changed()
+		r.kickLoad()
+	}
+	if start < r.heldStart {
 		return nil
 	}
+	r.heldStart = start
 	old := *r.keys.Load()
 	byID := make(map[int64]*ringKey, len(old))
 	for _, k := range old {
