@@ -64,6 +64,7 @@ type ringKey struct {
 	key       ApiKey
 	digest    [sha256.Size]byte
 	rateKey   string
+	caller    Caller        // made once: a request allocates nothing for it
 	touchedAt *atomic.Int64 // unix ns of the last lastUsedAt write asked for
 }
 
@@ -116,7 +117,7 @@ func (r *KeyRing) Check(ctx context.Context, token string) (KeyCheck, bool) {
 		return KeyCheck{}, false
 	}
 	r.touch(k, now)
-	c := KeyCheck{Caller: Caller{Role: k.key.Role, Name: "key:" + k.key.Name}}
+	c := KeyCheck{Caller: k.caller}
 	if k.key.RatePerSecond != nil && r.limiter != nil {
 		rate := *k.key.RatePerSecond
 		burst := rate
@@ -266,7 +267,7 @@ func (r *KeyRing) load(ctx context.Context) error {
 		if len(k.Hash) != sha256.Size {
 			continue
 		}
-		rk := &ringKey{key: k, touchedAt: new(atomic.Int64)}
+		rk := &ringKey{key: k, touchedAt: new(atomic.Int64), caller: Caller{Role: k.Role, Name: "key:" + k.Name}}
 		copy(rk.digest[:], k.Hash)
 		// A key's rate is counted under its hash, not its id: ids repeat
 		// across databases that share a Redis.
