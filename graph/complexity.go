@@ -46,6 +46,9 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Query.Campaign = func(child int, _ string) int { return 1 + readCost + child }
 	c.Query.CheckVoucher = func(child int, _ model.CheckVoucherInput) int { return 1 + readCost + child }
 	c.Query.DriftReports = func(child int) int { return 1 + readCost + child }
+	// One read of a bounded list (voucher.ApiKeyListLimit) whose nodes read
+	// nothing more, as driftReports.
+	c.Query.APIKeys = func(child int) int { return 1 + readCost + child }
 	c.Voucher.GateRemaining = func(child int) int { return 1 + gateCost + child }
 
 	write := func(child int) int { return 1 + mutationCost + child }
@@ -60,5 +63,7 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Mutation.RebuildGate = func(child int, _ string) int { return write(child) }
 	c.Mutation.ReconcileVoucher = func(child int, _ string) int { return write(child) }
 	c.Mutation.WarmGates = write
+	c.Mutation.CreateAPIKey = func(child int, _ model.CreateAPIKeyInput) int { return write(child) }
+	c.Mutation.RevokeAPIKey = func(child int, _ string) int { return write(child) }
 	return c
 }

@@ -13,7 +13,9 @@ type Resolver struct {
 	Service *voucher.Service
 	// Backoffice serves the admin mutations; nil refuses them.
 	Backoffice *voucher.Backoffice
-	Logger     *slog.Logger
+	// ApiKeys serves the API key operations; nil refuses them.
+	ApiKeys *voucher.ApiKeys
+	Logger  *slog.Logger
 	// Production: answers quote no value of the request.
 	Production bool
 }

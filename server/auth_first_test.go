@@ -33,6 +33,13 @@ const (
 // real TCP listener, as production wires it: /metrics behind a token, the
 // codes export open to a token or a dashboard session.
 func authFirstServer(t *testing.T) *httptest.Server {
+	srv, _ := authFirstServerWithKey(t)
+	return srv
+}
+
+// authFirstServerWithKey is authFirstServer with the API keys checked too,
+// and an admin key of its own.
+func authFirstServerWithKey(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
 	ctx := context.Background()
 	url := testenv.DatabaseURL()
@@ -54,9 +61,17 @@ func authFirstServer(t *testing.T) *httptest.Server {
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{Logger: quiet})
 	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{})
+	ring := voucher.NewKeyRing(store, nil, voucher.KeyRingConfig{Logger: quiet})
+	t.Cleanup(ring.Start(t.Context()))
+	key, err := voucher.NewApiKeys(store, nil).Create(voucher.WithCaller(ctx, voucher.Caller{Role: voucher.RoleAdmin, Name: "test"}),
+		voucher.NewApiKey{Name: "auth-first " + t.Name(), Role: voucher.RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := server.NewServer(svc, server.Config{
 		StorefrontTokens: []string{authStorefront},
 		AdminTokens:      []string{authAdmin},
+		Keys:             ring,
 		Production:       true,
 		Logger:           quiet,
 		Metrics:          http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "# metrics\n") }),
@@ -71,7 +86,7 @@ func authFirstServer(t *testing.T) *httptest.Server {
 	srv.Config.ReadTimeout = 15 * time.Second
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, key.Secret
 }
 
 // TestAuth_NoOrAnUnknownTokenIs401AtOnceWhateverTheBodyDeclares: a request
@@ -83,7 +98,7 @@ func authFirstServer(t *testing.T) *httptest.Server {
 // not read must not be taken for the next request).
 func TestAuth_NoOrAnUnknownTokenIs401AtOnceWhateverTheBodyDeclares(t *testing.T) {
 	t.Parallel()
-	srv := authFirstServer(t)
+	srv, key := authFirstServerWithKey(t)
 	addr := srv.Listener.Addr().String()
 	routes := []struct{ method, path string }{
 		{http.MethodPost, "/graphql"},
@@ -100,6 +115,8 @@ func TestAuth_NoOrAnUnknownTokenIs401AtOnceWhateverTheBodyDeclares(t *testing.T)
 		"a malformed header": "Authorization: Basic dXNlcjpwYXNz\r\n",
 		"an empty bearer":    "Authorization: Bearer \r\n",
 		"a near miss":        "Authorization: Bearer " + authAdmin + "x\r\n",
+		"an unknown API key": "Authorization: Bearer vk_live_" + strings.Repeat("k", 43) + "\r\n",
+		"a key's near miss":  "Authorization: Bearer " + key[:len(key)-1] + "\r\n",
 	}
 	bodies := map[string]string{
 		"1 MiB declared":   "Content-Length: 1048576\r\n",
@@ -121,19 +138,25 @@ func TestAuth_NoOrAnUnknownTokenIs401AtOnceWhateverTheBodyDeclares(t *testing.T)
 		}
 	})
 
-	// The same routes with a known token do read the body: a small one
-	// sent whole is answered (not 401), so the 401s above are the token's.
+	// The same routes with a known token (or key: /metrics takes the listed
+	// tokens only) do read the body: a small one sent whole is answered
+	// (not 401), so the 401s above are the token's.
 	for _, route := range routes {
-		req, _ := http.NewRequest(route.method, srv.URL+route.path, strings.NewReader(`{}`))
-		req.Header.Set("Authorization", "Bearer "+authAdmin)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := srv.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusUnauthorized {
-			t.Errorf("%s %s with the admin token: 401", route.method, route.path)
+		for _, token := range []string{authAdmin, key} {
+			if token == key && route.path == "/metrics" {
+				continue
+			}
+			req, _ := http.NewRequest(route.method, srv.URL+route.path, strings.NewReader(`{}`))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusUnauthorized {
+				t.Errorf("%s %s with the admin token %.12s: 401", route.method, route.path, token)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -8,15 +9,25 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"strings"
+	"time"
 
 	"voucherd/internal/voucher"
 )
 
 // tokenAuth maps bearer tokens to roles. Tokens are compared as SHA-256
-// digests in constant time so timing reveals nothing about them.
+// digests in constant time so timing reveals nothing about them. A token
+// that is none of the listed ones may be an API key (keys).
 type tokenAuth struct {
 	tokens []tokenRole
+	keys   KeyChecker
+}
+
+// KeyChecker finds the API key of a bearer token without a database query
+// (voucher.KeyRing): ok is false for anything but a usable key.
+type KeyChecker interface {
+	Check(ctx context.Context, token string) (voucher.KeyCheck, bool)
 }
 
 type tokenRole struct {
@@ -55,14 +66,43 @@ func (a *tokenAuth) require(next http.Handler) http.Handler {
 			unauthorized(w, r)
 			return
 		}
-		role, ok := a.role(strings.TrimSpace(token))
+		token = strings.TrimSpace(token)
+		// The listed tokens first, at today's cost; only a token that is
+		// none of them is looked for among the keys.
+		role, ok := a.role(token)
+		caller := voucher.Caller{Role: role, Name: "token"}
+		if !ok && a.keys != nil {
+			var kc voucher.KeyCheck
+			if kc, ok = a.keys.Check(r.Context(), token); ok && kc.RetryAfter > 0 {
+				rateLimited(w, r, kc.RetryAfter)
+				return
+			}
+			caller = kc.Caller
+		}
 		if !ok {
 			unauthorized(w, r)
 			return
 		}
-		ctx := voucher.WithCaller(r.Context(), voucher.Caller{Role: role, Name: "token"})
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, r.WithContext(voucher.WithCaller(r.Context(), caller)))
 	})
+}
+
+// rateLimited answers 429 with Retry-After (whole seconds, at least 1)
+// without reading the body, as unauthorized does. GraphQL clients also
+// find the code where they look for one: errors[0].extensions.code.
+func rateLimited(w http.ResponseWriter, r *http.Request, retryAfter time.Duration) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	secs := int64((retryAfter + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	const message = "this API key is over its rate; retry after Retry-After seconds"
+	body := map[string]any{"error": string(voucher.RateLimited), "message": message}
+	if r.URL.Path == "/graphql" {
+		body["data"] = nil
+		body["errors"] = []map[string]any{{"message": message, "extensions": map[string]string{"code": string(voucher.RateLimited)}}}
+	}
+	writeJSON(w, http.StatusTooManyRequests, body)
 }
 
 // unauthorized answers 401 without reading the request's body. A request

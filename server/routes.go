@@ -10,6 +10,7 @@ import (
 // addRoutes lists every route of the service in one place.
 func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	tokens := newTokenAuth(cfg.StorefrontTokens, cfg.AdminTokens)
+	tokens.keys = cfg.Keys
 	// The token first: a request without a known one is refused before its
 	// body is read, so nobody without a token makes the server hold one.
 	api := func(route string, h http.Handler) {
@@ -28,7 +29,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 		mux.Handle("GET /metrics", metrics)
 	}
 
-	api("POST /graphql", refuseReplacedText(graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice})))
+	api("POST /graphql", refuseReplacedText(graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice, ApiKeys: cfg.ApiKeys})))
 	if !cfg.Production {
 		mux.Handle("GET /graphql", graph.Playground("/graphql", cfg.GraphiQLHeaders))
 		mux.Handle("GET "+graph.GraphiQLAssets, graph.PlaygroundAssets())

@@ -20,6 +20,12 @@ type Config struct {
 	// StorefrontTokens and AdminTokens are the accepted bearer tokens.
 	StorefrontTokens []string
 	AdminTokens      []string
+	// Keys checks the API keys admins made, besides the listed tokens;
+	// nil: the listed tokens only.
+	Keys KeyChecker
+	// ApiKeys serves the API key operations (createApiKey and the rest);
+	// nil refuses them.
+	ApiKeys *voucher.ApiKeys
 	// Production turns off GraphiQL and introspection.
 	Production bool
 	// GraphiQLHeaders is the JSON that GraphiQL's headers pane starts with

@@ -95,6 +95,8 @@ type Deps struct {
 	DeadLetterDesk DeadLetterDesk
 	// Campaigns lists, creates and shows campaigns; nil: no pages.
 	Campaigns Campaigns
+	// ApiKeys creates, lists and revokes API keys; nil: no page.
+	ApiKeys ApiKeys
 }
 
 // Config tunes the dashboard.
@@ -198,6 +200,11 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("POST /admin/users/disable", voucher.OpManageUsers, d.disableUser)
 	signedIn("POST /admin/users/enable", voucher.OpManageUsers, d.enableUser)
 	signedIn("POST /admin/users/reset", voucher.OpManageUsers, d.resetPassword)
+	if d.deps.ApiKeys != nil {
+		signedIn("GET /admin/api-keys", voucher.OpManageKeys, d.apiKeysPage)
+		signedIn("POST /admin/api-keys", voucher.OpManageKeys, d.createApiKey)
+		signedIn("POST /admin/api-keys/{id}/revoke", voucher.OpManageKeys, d.revokeApiKey)
+	}
 
 	mux.Handle("/admin/", d.requireSession(voucher.OpRead, func(w http.ResponseWriter, r *http.Request) {
 		d.problem(w, r, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
@@ -232,6 +239,7 @@ func (d *dashboard) page(r *http.Request, title, active string) components.Page 
 		Zone:   zoneOf(r),
 		// The navigation shows the campaigns when the dashboard has them.
 		Campaigns: d.deps.Campaigns != nil,
+		ApiKeys:   d.deps.ApiKeys != nil,
 	}
 }
 
@@ -254,6 +262,7 @@ var notices = map[string]string{
 	"dl-refused":       "Applying again was refused: the dead letter stays, with the new reason below.",
 	"dl-discarded":     "Dead letter discarded: nothing was written.",
 	"campaign-created": "Campaign created.",
+	"key-revoked":      "API key revoked: every server refuses it within a second.",
 	"rebuilt":          "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 

@@ -62,6 +62,7 @@ type fixture struct {
 	h        http.Handler
 	accounts *voucher.Accounts
 	svc      *voucher.Service
+	keys     *voucher.ApiKeys
 	users    map[voucher.Role]string // role -> email
 }
 
@@ -93,11 +94,12 @@ func newFixtureOn(t *testing.T, cfg web.Config, pool *pgxpool.Pool) fixture {
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{DefaultCurrency: cfg.DefaultCurrency}) // one DEFAULT_CURRENCY, as in voucherd
 	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
 	bo := voucher.NewBackoffice(svc, store)
+	keys := voucher.NewApiKeys(store, nil)
 	f := fixture{
 		h: web.New(web.Deps{
-			Accounts: accounts, Vouchers: bo, Reservations: svc, Drift: bo, Campaigns: bo,
+			Accounts: accounts, Vouchers: bo, Reservations: svc, Drift: bo, Campaigns: bo, ApiKeys: keys,
 		}, cfg),
-		accounts: accounts, svc: svc, users: map[voucher.Role]string{},
+		accounts: accounts, svc: svc, keys: keys, users: map[voucher.Role]string{},
 	}
 	for _, role := range voucher.DashboardRoles {
 		email := fmt.Sprintf("%s-%s@example.com", role, unique())

@@ -32,6 +32,25 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	ApiKey struct {
+		Burst         func(childComplexity int) int
+		CreatedAt     func(childComplexity int) int
+		ExpiresAt     func(childComplexity int) int
+		ID            func(childComplexity int) int
+		LastUsedAt    func(childComplexity int) int
+		Name          func(childComplexity int) int
+		Prefix        func(childComplexity int) int
+		RatePerSecond func(childComplexity int) int
+		RevokedAt     func(childComplexity int) int
+		Role          func(childComplexity int) int
+	}
+
+	ApiKeyPayload struct {
+		APIKey func(childComplexity int) int
+		Error  func(childComplexity int) int
+		Secret func(childComplexity int) int
+	}
+
 	Campaign struct {
 		BudgetAmount      func(childComplexity int) int
 		BudgetUsed        func(childComplexity int) int
@@ -98,6 +117,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		ConfirmReservation func(childComplexity int, input model.ReservationInput) int
+		CreateAPIKey       func(childComplexity int, input model.CreateAPIKeyInput) int
 		CreateCampaign     func(childComplexity int, input model.CreateCampaignInput) int
 		CreateVoucher      func(childComplexity int, input model.CreateVoucherInput) int
 		EndVoucher         func(childComplexity int, code string) int
@@ -106,6 +126,7 @@ type ComplexityRoot struct {
 		ReconcileVoucher   func(childComplexity int, code string) int
 		ReleaseReservation func(childComplexity int, input model.ReservationInput) int
 		ReserveVoucher     func(childComplexity int, input model.ReserveVoucherInput) int
+		RevokeAPIKey       func(childComplexity int, id string) int
 		UpdateVoucher      func(childComplexity int, input model.UpdateVoucherInput) int
 		WarmGates          func(childComplexity int) int
 	}
@@ -116,6 +137,7 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
+		APIKeys      func(childComplexity int) int
 		Campaign     func(childComplexity int, id string) int
 		Campaigns    func(childComplexity int, first *int, after *string) int
 		CheckVoucher func(childComplexity int, input model.CheckVoucherInput) int
@@ -199,6 +221,86 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "ApiKey.burst":
+		if e.ComplexityRoot.ApiKey.Burst == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.Burst(childComplexity), true
+	case "ApiKey.createdAt":
+		if e.ComplexityRoot.ApiKey.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.CreatedAt(childComplexity), true
+	case "ApiKey.expiresAt":
+		if e.ComplexityRoot.ApiKey.ExpiresAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.ExpiresAt(childComplexity), true
+	case "ApiKey.id":
+		if e.ComplexityRoot.ApiKey.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.ID(childComplexity), true
+	case "ApiKey.lastUsedAt":
+		if e.ComplexityRoot.ApiKey.LastUsedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.LastUsedAt(childComplexity), true
+	case "ApiKey.name":
+		if e.ComplexityRoot.ApiKey.Name == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.Name(childComplexity), true
+	case "ApiKey.prefix":
+		if e.ComplexityRoot.ApiKey.Prefix == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.Prefix(childComplexity), true
+	case "ApiKey.ratePerSecond":
+		if e.ComplexityRoot.ApiKey.RatePerSecond == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.RatePerSecond(childComplexity), true
+	case "ApiKey.revokedAt":
+		if e.ComplexityRoot.ApiKey.RevokedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.RevokedAt(childComplexity), true
+	case "ApiKey.role":
+		if e.ComplexityRoot.ApiKey.Role == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKey.Role(childComplexity), true
+
+	case "ApiKeyPayload.apiKey":
+		if e.ComplexityRoot.ApiKeyPayload.APIKey == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKeyPayload.APIKey(childComplexity), true
+	case "ApiKeyPayload.error":
+		if e.ComplexityRoot.ApiKeyPayload.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKeyPayload.Error(childComplexity), true
+	case "ApiKeyPayload.secret":
+		if e.ComplexityRoot.ApiKeyPayload.Secret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ApiKeyPayload.Secret(childComplexity), true
 
 	case "Campaign.budgetAmount":
 		if e.ComplexityRoot.Campaign.BudgetAmount == nil {
@@ -476,6 +578,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ConfirmReservation(childComplexity, args["input"].(model.ReservationInput)), true
+	case "Mutation.createApiKey":
+		if e.ComplexityRoot.Mutation.CreateAPIKey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createApiKey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateAPIKey(childComplexity, args["input"].(model.CreateAPIKeyInput)), true
 	case "Mutation.createCampaign":
 		if e.ComplexityRoot.Mutation.CreateCampaign == nil {
 			break
@@ -564,6 +677,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ReserveVoucher(childComplexity, args["input"].(model.ReserveVoucherInput)), true
+	case "Mutation.revokeApiKey":
+		if e.ComplexityRoot.Mutation.RevokeAPIKey == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_revokeApiKey_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RevokeAPIKey(childComplexity, args["id"].(string)), true
 	case "Mutation.updateVoucher":
 		if e.ComplexityRoot.Mutation.UpdateVoucher == nil {
 			break
@@ -595,6 +719,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "Query.apiKeys":
+		if e.ComplexityRoot.Query.APIKeys == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.APIKeys(childComplexity), true
 	case "Query.campaign":
 		if e.ComplexityRoot.Query.Campaign == nil {
 			break
@@ -920,6 +1050,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
 			graphql.NewInputUnmarshaler("CheckVoucherInput", ec.unmarshalInputCheckVoucherInput),
+			graphql.NewInputUnmarshaler("CreateApiKeyInput", ec.unmarshalInputCreateApiKeyInput),
 			graphql.NewInputUnmarshaler("CreateCampaignInput", ec.unmarshalInputCreateCampaignInput),
 			graphql.NewInputUnmarshaler("CreateVoucherInput", ec.unmarshalInputCreateVoucherInput),
 			graphql.NewInputUnmarshaler("ExtendVoucherInput", ec.unmarshalInputExtendVoucherInput),
@@ -1075,6 +1206,57 @@ extend type Mutation {
 
 type DriftReportPayload {
   report: DriftReport
+  error: VoucherError
+}
+`, BuiltIn: false},
+	{Name: "../apikeys.graphqls", Input: `# API keys that admins manage (issue 27; shared/contract/schema.next.graphqls):
+# named, scoped to a role, revocable at once, rate-limited across servers.
+
+enum ApiKeyRole {
+  STOREFRONT
+  ADMIN
+}
+
+extend type Query {
+  "API keys, newest first, revoked ones included (admin)."
+  apiKeys: [ApiKey!]!
+}
+
+extend type Mutation {
+  "A new key; its secret is in the payload once and never again (admin)."
+  createApiKey(input: CreateApiKeyInput!): ApiKeyPayload!
+  "Revoke a key: refused on every server within a second (admin)."
+  revokeApiKey(id: ID!): ApiKeyPayload!
+}
+
+input CreateApiKeyInput {
+  name: String!
+  role: ApiKeyRole!
+  expiresAt: Time
+  "Requests a second allowed to this key across all servers; null: no limit."
+  ratePerSecond: Int
+  "Requests allowed at once above the rate; default ratePerSecond."
+  burst: Int
+}
+
+type ApiKey {
+  id: ID!
+  name: String!
+  role: ApiKeyRole!
+  "The key's first characters, enough to recognise it (vk_live_ab12...)."
+  prefix: String!
+  createdAt: Time!
+  expiresAt: Time
+  revokedAt: Time
+  lastUsedAt: Time
+  ratePerSecond: Int
+  burst: Int
+}
+
+type ApiKeyPayload {
+  apiKey: ApiKey
+  "The whole key: only in the answer of createApiKey."
+  secret: String
   error: VoucherError
 }
 `, BuiltIn: false},
@@ -1457,6 +1639,44 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_ApiKey(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_ApiKey_id(ctx, field)
+	case "name":
+		return ec.fieldContext_ApiKey_name(ctx, field)
+	case "role":
+		return ec.fieldContext_ApiKey_role(ctx, field)
+	case "prefix":
+		return ec.fieldContext_ApiKey_prefix(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_ApiKey_createdAt(ctx, field)
+	case "expiresAt":
+		return ec.fieldContext_ApiKey_expiresAt(ctx, field)
+	case "revokedAt":
+		return ec.fieldContext_ApiKey_revokedAt(ctx, field)
+	case "lastUsedAt":
+		return ec.fieldContext_ApiKey_lastUsedAt(ctx, field)
+	case "ratePerSecond":
+		return ec.fieldContext_ApiKey_ratePerSecond(ctx, field)
+	case "burst":
+		return ec.fieldContext_ApiKey_burst(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApiKey", field.Name)
+}
+
+func (ec *executionContext) childFields_ApiKeyPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "apiKey":
+		return ec.fieldContext_ApiKeyPayload_apiKey(ctx, field)
+	case "secret":
+		return ec.fieldContext_ApiKeyPayload_secret(ctx, field)
+	case "error":
+		return ec.fieldContext_ApiKeyPayload_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ApiKeyPayload", field.Name)
+}
 
 func (ec *executionContext) childFields_Campaign(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {

@@ -10,6 +10,27 @@ import (
 	"time"
 )
 
+type APIKey struct {
+	ID   string     `json:"id"`
+	Name string     `json:"name"`
+	Role APIKeyRole `json:"role"`
+	// The key's first characters, enough to recognise it (vk_live_ab12...).
+	Prefix        string     `json:"prefix"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	ExpiresAt     *time.Time `json:"expiresAt,omitempty"`
+	RevokedAt     *time.Time `json:"revokedAt,omitempty"`
+	LastUsedAt    *time.Time `json:"lastUsedAt,omitempty"`
+	RatePerSecond *int       `json:"ratePerSecond,omitempty"`
+	Burst         *int       `json:"burst,omitempty"`
+}
+
+type APIKeyPayload struct {
+	APIKey *APIKey `json:"apiKey,omitempty"`
+	// The whole key: only in the answer of createApiKey.
+	Secret *string       `json:"secret,omitempty"`
+	Error  *VoucherError `json:"error,omitempty"`
+}
+
 type Campaign struct {
 	ID        string         `json:"id"`
 	Name      string         `json:"name"`
@@ -72,6 +93,16 @@ type CheckVoucherPayload struct {
 	DiscountAmount *int64 `json:"discountAmount,omitempty"`
 	// What a reserve now would be refused with; nothing was held.
 	Error *VoucherError `json:"error,omitempty"`
+}
+
+type CreateAPIKeyInput struct {
+	Name      string     `json:"name"`
+	Role      APIKeyRole `json:"role"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Requests a second allowed to this key across all servers; null: no limit.
+	RatePerSecond *int `json:"ratePerSecond,omitempty"`
+	// Requests allowed at once above the rate; default ratePerSecond.
+	Burst *int `json:"burst,omitempty"`
 }
 
 type CreateCampaignInput struct {
@@ -274,6 +305,61 @@ type VoucherError struct {
 type VoucherPayload struct {
 	Voucher *Voucher      `json:"voucher,omitempty"`
 	Error   *VoucherError `json:"error,omitempty"`
+}
+
+type APIKeyRole string
+
+const (
+	APIKeyRoleStorefront APIKeyRole = "STOREFRONT"
+	APIKeyRoleAdmin      APIKeyRole = "ADMIN"
+)
+
+var AllAPIKeyRole = []APIKeyRole{
+	APIKeyRoleStorefront,
+	APIKeyRoleAdmin,
+}
+
+func (e APIKeyRole) IsValid() bool {
+	switch e {
+	case APIKeyRoleStorefront, APIKeyRoleAdmin:
+		return true
+	}
+	return false
+}
+
+func (e APIKeyRole) String() string {
+	return string(e)
+}
+
+func (e *APIKeyRole) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = APIKeyRole(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid ApiKeyRole", str)
+	}
+	return nil
+}
+
+func (e APIKeyRole) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *APIKeyRole) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e APIKeyRole) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
 }
 
 type CampaignStatus string

@@ -25,6 +25,7 @@ import (
 	"voucherd/internal/job"
 	"voucherd/internal/metrics"
 	"voucherd/internal/postgres"
+	"voucherd/internal/rediskeys"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 	"voucherd/server"
@@ -79,6 +80,8 @@ func run(ctx context.Context, name string, args []string, getenv func(string) st
 		return migrate(ctx, cfg, logger)
 	case "user":
 		return userCommand(ctx, getenv, args, stdout, stderr)
+	case "key":
+		return keyCommand(ctx, getenv, args, stdout, stderr)
 	case "broker":
 		if _, err := brokerCommand.parse(args, nil, 0, stdout); err != nil {
 			return err
@@ -238,7 +241,22 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		}
 	}
 
-	dash, err := newDashboard(ctx, cfg, store, svc, logger, stdout)
+	// API keys: every instance holds the usable ones (a KeyRing), reads
+	// them again when any instance creates or revokes one (Redis pub/sub)
+	// and every API_KEY_TTL; rates are shared in Redis.
+	keyChanges := rediskeys.NewChanges(rdb)
+	apiKeys := voucher.NewApiKeys(store, keyChanges)
+	ring := voucher.NewKeyRing(store, rediskeys.NewLimiter(rdb), voucher.KeyRingConfig{TTL: cfg.ApiKeyTTL, Logger: logger})
+	ringCtx, stopRing := context.WithCancel(context.WithoutCancel(ctx))
+	ringStopped := ring.Start(ringCtx)
+	keysListening := make(chan struct{})
+	go func() {
+		defer close(keysListening)
+		keyChanges.Listen(ringCtx, ring.Changed)
+	}()
+	defer func() { stopRing(); ringStopped(); <-keysListening }()
+
+	dash, err := newDashboard(ctx, cfg, store, svc, apiKeys, logger, stdout)
 	if err != nil {
 		return err
 	}
@@ -277,6 +295,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		GraphiQLHeaders:  graphiqlHeaders,
 		StorefrontTokens: cfg.StorefrontTokens,
 		AdminTokens:      cfg.AdminTokens,
+		Keys:             ring,
+		ApiKeys:          apiKeys,
 		Production:       cfg.Production,
 		Logger:           logger,
 		Metrics:          m.Handler(),

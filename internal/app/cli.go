@@ -144,6 +144,7 @@ var settingHelp = map[string]string{
 	"RECONCILE_INTERVAL": "how often gate and database are compared (default 1m)",
 	"WARMUP_INTERVAL":    "how often missing flash gates are loaded (default 1m)",
 	"SOLD_OUT_TTL":       "how long a sold-out flash voucher is answered from memory (default 2s)",
+	"API_KEY_TTL":        "how often each server reads the API keys again, should a change's message be lost (default 5s)",
 	"DEFAULT_CURRENCY":   "ISO 4217 currency of a voucher created without one (default USD)",
 	"SHUTDOWN_TIMEOUT":   "how long a SIGTERM waits for requests in flight (default 20s)",
 	"DEBUG_ADDR":         "loopback host:port for net/http/pprof (default none)",
@@ -164,7 +165,7 @@ var (
 		about: "Runs the voucher service: GraphQL, REST, the dashboard at /admin, /healthz, /readyz and /metrics on HTTP_ADDR,\nwith the expiry, reconciliation and warm-up jobs. It applies pending migrations first. The default command.",
 		settings: []string{"HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "REDIS_AUTOPIPELINE", "KAFKA_BROKERS", "FLASH_WRITE_PATH", "ADMISSION_LEASE",
 			"STOREFRONT_TOKENS", "ADMIN_TOKENS", "METRICS_TOKENS", "TRUSTED_PROXIES", "RESERVATION_TTL", "EXPIRY_INTERVAL", "RECONCILE_INTERVAL",
-			"WARMUP_INTERVAL", "SOLD_OUT_TTL", "DEFAULT_CURRENCY", "SHUTDOWN_TIMEOUT", "DEBUG_ADDR", "CLOCK_OFFSET", "APP_ENV", "LOG_FORMAT", "LOG_LEVEL", "GOGC", "GOMEMLIMIT"},
+			"WARMUP_INTERVAL", "SOLD_OUT_TTL", "API_KEY_TTL", "DEFAULT_CURRENCY", "SHUTDOWN_TIMEOUT", "DEBUG_ADDR", "CLOCK_OFFSET", "APP_ENV", "LOG_FORMAT", "LOG_LEVEL", "GOGC", "GOMEMLIMIT"},
 	}
 	migrateCommand = command{
 		name:       "migrate",
@@ -199,6 +200,9 @@ Commands (each answers -h and --help with its usage and the settings it reads):
   user enable    enable a disabled user again
   user reset     print a one-time link to set a user's password
   user unlock    lift a sign-in lockout (of an email or an address)
+  key create     create an API key (printed once) with a role, expiry and rate
+  key list       list the API keys
+  key revoke     revoke an API key: refused on every server within a second
   broker         a development Kafka-protocol broker (kfake) on BROKER_ADDR
                  (default 127.0.0.1:9092) that outlives a crash of serve:
                  KAFKA_BROKERS=127.0.0.1:9092 FLASH_WRITE_PATH=kafka voucherd serve

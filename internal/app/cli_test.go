@@ -42,6 +42,10 @@ var cliCases = []cliCase{
 	{[]string{"user", "enable"}, "usage: voucherd user enable", []string{"DATABASE_URL"}},
 	{[]string{"user", "reset"}, "usage: voucherd user reset", []string{"DATABASE_URL", "HTTP_ADDR"}},
 	{[]string{"user", "unlock"}, "usage: voucherd user unlock", []string{"DATABASE_URL"}},
+	{[]string{"key"}, "usage: voucherd key create", []string{"DATABASE_URL", "REDIS_URL"}},
+	{[]string{"key", "create"}, "usage: voucherd key create", []string{"DATABASE_URL", "REDIS_URL", "APP_ENV"}},
+	{[]string{"key", "list"}, "usage: voucherd key list", []string{"DATABASE_URL"}},
+	{[]string{"key", "revoke"}, "usage: voucherd key revoke", []string{"DATABASE_URL", "REDIS_URL"}},
 }
 
 // cliEnv are settings under which any command that did start would show
@@ -104,7 +108,7 @@ func TestRun_EveryCommandAnswersHelpWithItsUsageAndDoesNothingElse(t *testing.T)
 		if err := Run(context.Background(), args, env(nil), &out, &strings.Builder{}); err != nil {
 			t.Errorf("voucherd %s: %v", strings.Join(args, " "), err)
 		}
-		for _, cmd := range []string{"serve", "migrate", "user add", "user list", "user role", "user disable", "user enable", "user reset", "user unlock", "broker", "help"} {
+		for _, cmd := range []string{"serve", "migrate", "user add", "user list", "user role", "user disable", "user enable", "user reset", "user unlock", "key create", "key list", "key revoke", "broker", "help"} {
 			if !strings.Contains(out.String(), "\n  "+cmd+" ") {
 				t.Errorf("voucherd %s does not list %q:\n%s", strings.Join(args, " "), cmd, out.String())
 			}
@@ -130,7 +134,9 @@ func TestRun_AnUnknownFlagOrArgumentIsAUsageError(t *testing.T) {
 		[]string{"-no-such-flag"}, []string{"servee"}, []string{"user", "promote"}, []string{"help", "nothing"},
 		[]string{"user", "add", "-email", "a@example.com"}, []string{"user", "role", "-role", "admin"}, []string{"user", "disable"},
 		[]string{"user", "enable"}, []string{"user", "reset"}, []string{"user", "unlock"},
-		[]string{"user", "list", "-email", "x@example.com"}, []string{"broker", "-addr", ":9092"}, []string{"help", "serve", "extra"})
+		[]string{"user", "list", "-email", "x@example.com"}, []string{"broker", "-addr", ":9092"}, []string{"help", "serve", "extra"},
+		[]string{"key", "rotate"}, []string{"key", "create", "-name", "ci"}, []string{"key", "create", "-role", "admin"}, []string{"key", "revoke"},
+		[]string{"key", "list", "-id", "1"}, []string{"key", "create", "-name", "ci", "-role", "admin", "-rate", "many"})
 	for _, args := range lines {
 		settings, httpAddr, brokerAddr := cliEnv(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -40,6 +40,7 @@ type config struct {
 	ShutdownTimeout   time.Duration
 	AdmissionLease    time.Duration // kafka mode: how long an admission's owner has to settle it
 	SoldOutTTL        time.Duration // how long a sold-out snapshot answers from memory
+	ApiKeyTTL         time.Duration // how often the API keys are read again, should a change's message be lost
 	DefaultCurrency   string        // a new voucher's currency when it names none
 	FaultsID          string        // tests only: names hooks registered with RegisterFaults
 	ClockOffset       time.Duration // tests only: shifts this instance's own clock (voucher.SetClockOffset)
@@ -96,6 +97,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
 	c.AdmissionLease = duration("ADMISSION_LEASE", "11s")
 	c.SoldOutTTL = duration("SOLD_OUT_TTL", "2s")
+	c.ApiKeyTTL = duration("API_KEY_TTL", "5s")
 	c.DefaultCurrency = or(getenv("DEFAULT_CURRENCY"), "USD")
 	if voucher.ValidateCurrency(c.DefaultCurrency) != nil {
 		errs = append(errs, errors.New("DEFAULT_CURRENCY must be an ISO 4217 code of three capital letters, such as USD"))

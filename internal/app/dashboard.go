@@ -55,7 +55,7 @@ func accountsConfig(cfg config) voucher.AccountsConfig {
 // newDashboard builds the dashboard over the store and the service and,
 // outside production on a loopback address, makes sure the development user
 // exists and prints its credentials.
-func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *voucher.Service, logger *slog.Logger, stdout io.Writer) (dashboard, error) {
+func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *voucher.Service, apiKeys *voucher.ApiKeys, logger *slog.Logger, stdout io.Writer) (dashboard, error) {
 	accounts := voucher.NewAccounts(store, accountsConfig(cfg))
 	backoffice := voucher.NewBackoffice(svc, store)
 	if !cfg.Production && !devAccountAllowed(cfg) {
@@ -74,7 +74,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		}
 		fmt.Fprintf(stdout, "development dashboard user (%s): %s, password %q; sign in at /admin (never made, and refused, with APP_ENV=production or off loopback)\n", note, devUserEmail, devUserPassword)
 	}
-	deps := web.Deps{Accounts: accounts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice}
+	deps := web.Deps{Accounts: accounts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice, ApiKeys: apiKeys}
 	// Dead-lettered events are shown only once a store counts them.
 	if dl, ok := any(store).(web.DeadLetterCounter); ok {
 		deps.DeadLetters = dl

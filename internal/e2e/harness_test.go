@@ -228,10 +228,14 @@ var httpClient = &http.Client{
 
 // response is an HTTP answer with its JSON body decoded.
 type response struct {
-	Status int
-	Body   map[string]any
-	Raw    string
+	Status  int
+	Body    map[string]any
+	Raw     string
+	Headers http.Header
 }
+
+// Header is a header of the answer.
+func (r response) Header(name string) string { return r.Headers.Get(name) }
 
 func do(t testing.TB, method, url, token string, body any) response {
 	t.Helper()
@@ -264,7 +268,7 @@ func do(t testing.TB, method, url, token string, body any) response {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	out := response{Status: resp.StatusCode, Raw: string(raw)}
+	out := response{Status: resp.StatusCode, Raw: string(raw), Headers: resp.Header}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	_ = dec.Decode(&out.Body)

@@ -35,6 +35,7 @@ const (
 	OpManageUsers   Operation = "manage-users"   // dashboard users and their sign-in locks
 	// OpReadCampaigns reads campaigns (their codes' export is OpManageVoucher).
 	OpReadCampaigns Operation = "read-campaigns"
+	OpManageKeys    Operation = "manage-keys" // API keys: create, list, revoke
 )
 
 var permissions = map[Operation][]Role{
@@ -44,6 +45,7 @@ var permissions = map[Operation][]Role{
 	OpOperate:       {RoleAdmin, RoleOperator},
 	OpManageUsers:   {RoleAdmin},
 	OpReadCampaigns: {RoleAdmin, RoleMarketer, RoleOperator},
+	OpManageKeys:    {RoleAdmin},
 }
 
 // Caller is who makes a request; transports put it in the context after

@@ -8,6 +8,32 @@ import (
 	"time"
 )
 
+type ApiKey struct {
+	ID            int64
+	Name          string
+	Role          string
+	Prefix        string
+	SecretHash    []byte
+	CreatedAt     time.Time
+	ExpiresAt     *time.Time
+	RevokedAt     *time.Time
+	LastUsedAt    *time.Time
+	RatePerSecond *int32
+	Burst         *int32
+	CreatedBy     string
+}
+
+type ApiKeyAudit struct {
+	ID         int64
+	KeyID      int64
+	KeyName    string
+	Actor      string
+	ActorRole  string
+	Action     string
+	Detail     string
+	OccurredAt time.Time
+}
+
 type Campaign struct {
 	ID             int64
 	VoucherCode    string

@@ -26,6 +26,8 @@ type Page struct {
 	Zone   *time.Location
 	// Campaigns shows the campaigns in the navigation.
 	Campaigns bool
+	// ApiKeys shows the API keys in the navigation (to admins).
+	ApiKeys bool
 }
 
 // Viewer is the signed-in user as the pages need them.
@@ -48,6 +50,11 @@ func (v Viewer) CanReadCampaigns() bool {
 // CanOperate reports whether the viewer may see drift and run repairs.
 func (v Viewer) CanOperate() bool {
 	return voucher.Caller{Role: v.Role}.Can(voucher.OpOperate)
+}
+
+// CanManageKeys reports whether the viewer may manage API keys.
+func (v Viewer) CanManageKeys() bool {
+	return voucher.Caller{Role: v.Role}.Can(voucher.OpManageKeys)
 }
 
 // CanManageUsers reports whether the viewer may lift sign-in locks.
@@ -698,3 +705,26 @@ func pollURL(q ListQuery, rows []voucher.VoucherOverview) string {
 	}
 	return "/admin/vouchers/rows?" + v + "shown=" + RowsKey(rows)
 }
+
+// whenOrNever is an optional time for people: none is the word given.
+func whenOrNever(t *time.Time, p Page, none string) string {
+	if t == nil {
+		return none
+	}
+	return When(*t, p.zone())
+}
+
+// keyRate is a key's rate for people.
+func keyRate(k voucher.ApiKey) string {
+	if k.RatePerSecond == nil {
+		return "no limit"
+	}
+	s := strconv.Itoa(*k.RatePerSecond) + "/s"
+	if k.Burst != nil {
+		s += ", burst " + strconv.Itoa(*k.Burst)
+	}
+	return s
+}
+
+// now is the time a page is drawn at, for what has expired.
+func (p Page) now() time.Time { return time.Now() }

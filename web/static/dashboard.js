@@ -4,7 +4,7 @@
 // select, moves the focus to the first field at fault after a refused
 // submit, echoes what an amount typed in the currency's units means, and
 // puts the focus back where it was after a refresh swaps part of a page (in
-// place or out of band).
+// place or out of band), and copies a new API key with its Copy button.
 (function () {
   "use strict";
   var zone = "";
@@ -156,6 +156,44 @@
   }
   document.addEventListener("htmx:oobAfterSwap", refocus);
   document.addEventListener("htmx:afterSettle", refocus);
+  // A Copy button (data-copy: the id of the field to copy) puts the
+  // field's text on the clipboard and says so; where the clipboard API is
+  // refused, the text is selected for the reader to copy.
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest && ev.target.closest("[data-copy]");
+    if (!button) {
+      return;
+    }
+    var id = button.getAttribute("data-copy");
+    var field = document.getElementById(id);
+    var said = document.querySelector('[data-copied-for="' + id + '"]');
+    if (!field) {
+      return;
+    }
+    function tell(text) {
+      if (said) {
+        said.textContent = text;
+      }
+    }
+    function selectIt() {
+      field.focus();
+      field.select();
+      var copied = false;
+      try {
+        copied = document.execCommand("copy");
+      } catch (e) {
+        copied = false;
+      }
+      tell(copied ? "Copied." : "Selected: press Ctrl+C (or Cmd+C) to copy.");
+    }
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(field.value).then(function () {
+        tell("Copied.");
+      }, selectIt);
+    } else {
+      selectIt();
+    }
+  });
   function ready() {
     pickZone();
     // After a refused submit, the first field at fault has the focus.
