@@ -46,11 +46,12 @@ type flashPath interface {
 	// gives it back after the write was refused with err.
 	claimOrder(ctx context.Context, r ReserveRequest) error
 	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
-	// heldInFlight answers, for an orderId the database does not hold, a
-	// reserve on code of an order another voucher holds with its write
-	// still on its way (kafka mode: the claim and the owner's gate);
-	// decided is false when no other voucher holds it that way.
-	heldInFlight(ctx context.Context, code string, r ReserveRequest) (res Reservation, err error, decided bool)
+	// heldInFlight answers, for an orderId the database does not hold (or,
+	// dbAnswered false, could not say), a reserve on code of an order
+	// another voucher holds with its write still on its way (kafka mode:
+	// the claim and the owner's gate); decided is false when no other
+	// voucher holds it that way.
+	heldInFlight(ctx context.Context, code string, r ReserveRequest, dbAnswered bool) (res Reservation, err error, decided bool)
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error
@@ -231,7 +232,8 @@ func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 // without the database: rule 2 comes before them, so the orderId is looked
 // up first (one coalesced read) and, if the database holds it, answered as
 // a retry of that reservation (ORDER_CONFLICT on another voucher or with
-// other terms, RESERVATION_RELEASED, or the reservation itself).
+// other terms, RESERVATION_RELEASED, or the reservation itself); in kafka
+// mode an order still on its way elsewhere is found by its claim.
 //
 // The question is paced (heldChecks): a read per refusal would make the
 // late crowd of a sold-out voucher, which the gate and its sold-out memory
@@ -247,15 +249,17 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 			return Reservation{}, refusal
 		}
 		held, found, err := s.lookupOrder(ctx, r.OrderID)
-		switch {
-		case found:
+		if found {
 			r.Code = v.Code
 			return r.Retry(held)
-		case err != nil:
-			// Refusing could be the wrong rule; UNAVAILABLE never is.
-			return Reservation{}, Errorf(Unavailable, "order %s could not be checked; retry with the same orderId", r.OrderID)
 		}
-		if res, err, decided := s.flash.heldInFlight(ctx, v.Code, r); decided {
+		if err != nil {
+			// The database down or slow must not turn a sale's refusals
+			// into UNAVAILABLE (in kafka mode it is off the request path):
+			// the claims decide alone, as for a new winner.
+			s.logger.WarnContext(ctx, "a refused flash reserve's orderId not checked against the database; the claims decide alone", "order", r.OrderID, "err", err)
+		}
+		if res, err, decided := s.flash.heldInFlight(ctx, v.Code, r, err == nil); decided {
 			return res, err
 		}
 	}

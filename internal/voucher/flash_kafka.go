@@ -413,7 +413,7 @@ func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r Reserv
 		r.Code = code
 		return r.Retry(held)
 	}
-	if res, err, decided := k.heldBy(ctx, code, r, owner); decided {
+	if res, err, decided := k.heldBy(ctx, code, r, owner, false); decided {
 		return res, err
 	}
 	return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID)
@@ -422,15 +422,17 @@ func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r Reserv
 // heldInFlight: an order admitted on another flash voucher is in the
 // database only once the consumer applied its event; until then its claim
 // names that voucher and that voucher's gate holds it.
-func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest) (Reservation, error, bool) {
-	return k.heldBy(ctx, code, r, "")
+func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest, dbAnswered bool) (Reservation, error, bool) {
+	return k.heldBy(ctx, code, r, "", !dbAnswered)
 }
 
 // heldBy reads the orderId's claim (owner, when not given) and the
 // owner's gate: an order settled there (live, confirmed, released, lost)
 // is held, ORDER_CONFLICT; one still pending may yet be given back,
-// UNAVAILABLE; decided is false when no other voucher's gate holds it.
-func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, owner string) (Reservation, error, bool) {
+// UNAVAILABLE; decided is false when no other voucher's gate holds it,
+// unless claimDecides (the database could not say): then another
+// voucher's claim alone is ORDER_CONFLICT.
+func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, owner string, claimDecides bool) (Reservation, error, bool) {
 	if owner == "" {
 		o, ok, err := k.gate.OrderOwner(ctx, r.OrderID)
 		if err != nil || !ok {
@@ -443,10 +445,12 @@ func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, 
 	}
 	o, ok, err := k.gate.Order(ctx, owner, r.OrderID)
 	switch {
+	case err == nil && ok && o.Pending:
+		return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID), true
+	case claimDecides && !(err == nil && ok && o.Void):
+		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID), true
 	case err != nil || !ok || o.Void:
 		return Reservation{}, nil, false
-	case o.Pending:
-		return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID), true
 	}
 	return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID), true
 }

@@ -275,7 +275,7 @@ func (s *syncFlash) unclaimOrder(context.Context, ReserveRequest, error) {}
 
 // heldInFlight: on the sync path every answered reservation is in the
 // database already.
-func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest) (Reservation, error, bool) {
+func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest, bool) (Reservation, error, bool) {
 	return Reservation{}, nil, false
 }
 
