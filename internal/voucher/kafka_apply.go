@@ -66,7 +66,9 @@ func (a *EventApplier) apply(ctx context.Context, ev Event) (written bool, err e
 	}
 	if ev.Kind == EventReleased && status == StatusReleased {
 		if _, err := k.gate.Release(ctx, ev.Code, ev.OrderID, ev.DiscountAmount); err != nil {
-			// Undersell for a while: reconciliation returns the use.
+			// Undersell for a while: the gate holds the order as releasing,
+			// and reconciliation gives back a releasing use the database has
+			// released (kafkaFlash.reconcileOrders).
 			k.logger.WarnContext(ctx, "released use not given back to the gate; reconciliation will", "code", ev.Code, "order", ev.OrderID, "err", err)
 		}
 	}
