@@ -2,6 +2,8 @@ package voucher
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -46,12 +48,11 @@ type flashPath interface {
 	// gives it back after the write was refused with err.
 	claimOrder(ctx context.Context, r ReserveRequest) error
 	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
-	// heldInFlight answers, for an orderId the database does not hold (or,
-	// dbAnswered false, could not say), a reserve on code of an order
-	// another voucher holds with its write still on its way (kafka mode:
-	// the claim and the owner's gate); decided is false when no other
-	// voucher holds it that way.
-	heldInFlight(ctx context.Context, code string, r ReserveRequest, dbAnswered bool) (res Reservation, err error, decided bool)
+	// heldInFlight answers, for an orderId the database does not hold (or
+	// could not say: db), a reserve on code of an order another voucher
+	// holds with its write still on its way (kafka mode: the claim and the
+	// owner's gate); decided is false when the refusal stands.
+	heldInFlight(ctx context.Context, code string, r ReserveRequest, db DatabaseAnswer) (res Reservation, err error, decided bool)
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error
@@ -253,13 +254,15 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 			r.Code = v.Code
 			return r.Retry(held)
 		}
+		db := DatabaseAnswered
 		if err != nil {
-			// The database down or slow must not turn a sale's refusals
-			// into UNAVAILABLE (in kafka mode it is off the request path):
-			// the claims decide alone, as for a new winner.
-			s.logger.WarnContext(ctx, "a refused flash reserve's orderId not checked against the database; the claims decide alone", "order", r.OrderID, "err", err)
+			db = DatabaseDown
+			if errors.Is(err, errLookupSlow) {
+				db = DatabaseSlow
+			}
+			s.logger.WarnContext(ctx, "a refused flash reserve's orderId not checked against the database", "order", r.OrderID, "err", err)
 		}
-		if res, err, decided := s.flash.heldInFlight(ctx, v.Code, r, err == nil); decided {
+		if res, err, decided := s.flash.heldInFlight(ctx, v.Code, r, db); decided {
 			return res, err
 		}
 	}
@@ -293,17 +296,34 @@ func (s *Service) heldOrder(ctx context.Context, orderID string) (Reservation, b
 	return res, found
 }
 
+// DatabaseAnswer is how the database answered a question of rule 2.
+type DatabaseAnswer int
+
+const (
+	DatabaseAnswered DatabaseAnswer = iota
+	// DatabaseSlow: no answer within heldLookupTimeout (a stampede's load).
+	DatabaseSlow
+	// DatabaseDown: it refused the question (stopped, unreachable).
+	DatabaseDown
+)
+
+// errLookupSlow marks a lookup that ran out of heldLookupTimeout.
+var errLookupSlow = errors.New("no answer within the lookup's bound")
+
 // lookupOrder reads orderID's reservation within heldLookupTimeout; err
-// is set when the database gave no answer (not for an order it lacks).
+// is set when the database gave no answer (not for an order it lacks),
+// errLookupSlow when it ran out of time.
 func (s *Service) lookupOrder(ctx context.Context, orderID string) (res Reservation, found bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, heldLookupTimeout)
+	lctx, cancel := context.WithTimeout(ctx, heldLookupTimeout)
 	defer cancel()
-	res, err = s.store.Reservation(ctx, orderID)
+	res, err = s.store.Reservation(lctx, orderID)
 	switch {
 	case err == nil:
 		return res, true, nil
 	case ErrorCodeOf(err) == NotFound:
 		return Reservation{}, false, nil
+	case lctx.Err() != nil && ctx.Err() == nil:
+		return Reservation{}, false, fmt.Errorf("%w: %w", errLookupSlow, err)
 	}
 	return Reservation{}, false, err
 }

@@ -422,17 +422,19 @@ func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r Reserv
 // heldInFlight: an order admitted on another flash voucher is in the
 // database only once the consumer applied its event; until then its claim
 // names that voucher and that voucher's gate holds it.
-func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest, dbAnswered bool) (Reservation, error, bool) {
-	return k.heldBy(ctx, code, r, "", !dbAnswered)
+func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest, db DatabaseAnswer) (Reservation, error, bool) {
+	return k.heldBy(ctx, code, r, "", db != DatabaseAnswered)
 }
 
 // heldBy reads the orderId's claim (owner, when not given) and the
 // owner's gate: an order settled there (live, confirmed, released, lost)
 // is held, ORDER_CONFLICT; one still pending may yet be given back,
 // UNAVAILABLE; decided is false when no other voucher's gate holds it,
-// unless claimDecides (the database could not say): then another
-// voucher's claim alone is ORDER_CONFLICT.
-func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, owner string, claimDecides bool) (Reservation, error, bool) {
+// unless uncertain (the database could not say): then another voucher's
+// claim without its gate's record (an ordinary voucher's write, which may
+// or may not have committed) is UNAVAILABLE. Without a claim the refusal
+// stands, so a database outage keeps kafka mode's refusals.
+func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, owner string, uncertain bool) (Reservation, error, bool) {
 	if owner == "" {
 		o, ok, err := k.gate.OrderOwner(ctx, r.OrderID)
 		if err != nil || !ok {
@@ -447,12 +449,12 @@ func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, 
 	switch {
 	case err == nil && ok && o.Pending:
 		return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID), true
-	case claimDecides && !(err == nil && ok && o.Void):
+	case err == nil && ok && !o.Void:
 		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID), true
-	case err != nil || !ok || o.Void:
-		return Reservation{}, nil, false
+	case uncertain:
+		return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID), true
 	}
-	return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID), true
+	return Reservation{}, nil, false
 }
 
 // unclaimOrder drops the claim claimOrder took when the database refused

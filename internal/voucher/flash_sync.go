@@ -274,8 +274,13 @@ func (s *syncFlash) claimOrder(context.Context, ReserveRequest) error    { retur
 func (s *syncFlash) unclaimOrder(context.Context, ReserveRequest, error) {}
 
 // heldInFlight: on the sync path every answered reservation is in the
-// database already.
-func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest, bool) (Reservation, error, bool) {
+// database already. A database that is down decides no winner either:
+// UNAVAILABLE, rather than a refusal that may be the wrong rule. A slow
+// one is not waited for (a stampede's refusals): the refusal stands.
+func (s *syncFlash) heldInFlight(_ context.Context, _ string, r ReserveRequest, db DatabaseAnswer) (Reservation, error, bool) {
+	if db == DatabaseDown {
+		return Reservation{}, Errorf(Unavailable, "order %s could not be checked; retry with the same orderId", r.OrderID), true
+	}
 	return Reservation{}, nil, false
 }
 
