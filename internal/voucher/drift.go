@@ -330,12 +330,7 @@ func (s *Service) termsFollowed(ctx context.Context, code string, gateSnap GateS
 	}
 	s.logger.ErrorContext(ctx, "the gate decides on terms the voucher no longer has; rebuilding it", "code", code, "differs", why)
 	d.Alert = true
-	s.soldOut.forget(code)
-	err = s.gate.Pause(ctx, code)
-	if err == nil {
-		err = s.flashFor(code).rebuild(ctx, code)
-	}
-	if err != nil {
+	if err := s.rebuildGate(ctx, code); err != nil {
 		d.Repaired = "the gate's " + why + " differed from the voucher's; its rebuild failed (" + string(ErrorCodeOf(err)) + ")"
 		saved, serr := s.drift.SaveDriftReport(ctx, d)
 		return saved, true, errors.Join(unavailable(err), serr)
@@ -400,7 +395,12 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if !v.Flash || s.flash == nil {
 		return Errorf(NotFound, "voucher %s has no gate", code)
 	}
-	code = gateCode(v)
+	return s.rebuildGate(ctx, gateCode(v))
+}
+
+// rebuildGate pauses a gate and reloads it from the database (the write
+// path's rebuild), dropping this instance's sold-out snapshot first.
+func (s *Service) rebuildGate(ctx context.Context, code string) error {
 	s.soldOut.forget(code)
 	if err := s.gate.Pause(ctx, code); err != nil {
 		return unavailable(err)

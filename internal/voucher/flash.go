@@ -52,7 +52,7 @@ type flashPath interface {
 	// could not say: db), a reserve on code of an order another voucher
 	// holds with its write still on its way (kafka mode: the claim and the
 	// owner's gate); decided is false when the refusal stands.
-	heldInFlight(ctx context.Context, code string, r ReserveRequest, db DatabaseAnswer) (res Reservation, err error, decided bool)
+	heldInFlight(ctx context.Context, code string, r ReserveRequest, db dbAnswer) (res Reservation, err error, decided bool)
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error
@@ -254,11 +254,11 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 			r.Code = v.Code
 			return r.Retry(held)
 		}
-		db := DatabaseAnswered
+		db := dbAnswered
 		if err != nil {
-			db = DatabaseDown
+			db = dbDown
 			if errors.Is(err, errLookupSlow) {
-				db = DatabaseSlow
+				db = dbSlow
 			}
 			s.logger.WarnContext(ctx, "a refused flash reserve's orderId not checked against the database", "order", r.OrderID, "err", err)
 		}
@@ -296,15 +296,15 @@ func (s *Service) heldOrder(ctx context.Context, orderID string) (Reservation, b
 	return res, found
 }
 
-// DatabaseAnswer is how the database answered a question of rule 2.
-type DatabaseAnswer int
+// dbAnswer is how the database answered a question of rule 2.
+type dbAnswer int
 
 const (
-	DatabaseAnswered DatabaseAnswer = iota
-	// DatabaseSlow: no answer within heldLookupTimeout (a stampede's load).
-	DatabaseSlow
-	// DatabaseDown: it refused the question (stopped, unreachable).
-	DatabaseDown
+	dbAnswered dbAnswer = iota
+	// dbSlow: no answer within heldLookupTimeout (a stampede's load).
+	dbSlow
+	// dbDown: it refused the question (stopped, unreachable).
+	dbDown
 )
 
 // errLookupSlow marks a lookup that ran out of heldLookupTimeout.

@@ -416,14 +416,20 @@ func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r Reserv
 	if res, err, decided := k.heldBy(ctx, code, r, owner, false); decided {
 		return res, err
 	}
-	return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID)
+	return Reservation{}, decidedElsewhere(r.OrderID)
+}
+
+// decidedElsewhere is the answer while another voucher's write of the
+// orderId may still take it or give it up: retry.
+func decidedElsewhere(orderID string) error {
+	return Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", orderID)
 }
 
 // heldInFlight: an order admitted on another flash voucher is in the
 // database only once the consumer applied its event; until then its claim
 // names that voucher and that voucher's gate holds it.
-func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest, db DatabaseAnswer) (Reservation, error, bool) {
-	return k.heldBy(ctx, code, r, "", db != DatabaseAnswered)
+func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest, db dbAnswer) (Reservation, error, bool) {
+	return k.heldBy(ctx, code, r, "", db != dbAnswered)
 }
 
 // heldBy reads the orderId's claim (owner, when not given) and the
@@ -448,11 +454,11 @@ func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, 
 	o, ok, err := k.gate.Order(ctx, owner, r.OrderID)
 	switch {
 	case err == nil && ok && o.Pending:
-		return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID), true
+		return Reservation{}, decidedElsewhere(r.OrderID), true
 	case err == nil && ok && !o.Void:
 		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher", r.OrderID), true
 	case uncertain:
-		return Reservation{}, Errorf(Unavailable, "order %s is being decided on another voucher; retry with the same orderId", r.OrderID), true
+		return Reservation{}, decidedElsewhere(r.OrderID), true
 	}
 	return Reservation{}, nil, false
 }

@@ -277,8 +277,8 @@ func (s *syncFlash) unclaimOrder(context.Context, ReserveRequest, error) {}
 // database already. A database that is down decides no winner either:
 // UNAVAILABLE, rather than a refusal that may be the wrong rule. A slow
 // one is not waited for (a stampede's refusals): the refusal stands.
-func (s *syncFlash) heldInFlight(_ context.Context, _ string, r ReserveRequest, db DatabaseAnswer) (Reservation, error, bool) {
-	if db == DatabaseDown {
+func (s *syncFlash) heldInFlight(_ context.Context, _ string, r ReserveRequest, db dbAnswer) (Reservation, error, bool) {
+	if db == dbDown {
 		return Reservation{}, Errorf(Unavailable, "order %s could not be checked; retry with the same orderId", r.OrderID), true
 	}
 	return Reservation{}, nil, false
