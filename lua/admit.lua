@@ -39,7 +39,8 @@
 -- Each reserve is decided exactly as if it had a call of its own, in order.
 --
 -- Returns, for each reserve, {verdict, the order's value after the call ('' if none), epoch}
--- (3n values).
+-- (3n values), then this Redis server's run_id ('' when the gate is paused
+-- or not loaded): the server the claims of KEYS[6..] were read on.
 -- Verdicts: PAUSED, NOT_LOADED, STALE, CLAIMED_ELSEWHERE (with KEYS[6]: the
 -- orderId is claimed by another voucher; nothing taken) (the gate's data may be older than
 -- what it answered before: another Redis server holds it now, see load.lua),
@@ -55,12 +56,13 @@
 
 local n, code, claimLife = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local out = {}
-local function answerAll(verdict, epoch)
+local function answerAll(verdict, epoch, server)
   for _ = 1, n do
     out[#out + 1] = verdict
     out[#out + 1] = ''
     out[#out + 1] = epoch
   end
+  out[#out + 1] = server or ''
   return out
 end
 
@@ -76,7 +78,7 @@ local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'start
 local epoch = m[2] or ''
 local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
 if m[3] ~= server then
-  return answerAll('STALE', epoch)
+  return answerAll('STALE', epoch, server)
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -175,6 +177,7 @@ for i = 0, n - 1 do
   out[#out + 1] = value
   out[#out + 1] = epoch
 end
+out[#out + 1] = server
 if roomTaken > 0 then
   -- %.0f writes an integer double's exact digits (tostring would use an exponent).
   redis.call('HINCRBY', KEYS[4], 'room', string.format('-%.0f', roomTaken))

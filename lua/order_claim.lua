@@ -12,17 +12,22 @@
 -- ARGV[3] how long the claim lasts, in ms (past the consumer's delay, the
 --         database answers)
 --
--- 'claim' returns the voucher holding the claim after the call (ARGV[2] when
--- it was free or already ours); 'unclaim' drops the claim if it is ours (a
+-- 'claim' returns {the voucher holding the claim after the call (ARGV[2] when
+-- it was free or already ours), this Redis server's run_id}: a claim found
+-- free proves nothing on a server that may have started after the claim was
+-- made (a restart that lost the data, a failover), so the caller trusts it
+-- only once the events published before it first saw that server are
+-- applied (voucher.claimFence). 'unclaim' drops the claim if it is ours (a
 -- reserve whose event was surely not written) and returns ARGV[2].
 
 local owner = redis.call('GET', KEYS[1])
 if ARGV[1] == 'claim' then
+  local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
   if owner then
-    return owner
+    return {owner, server}
   end
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return ARGV[2]
+  return {ARGV[2], server}
 end
 if owner == ARGV[2] then
   redis.call('DEL', KEYS[1])

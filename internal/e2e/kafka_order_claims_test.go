@@ -58,6 +58,58 @@ func TestKafka_AnOrderIDHeldOnAnotherVoucherIsAConflictAfterRedisLostItsData(t *
 	}
 }
 
+// TestKafka_AnOrderInFlightWhenRedisRestartedEmptyIsAConflictOnAnotherVoucher:
+// a flash winner X is answered 201 and its event is on its way (the consumer
+// holds it before its write); Redis restarts without its data, X's claim
+// with it. The same orderId on an ordinary voucher must not be a second 201
+// (before the claim fence it was: no claim, no row, so it was written, and
+// X's event was dead-lettered after its success was answered; explorer seeds
+// 37, 126, 168). While X's event is held the answer is UNAVAILABLE; once it
+// is applied, ORDER_CONFLICT.
+func TestKafka_AnOrderInFlightWhenRedisRestartedEmptyIsAConflictOnAnotherVoucher(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, db := ownDatabase(t)
+	order := uniqueOrder()
+	f := newFaultPoint(voucher.StepApply, order)
+	s := faultServer(t, f, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL})
+	api := restAPI{s}
+	ordinary := createVoucher(t, s, voucherSpec{TotalLimit: 100})
+	flashCode := createVoucher(t, s, flash(voucherSpec{TotalLimit: 100}))
+	if r := api.reserve(t, flashCode, 1, order, 100); r.Error != "" {
+		t.Fatalf("reserve on the flash voucher: %s", r.Error)
+	}
+	f.wait(t) // the consumer holds X's event before writing it
+	rs.Restart(t)
+
+	if r := api.reserve(t, ordinary, 1, order, 100); r.Error != "UNAVAILABLE" {
+		t.Errorf("X on the ordinary voucher while its flash event is in flight: %q, want UNAVAILABLE (not a second success)", r.Error)
+	}
+	f.resume <- nil
+	var got result
+	eventually(t, "an answer other than UNAVAILABLE once X's event is applied", func() (bool, string) {
+		got = api.reserve(t, ordinary, 1, order, 100)
+		return got.Error != "UNAVAILABLE", got.Error
+	})
+	if got.Error != "ORDER_CONFLICT" {
+		t.Errorf("X on the ordinary voucher after its flash event was applied: %q, want ORDER_CONFLICT", got.Error)
+	}
+	var code, status string
+	if err := db.QueryRow(context.Background(), `SELECT voucher_code, status FROM voucher_redemption WHERE order_id = $1`, order).Scan(&code, &status); err != nil {
+		t.Fatal(err)
+	}
+	if code != flashCode || status != "RESERVED" {
+		t.Errorf("X in the database: %s %s, want %s RESERVED (its answered success)", code, status, flashCode)
+	}
+	assertNoDeadLetters(t, db, flashCode)
+	waitCounters(t, s, ordinary, 0, 0, 0)
+	// A new orderId is sold on both at once again: the fence costs one
+	// settle per Redis server, not one per reserve.
+	if r := api.reserve(t, ordinary, 2, uniqueOrder(), 100); r.Error != "" {
+		t.Errorf("a new order on the ordinary voucher: %q, want a success", r.Error)
+	}
+}
+
 // TestKafka_AReleaseWhoseGiveBackNeverRanIsGivenBackByReconciliation: the
 // database released an order while the gate still holds it as releasing
 // (the process died between the database's release and the gate's

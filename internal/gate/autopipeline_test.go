@@ -270,7 +270,7 @@ func TestGate_AutoPipelinedClaims(t *testing.T) {
 		owners[o] = make([]string, vouchers)
 		for v := range vouchers {
 			wg.Go(func() {
-				owner, err := g.ClaimOrder(ctx, fmt.Sprintf("%s-%d", prefix, o), codes[v])
+				owner, _, err := g.ClaimOrder(ctx, fmt.Sprintf("%s-%d", prefix, o), codes[v])
 				if err != nil {
 					t.Errorf("ClaimOrder: %v", err)
 				}

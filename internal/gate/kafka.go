@@ -89,7 +89,7 @@ func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.discount)
 	}
 	reply, err := admitScript.Run(ctx, g.hot, keys, args...).StringSlice()
-	if err == nil && len(reply) != 3*len(batch) {
+	if err == nil && len(reply) != 3*len(batch)+1 {
 		err = fmt.Errorf("unexpected reply %q", reply)
 	}
 	for i, p := range batch {
@@ -98,6 +98,7 @@ func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 			continue
 		}
 		a, err := g.admission(p.r.OrderID, reply[3*i], reply[3*i+1], reply[3*i+2])
+		a.Server = reply[3*len(batch)]
 		if err != nil {
 			err = fmt.Errorf("gate: admit %s on %s: %w", p.r.OrderID, code, err)
 		}
@@ -362,13 +363,17 @@ const claimTTL = 24 * time.Hour
 func orderKey(orderID string) string { return "order:{" + orderID + "}" }
 
 // ClaimOrder claims an orderId for a voucher and returns the voucher holding
-// the claim: code itself when the orderId was free or already claimed by it.
-func (g *Gate) ClaimOrder(ctx context.Context, orderID, code string) (string, error) {
-	owner, err := orderClaimScript.Run(ctx, g.hot, []string{orderKey(orderID)}, "claim", code, claimTTL.Milliseconds()).Text()
-	if err != nil {
-		return "", fmt.Errorf("gate: claim %s for %s: %w", orderID, code, err)
+// the claim (code itself when the orderId was free or already claimed by
+// it) and the run_id of the Redis server that holds the claim.
+func (g *Gate) ClaimOrder(ctx context.Context, orderID, code string) (owner, server string, err error) {
+	reply, err := orderClaimScript.Run(ctx, g.hot, []string{orderKey(orderID)}, "claim", code, claimTTL.Milliseconds()).StringSlice()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("unexpected reply %q", reply)
 	}
-	return owner, nil
+	if err != nil {
+		return "", "", fmt.Errorf("gate: claim %s for %s: %w", orderID, code, err)
+	}
+	return reply[0], reply[1], nil
 }
 
 // UnclaimOrder drops the voucher's claim on an orderId, if it holds it.

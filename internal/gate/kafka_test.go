@@ -136,8 +136,15 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 			}
 			continue
 		}
-		if owner, err := g.ClaimOrder(ctx, order, step.code); err != nil || owner != step.want {
+		owner, server, err := g.ClaimOrder(ctx, order, step.code)
+		if err != nil || owner != step.want {
 			t.Fatalf("ClaimOrder(%s) = %q, %v; want %q", step.code, owner, err, step.want)
+		}
+		// The claim names the server it was read on (a run_id): a claim
+		// found free on a server that lost its data proves nothing
+		// (voucher.claimFence).
+		if len(server) != 40 {
+			t.Fatalf("ClaimOrder(%s) server = %q; want a run_id", step.code, server)
 		}
 	}
 	if owner, ok, err := g.OrderOwner(ctx, order); err != nil || !ok || owner != "OTHER" {

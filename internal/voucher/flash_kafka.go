@@ -32,16 +32,21 @@ type kafkaFlash struct {
 	// decode reads a dead letter's payload as the consumer reads a record.
 	decode func([]byte) (Event, error)
 
+	// claims says when a claim found free can be trusted (claim_fence.go).
+	claims *claimFence
+
 	mu         sync.Mutex
 	recovering map[string]time.Time // when this process last asked for a voucher's recovery
 }
 
 func newKafkaFlash(s *Service, k *KafkaPath) *kafkaFlash {
-	return &kafkaFlash{
+	kf := &kafkaFlash{
 		Service: s, publisher: k.Publisher, events: k.Store, pending: k.Pending,
 		publishTimeout: k.publishTimeout(), lease: k.lease(), faults: k.Faults, decode: k.Decode,
 		recovering: map[string]time.Time{},
 	}
+	kf.claims = newClaimFence(kf.settle)
+	return kf
 }
 
 // reserve decides a reserve of a flash voucher in kafka mode. It reads and
@@ -119,8 +124,9 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 	// The gate's keys are per voucher: the orderId may have been reserved on
 	// another voucher. The claim sees that (every reservation claims it); on
 	// a single Redis admit.lua made it already.
+	server := a.Server
 	if !a.Claimed {
-		owner, err := k.gate.ClaimOrder(ctx, r.OrderID, v.Code)
+		owner, claimServer, err := k.gate.ClaimOrder(ctx, r.OrderID, v.Code)
 		if err != nil {
 			k.giveBack(ctx, v, a)
 			return Reservation{}, unavailable(err)
@@ -129,8 +135,16 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 			k.giveBack(ctx, v, a)
 			return k.claimedElsewhere(ctx, v.Code, r, owner)
 		}
+		server = claimServer
 	}
 	if a.Verdict == GateAdmitted {
+		// A claim found free on a Redis server that may have lost the
+		// claims of events in flight is trusted once they are applied.
+		if err := k.fenceClaim(ctx, server); err != nil {
+			k.giveBack(ctx, v, a)
+			k.unclaim(ctx, r.OrderID, v.Code)
+			return Reservation{}, err
+		}
 		if earlier, ok := k.heldOrder(ctx, r.OrderID); ok {
 			return k.reserveOfEarlier(ctx, v, r, a, earlier)
 		}
@@ -188,7 +202,7 @@ func (k *kafkaFlash) reserveOfEarlier(ctx context.Context, v Voucher, r ReserveR
 	k.giveBack(ctx, v, a)
 	if earlier.VoucherCode != v.Code {
 		k.unclaim(ctx, r.OrderID, v.Code)
-		if _, err := k.gate.ClaimOrder(ctx, r.OrderID, earlier.VoucherCode); err != nil {
+		if _, _, err := k.gate.ClaimOrder(ctx, r.OrderID, earlier.VoucherCode); err != nil {
 			k.logger.WarnContext(ctx, "order claim not moved to the voucher holding it", "code", earlier.VoucherCode, "order", r.OrderID, "err", err)
 		}
 	}
@@ -221,7 +235,7 @@ func (k *kafkaFlash) duplicate(ctx context.Context, v Voucher, r ReserveRequest,
 	if !a.Order.decidedAtGate() {
 		return k.reserveKnown(ctx, r) // a sync-mode order: the database answers
 	}
-	if owner, err := k.gate.ClaimOrder(ctx, r.OrderID, v.Code); err == nil && owner != v.Code {
+	if owner, _, err := k.gate.ClaimOrder(ctx, r.OrderID, v.Code); err == nil && owner != v.Code {
 		k.logger.ErrorContext(ctx, "an order live on two vouchers' gates", "code", v.Code, "other", owner, "order", r.OrderID)
 	}
 	status := StatusReserved
@@ -385,17 +399,35 @@ func (k *kafkaFlash) unclaim(ctx context.Context, orderID, code string) {
 // so a claim taken only after the write would let a flash voucher admit the
 // same new orderId in between, answer 201 and have its event refused by the
 // database (a lost success). ORDER_CONFLICT when another voucher holds it.
-// Best effort: without Redis the database decides alone (no flash reserve
-// is admitted then either).
+// A claim found free (or no claim, without Redis) lets the database decide
+// once the events that may hold the orderId are applied (fenceClaim).
 func (k *kafkaFlash) claimOrder(ctx context.Context, r ReserveRequest) error {
-	owner, err := k.gate.ClaimOrder(ctx, r.OrderID, r.Code)
+	owner, server, err := k.gate.ClaimOrder(ctx, r.OrderID, r.Code)
 	if err != nil {
+		// No flash reserve is admitted without Redis, but one admitted
+		// before it went away may still be on its way to the database.
 		k.logger.WarnContext(ctx, "order claim not taken; the database decides alone", "code", r.Code, "order", r.OrderID, "err", err)
-		return nil
+		return k.fenceClaim(ctx, "")
 	}
 	if owner != r.Code {
 		_, err := k.claimedElsewhere(ctx, r.Code, r, owner)
 		return err // nil: the database holds the order on this voucher, and its write path answers it
+	}
+	if err := k.fenceClaim(ctx, server); err != nil {
+		k.unclaim(ctx, r.OrderID, r.Code)
+		return err
+	}
+	return nil
+}
+
+// fenceClaim waits, within the publish timeout, until a claim read on
+// server can be trusted (claimFence): UNAVAILABLE when the events in flight
+// are not applied by then.
+func (k *kafkaFlash) fenceClaim(ctx context.Context, server string) error {
+	ctx, cancel := context.WithTimeout(ctx, k.publishTimeout)
+	defer cancel()
+	if err := k.claims.wait(ctx, server); err != nil {
+		return Errorf(Unavailable, "orders reserved a moment ago are still being recorded; retry with the same orderId")
 	}
 	return nil
 }

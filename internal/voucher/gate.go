@@ -92,6 +92,9 @@ type Admission struct {
 	// Claimed: the orderId's claim across vouchers was made in the same
 	// script (a single Redis), so the caller needs no ClaimOrder.
 	Claimed bool
+	// Server is the run_id of the Redis server that decided (and, with
+	// Claimed, read the claim).
+	Server string
 }
 
 // SettleOp is what admission.lua does to a pending admission.
@@ -263,8 +266,9 @@ type Gate interface {
 	// releases the row.
 	MarkReleased(ctx context.Context, code, orderID string, expireOnly bool) (GateDecision, GateOrder, error)
 	// ClaimOrder claims an orderId for a voucher across vouchers and returns
-	// the voucher holding the claim (code itself when it was free or ours).
-	ClaimOrder(ctx context.Context, orderID, code string) (owner string, err error)
+	// the voucher holding the claim (code itself when it was free or ours)
+	// and the run_id of the Redis server the claim was read on.
+	ClaimOrder(ctx context.Context, orderID, code string) (owner, server string, err error)
 	// UnclaimOrder drops the voucher's claim on an orderId, if it holds it.
 	UnclaimOrder(ctx context.Context, orderID, code string) error
 	// OrderOwner reads the voucher holding the claim on an orderId.

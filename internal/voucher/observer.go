@@ -157,11 +157,11 @@ func (g observedGate) MarkReleased(ctx context.Context, code, orderID string, ex
 	return d, o, err
 }
 
-func (g observedGate) ClaimOrder(ctx context.Context, orderID, code string) (string, error) {
+func (g observedGate) ClaimOrder(ctx context.Context, orderID, code string) (string, string, error) {
 	start := time.Now()
-	owner, err := g.Gate.ClaimOrder(ctx, orderID, code)
+	owner, server, err := g.Gate.ClaimOrder(ctx, orderID, code)
 	g.obs.GateCall("claim", err, time.Since(start))
-	return owner, err
+	return owner, server, err
 }
 
 func (g observedGate) UnclaimOrder(ctx context.Context, orderID, code string) error {
