@@ -294,7 +294,7 @@ func TestReserve_ABatchOnAPausedOrUnloadedGateAnswersEveryReserve(t *testing.T) 
 		code := newCode(t)
 		if tc.paused {
 			load(t, g, snapshot(code, 10, 1))
-			if err := g.Pause(ctx, code); err != nil {
+			if err := g.Pause(ctx, code, 0); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -351,7 +351,7 @@ func TestSettle_AFinalizeIsFencedByAPauseAndByTheServer(t *testing.T) {
 	}
 	a, b := admit(code+"-a", 1), admit(code+"-b", 2)
 
-	if err := g.Pause(ctx, code); err != nil {
+	if err := g.Pause(ctx, code, 0); err != nil {
 		t.Fatal(err)
 	}
 	if ans, after, err := g.Settle(ctx, code, voucher.SettleFinalize, a.Order, epoch, 100); err != nil || ans != voucher.SettleFail || !after.Pending {

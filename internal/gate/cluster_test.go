@@ -69,7 +69,7 @@ func TestGate_OnACluster(t *testing.T) {
 				if n, _, err := g.Lower(ctx, code, 5, version(t, g, code)); err != nil || n != 0 {
 					t.Fatalf("Lower = %d, %v; want 0, nil", n, err)
 				}
-				if err := g.Pause(ctx, code); err != nil {
+				if err := g.Pause(ctx, code, 0); err != nil {
 					t.Fatal(err)
 				}
 				reserve(t, g, 2, req(code, "new3", 1_000_003, 100), voucher.GatePaused)

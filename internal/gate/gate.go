@@ -300,13 +300,31 @@ func (g *Gate) Replace(ctx context.Context, snap voucher.GateSnapshot) error {
 	return err
 }
 
-// Pause makes Reserve answer PAUSED until Replace. The pause lapses after
-// pauseTTL so a rebuild that dies half-way does not stop the sale for good.
-func (g *Gate) Pause(ctx context.Context, code string) error {
-	if err := g.rdb.Set(ctx, keysOf(code).paused, 1, pauseTTL).Err(); err != nil {
+// Pause makes Reserve answer PAUSED until Replace, or until ttl passes
+// (0: pauseTTL) unless HoldPause extends it, so a rebuild that dies half-way
+// does not stop the sale for long.
+func (g *Gate) Pause(ctx context.Context, code string, ttl time.Duration) error {
+	if ttl <= 0 {
+		ttl = pauseTTL
+	}
+	if err := g.rdb.Set(ctx, keysOf(code).paused, 1, ttl).Err(); err != nil {
 		return fmt.Errorf("gate: pause %s: %w", code, err)
 	}
 	return nil
+}
+
+// HoldPause makes a pause last ttl from now, only while it is there
+// (SET XX): a renewal never pauses again a gate whose reload lifted the
+// pause, or whose pause lapsed. held is false when there was none.
+func (g *Gate) HoldPause(ctx context.Context, code string, ttl time.Duration) (held bool, err error) {
+	err = g.rdb.SetArgs(ctx, keysOf(code).paused, 1, redis.SetArgs{Mode: "XX", TTL: ttl}).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("gate: hold the pause of %s: %w", code, err)
+	}
+	return true, nil
 }
 
 // unlockScript deletes a lock only if it is still the caller's; renewScript

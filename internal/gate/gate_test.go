@@ -195,7 +195,7 @@ func TestReserve_Verdicts(t *testing.T) {
 				release(t, g, code, id, true)
 			}
 			if tt.paused {
-				if err := g.Pause(ctx, code); err != nil {
+				if err := g.Pause(ctx, code, 0); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -612,7 +612,7 @@ func TestPause_ReserveIsPausedUntilReplace(t *testing.T) {
 	code := newCode(t)
 	load(t, g, snapshot(code, 1, 1))
 	reserve(t, g, 1, req(code, "old", 1, 100), voucher.GateAdmitted)
-	if err := g.Pause(ctx, code); err != nil {
+	if err := g.Pause(ctx, code, 0); err != nil {
 		t.Fatal(err)
 	}
 	reserve(t, g, 1, req(code, "o2", 2, 100), voucher.GatePaused)
@@ -631,6 +631,48 @@ func TestPause_ReserveIsPausedUntilReplace(t *testing.T) {
 	}
 	reserve(t, g, 1, req(code, "o2", 2, 100), voucher.GateAdmitted)
 	reserve(t, g, 1, req(code, "db", 5, 10), voucher.GateDuplicate)
+}
+
+// TestHoldPause_ExtendsOnlyAPauseThatIsThere: a pause lapses after its ttl
+// unless renewed; a renewal after Replace lifted it, or after it lapsed,
+// pauses nothing (a rebuild's renewals never stop a sale its reload resumed).
+func TestHoldPause_ExtendsOnlyAPauseThatIsThere(t *testing.T) {
+	t.Parallel()
+	g, rdb := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	load(t, g, snapshot(code, 3, 1))
+	if err := g.Pause(ctx, code, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := g.HoldPause(ctx, code, time.Minute); err != nil || !held {
+		t.Fatalf("HoldPause of a pause = %v, %v; want held", held, err)
+	}
+	if ttl := rdb.PTTL(ctx, "voucher:{"+code+"}:paused").Val(); ttl < 30*time.Second {
+		t.Fatalf("the held pause lasts %s; want about a minute", ttl)
+	}
+	reserve(t, g, 1, req(code, "a", 1, 100), voucher.GatePaused)
+	if err := g.Replace(ctx, snapshot(code, 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := g.HoldPause(ctx, code, time.Minute); err != nil || held {
+		t.Fatalf("HoldPause after Replace = %v, %v; want not held", held, err)
+	}
+	reserve(t, g, 1, req(code, "a", 1, 100), voucher.GateAdmitted)
+
+	// A short pause lapses by itself.
+	if err := g.Pause(ctx, code, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	reserve(t, g, 1, req(code, "b", 2, 100), voucher.GatePaused)
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.Exists(ctx, "voucher:{"+code+"}:paused").Val() == 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if held, err := g.HoldPause(ctx, code, time.Minute); err != nil || held {
+		t.Fatalf("HoldPause after the pause lapsed = %v, %v; want not held", held, err)
+	}
+	reserve(t, g, 1, req(code, "b", 2, 100), voucher.GateAdmitted)
 }
 
 func TestReplace_LoadsAnUnloadedVoucher(t *testing.T) {

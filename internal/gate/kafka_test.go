@@ -155,7 +155,7 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 	}
 
 	// Paused and not loaded.
-	if err := g.Pause(ctx, code); err != nil {
+	if err := g.Pause(ctx, code, 0); err != nil {
 		t.Fatal(err)
 	}
 	d, _, err = g.Confirm(ctx, code, "a")

@@ -724,6 +724,11 @@ func (k *kafkaFlash) load(ctx context.Context, v Voucher) error {
 	return err
 }
 
+// markerPause bounds the pause of a rebuild whose marker is on the broker:
+// the consumer's reload at the marker lifts it, this only if the marker is
+// never reached.
+const markerPause = 10 * time.Minute
+
 // rebuild has the consumer rebuild a paused gate at a marker in the
 // voucher's partition, after every event before it, and waits for it: the
 // new gate's epoch shows it is done. A retried load with the same epoch
@@ -741,13 +746,30 @@ func (k *kafkaFlash) rebuild(ctx context.Context, code string) error {
 	// decision's event and the reload holds it (a confirm answered 200 whose
 	// event came after the marker would leave the gate live while the
 	// database says CONFIRMED).
+	stop := k.holdPause(code)
 	select {
 	case <-time.After(k.publishTimeout):
 	case <-ctx.Done():
+		stop()
 		return unavailable(ctx.Err())
 	}
-	if err := k.publishRecovery(ctx, code, true, epoch, ""); err != nil {
-		return unavailable(err)
+	// A pause that lapsed in the wait (Redis unreachable for the renewals)
+	// let the gate decide meanwhile: a marker now would reload it without
+	// those decisions.
+	if held, err := k.gate.HoldPause(ctx, code, pauseHold); err != nil || !held {
+		stop()
+		return Errorf(Unavailable, "the pause of %s lapsed before its rebuild; rebuild again", code)
+	}
+	err = k.publishRecovery(ctx, code, true, epoch, "")
+	stop()
+	if err != nil {
+		return unavailable(err) // the pause lapses within pauseHold
+	}
+	// The marker is on the broker: the pause lasts until the consumer's
+	// reload at it lifts it (the gate's own bound), whether or not this
+	// process lives to see it.
+	if _, err := k.gate.HoldPause(ctx, code, markerPause); err != nil {
+		k.logger.WarnContext(ctx, "a rebuild's pause not extended until its marker; it lapses within seconds", "code", code, "err", err)
 	}
 	for {
 		snap, ok, err := k.gate.Snapshot(ctx, code)

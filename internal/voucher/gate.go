@@ -241,8 +241,12 @@ type Gate interface {
 	Lower(ctx context.Context, code string, n int, version string) (left int, lowered bool, err error)
 	// Version reads the version of the gate's load or last raise.
 	Version(ctx context.Context, code string) (string, error)
-	// Pause makes Reserve answer PAUSED until Replace.
-	Pause(ctx context.Context, code string) error
+	// Pause makes Reserve answer PAUSED until Replace, or until ttl passes
+	// unless HoldPause extends it.
+	Pause(ctx context.Context, code string, ttl time.Duration) error
+	// HoldPause makes a pause last ttl from now, only while it is there:
+	// held is false when it was lifted or lapsed.
+	HoldPause(ctx context.Context, code string, ttl time.Duration) (held bool, err error)
 	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
 	Replace(ctx context.Context, snap GateSnapshot) error
 	// LockReconcile takes the voucher's reconciliation lock across every
