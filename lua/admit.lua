@@ -119,6 +119,12 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
       redis.call('HSET', KEYS[3], orderId, adopted)
       return 'ADOPTED', adopted
     elseif state ~= 'void' then
+      if state == 'live' and f[5] and now >= tonumber(f[5]) then
+        -- Past its expiresAt on this clock, its sweep not yet run: a retry
+        -- is answered as the confirm is (confirm.lua), not as a live order
+        -- (explorer seed 181).
+        return 'RELEASED', known
+      end
       return 'DUPLICATE', known
     end
     after = tonumber(f[4]) + 1 -- void: decided afresh

@@ -423,3 +423,47 @@ func TestLockReconcile_OneHolderRenewedUntilUnlockAndLapsingWhenItsHolderIsGone(
 		time.Sleep(ttl / 4)
 	}
 }
+
+// TestAdmit_ARetryPastExpiresAtIsReleased: a live order whose expiresAt
+// has passed on the gate's clock, its sweep not yet run, is RELEASED to an
+// identical retry, as its confirm is; before, the retry was answered 201
+// RESERVED with an expiresAt already gone (explorer seed 181).
+func TestAdmit_ARetryPastExpiresAtIsReleased(t *testing.T) {
+	g, _ := newGate(t)
+	ctx := context.Background()
+	code, epoch := newCode(t), "e-"+newCode(t)
+	now := time.Now()
+	snap := voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now}
+	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 50 * time.Millisecond, Lease: 5 * time.Second}
+	if ok, err := g.Recover(ctx, snap, terms, "load"); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	r := voucher.ReserveRequest{Code: code, OrderID: code + "-a", CustomerID: 1, OrderAmount: 5000}
+	a, err := g.Admit(ctx, code, r, 100)
+	if err != nil || a.Verdict != voucher.GateAdmitted {
+		t.Fatalf("admit: %+v %v", a, err)
+	}
+	if ans, _, err := g.Settle(ctx, code, voucher.SettleFinalize, a.Order, epoch, 100); err != nil || ans != voucher.SettleOK {
+		t.Fatalf("finalize: %q %v", ans, err)
+	}
+	if again, err := g.Admit(ctx, code, r, 100); err != nil || again.Verdict != voucher.GateDuplicate {
+		t.Fatalf("a retry within its TTL: %+v %v, want DUPLICATE", again, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		again, err := g.Admit(ctx, code, r, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Verdict == voucher.GateReleased {
+			break
+		}
+		if again.Verdict != voucher.GateDuplicate || time.Now().After(deadline) {
+			t.Fatalf("a retry past expiresAt: %+v, want RELEASED", again)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if snap, _, err := g.Snapshot(ctx, code); err != nil || snap.Remaining != 4 {
+		t.Fatalf("remaining after the retries: %+v %v, want 4 (the use is the sweep's to give back)", snap.Remaining, err)
+	}
+}
