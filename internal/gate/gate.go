@@ -327,6 +327,41 @@ func (g *Gate) HoldPause(ctx context.Context, code string, ttl time.Duration) (h
 	return true, nil
 }
 
+// KeepPaused renews code's pause to last ttl every third of it (HoldPause)
+// until stop, for as long as it is there: a rebuild keeps the sale paused
+// while it runs, and a rebuild that dies leaves it paused ttl at most.
+func (g *Gate) KeepPaused(ctx context.Context, code string, ttl time.Duration) (stop func()) {
+	return renewEvery(ttl, func() bool {
+		held, err := g.HoldPause(context.WithoutCancel(ctx), code, ttl)
+		return err != nil || held // an error: the next renewal tries again
+	})
+}
+
+// renewEvery calls renew every ttl/3 until stop, or until renew answers
+// false; stop waits for a renewal in flight.
+func renewEvery(ttl time.Duration, renew func() (again bool)) (stop func()) {
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				if !renew() {
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-stopped
+	}
+}
+
 // unlockScript deletes a lock only if it is still the caller's; renewScript
 // extends it only if it is.
 var (
@@ -354,23 +389,12 @@ func (g *Gate) LockReconcile(ctx context.Context, code string, ttl time.Duration
 	if !ok {
 		return nil, false, nil
 	}
-	stop, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(ttl / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				_ = renewScript.Run(context.WithoutCancel(ctx), g.rdb, []string{key}, token, ttl.Milliseconds()).Err()
-			}
-		}
-	}()
+	stop := renewEvery(ttl, func() bool {
+		_ = renewScript.Run(context.WithoutCancel(ctx), g.rdb, []string{key}, token, ttl.Milliseconds()).Err()
+		return true
+	})
 	unlock := func() {
-		close(stop)
-		<-stopped
+		stop()
 		_ = unlockScript.Run(context.WithoutCancel(ctx), g.rdb, []string{key}, token).Err()
 	}
 	return unlock, true, nil

@@ -675,6 +675,38 @@ func TestHoldPause_ExtendsOnlyAPauseThatIsThere(t *testing.T) {
 	reserve(t, g, 1, req(code, "b", 2, 100), voucher.GateAdmitted)
 }
 
+// TestKeepPaused_HoldsAPauseUntilStopThenLetsItLapse: a rebuild's pause
+// outlives its own ttl while KeepPaused renews it, and lapses within the ttl
+// once stopped (the rebuild ended or died).
+func TestKeepPaused_HoldsAPauseUntilStopThenLetsItLapse(t *testing.T) {
+	t.Parallel()
+	g, rdb := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	load(t, g, snapshot(code, 3, 1))
+	const ttl = 300 * time.Millisecond
+	if err := g.Pause(ctx, code, ttl); err != nil {
+		t.Fatal(err)
+	}
+	stop := g.KeepPaused(ctx, code, ttl)
+	key := "voucher:{" + code + "}:paused"
+	for end := time.Now().Add(4 * ttl); time.Now().Before(end); time.Sleep(ttl / 10) {
+		if rdb.Exists(ctx, key).Val() != 1 {
+			stop()
+			t.Fatal("the pause lapsed while KeepPaused held it")
+		}
+	}
+	stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.Exists(ctx, key).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the pause outlived its ttl after KeepPaused stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	reserve(t, g, 1, req(code, "a", 1, 100), voucher.GateAdmitted)
+}
+
 func TestReplace_LoadsAnUnloadedVoucher(t *testing.T) {
 	t.Parallel()
 	g, _ := newGate(t)

@@ -56,9 +56,6 @@ func newClaimFence(settle func(context.Context) error) *claimFence {
 // (Redis did not answer, so no claim was read) needs every event published
 // before now applied.
 func (f *claimFence) wait(ctx context.Context, server string) error {
-	if f == nil || f.settle == nil {
-		return nil
-	}
 	f.mu.Lock()
 	need := time.Now()
 	if server != "" {

@@ -400,8 +400,8 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 
 // rebuildGate pauses a gate and reloads it from the database (the write
 // path's rebuild), dropping this instance's sold-out snapshot first. The
-// pause lasts pauseHold unless the rebuild renews it (holdPause): a rebuild
-// whose process dies half-way stops the sale, and the expiry of its
+// pause lasts pauseHold unless the rebuild renews it (Gate.KeepPaused): a
+// rebuild whose process dies half-way stops the sale, and the expiry of its
 // reservations, for seconds, not for the gate's ten-minute bound (explorer
 // seed 50: a rebuild killed in its wait left the gate paused, and its
 // expired reservations RESERVED, past the end of the run).
@@ -416,41 +416,6 @@ func (s *Service) rebuildGate(ctx context.Context, code string) error {
 // pauseHold is how long a rebuild's pause outlives the last renewal by its
 // rebuild.
 const pauseHold = 6 * time.Second
-
-// holdPause renews code's pause every third of pauseHold until stop is
-// called, while the pause is there. held reports, at stop, whether every
-// renewal found it: false when it lapsed (the gate decided meanwhile) or
-// was lifted.
-func (s *Service) holdPause(code string) (stop func() (held bool)) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	held := true
-	go func() {
-		defer close(done)
-		t := time.NewTicker(pauseHold / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			ok, err := s.gate.HoldPause(ctx, code, pauseHold)
-			if err == nil && !ok {
-				held = false
-				return
-			}
-			if err != nil && ctx.Err() == nil {
-				s.logger.WarnContext(ctx, "a rebuild's pause not renewed; it lapses unless the next renewal reaches Redis", "code", code, "err", err)
-			}
-		}
-	}()
-	return func() bool {
-		cancel()
-		<-done
-		return held
-	}
-}
 
 func joinSentences(parts []string) string {
 	out := ""

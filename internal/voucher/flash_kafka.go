@@ -746,7 +746,7 @@ func (k *kafkaFlash) rebuild(ctx context.Context, code string) error {
 	// decision's event and the reload holds it (a confirm answered 200 whose
 	// event came after the marker would leave the gate live while the
 	// database says CONFIRMED).
-	stop := k.holdPause(code)
+	stop := k.gate.KeepPaused(ctx, code, pauseHold)
 	select {
 	case <-time.After(k.publishTimeout):
 	case <-ctx.Done():

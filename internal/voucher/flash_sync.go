@@ -205,7 +205,7 @@ func (s *syncFlash) gateSnapshot(ctx context.Context, code string) (GateSnapshot
 // rebuild waits out the requests that passed the gate before the pause,
 // then replaces the gate with the database's snapshot.
 func (s *syncFlash) rebuild(ctx context.Context, code string) error {
-	defer s.holdPause(code)()
+	defer s.gate.KeepPaused(ctx, code, pauseHold)()
 	// Requests that passed the gate before the pause finish their write
 	// within the request timeout.
 	select {

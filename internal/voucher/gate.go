@@ -247,6 +247,9 @@ type Gate interface {
 	// HoldPause makes a pause last ttl from now, only while it is there:
 	// held is false when it was lifted or lapsed.
 	HoldPause(ctx context.Context, code string, ttl time.Duration) (held bool, err error)
+	// KeepPaused holds a pause for ttl every third of it until stop, while
+	// it is there.
+	KeepPaused(ctx context.Context, code string, ttl time.Duration) (stop func())
 	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
 	Replace(ctx context.Context, snap GateSnapshot) error
 	// LockReconcile takes the voucher's reconciliation lock across every
