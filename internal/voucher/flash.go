@@ -234,7 +234,9 @@ func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 // up first (one coalesced read) and, if the database holds it, answered as
 // a retry of that reservation (ORDER_CONFLICT on another voucher or with
 // other terms, RESERVATION_RELEASED, or the reservation itself); in kafka
-// mode an order still on its way elsewhere is found by its claim.
+// mode an order still on its way elsewhere is found by its claim. A
+// database that refused the question (down) leaves UNAVAILABLE unless a
+// claim decided: a refusal is given only once rule 2 is known not to apply.
 //
 // The question is paced (heldChecks): a read per refusal would make the
 // late crowd of a sold-out voucher, which the gate and its sold-out memory
@@ -264,6 +266,16 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 		}
 		if res, err, decided := s.flash.heldInFlight(ctx, v.Code, r, db); decided {
 			return res, err
+		}
+		if db == dbDown {
+			// Only the database knows every orderId for ever: a claim lasts
+			// a day and goes with Redis's data (a restart, a failover to a
+			// replica that lagged). Without it the refusal may be the wrong
+			// rule, and it decides no winner of its own either (explorer
+			// seeds 42, 112, 123: an order reserved on an ordinary voucher
+			// during a failover, refused OUT_OF_STOCK on a flash voucher
+			// while PostgreSQL was stopped).
+			return Reservation{}, Errorf(Unavailable, "order %s could not be checked against the orders held elsewhere; retry with the same orderId", r.OrderID)
 		}
 	}
 	return Reservation{}, refusal

@@ -470,8 +470,8 @@ func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveReq
 // UNAVAILABLE; decided is false when no other voucher's gate holds it,
 // unless uncertain (the database could not say): then another voucher's
 // claim without its gate's record (an ordinary voucher's write, which may
-// or may not have committed) is UNAVAILABLE. Without a claim the refusal
-// stands, so a database outage keeps kafka mode's refusals.
+// or may not have committed) is UNAVAILABLE. Without a claim the database's
+// answer decides (refusedUnlessHeld).
 func (k *kafkaFlash) heldBy(ctx context.Context, code string, r ReserveRequest, owner string, uncertain bool) (Reservation, error, bool) {
 	if owner == "" {
 		o, ok, err := k.gate.OrderOwner(ctx, r.OrderID)

@@ -275,13 +275,9 @@ func (s *syncFlash) claimOrder(context.Context, ReserveRequest) error    { retur
 func (s *syncFlash) unclaimOrder(context.Context, ReserveRequest, error) {}
 
 // heldInFlight: on the sync path every answered reservation is in the
-// database already. A database that is down decides no winner either:
-// UNAVAILABLE, rather than a refusal that may be the wrong rule. A slow
-// one is not waited for (a stampede's refusals): the refusal stands.
-func (s *syncFlash) heldInFlight(_ context.Context, _ string, r ReserveRequest, db dbAnswer) (Reservation, error, bool) {
-	if db == dbDown {
-		return Reservation{}, Errorf(Unavailable, "order %s could not be checked; retry with the same orderId", r.OrderID), true
-	}
+// database already, so only the database's answer decides (a database that
+// is down leaves the refusal UNAVAILABLE in refusedUnlessHeld).
+func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest, dbAnswer) (Reservation, error, bool) {
 	return Reservation{}, nil, false
 }
 
