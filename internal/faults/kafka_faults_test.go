@@ -67,9 +67,11 @@ func TestKafkaFaults_SIGKILLOfServeMidSaleLosesNoAnsweredSuccess(t *testing.T) {
 // kafka mode PostgreSQL is off the request path: reserves, confirms and
 // releases of the flash voucher keep succeeding while it is down (a confirm
 // or release is never UNAVAILABLE), and once it is back the consumer applies
-// everything, with exact counts. A reserve the gate refuses is UNAVAILABLE
-// then, not a refusal: only the database can say that its orderId is held
-// on no other voucher (rule 2 before rules 3-5). In sync mode the winners'
+// everything, with exact counts. A reserve the gate refuses may be
+// UNAVAILABLE then (rule 2 before rules 3-5: only the database can say its
+// orderId is held on no other voucher; past the pace of those questions the
+// refusal stands), which TestFaults_AnOrderHeldElsewhereIsNeverRefusedWithoutTheDatabase
+// checks. In sync mode the winners'
 // writes are in the request: while it is down nothing succeeds (UNAVAILABLE,
 // or a refusal the gate can give alone), and afterwards the invariants hold.
 func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
@@ -132,14 +134,6 @@ func TestKafkaFaults_PostgresStoppedMidSale(t *testing.T) {
 				if unavail[opConfirm]+unavail[opRelease]+unavail[opRetry] > 0 || noAnswer > 0 {
 					t.Errorf("kafka mode with PostgreSQL down: UNAVAILABLE confirms %d, releases %d, retries %d, no answer %d; want none (Postgres off the request path)",
 						unavail[opConfirm], unavail[opRelease], unavail[opRetry], noAnswer)
-				}
-				// Every reserve the gate refused while the database was
-				// down asked it first, and got UNAVAILABLE, not the gate's
-				// refusal: no refusal code without rule 2's answer.
-				for _, code := range []string{"OUT_OF_STOCK", "ALREADY_USED", "NOT_ELIGIBLE"} {
-					if n := s.phaseCount(down, opReserve, code); n > 0 {
-						t.Errorf("kafka mode with PostgreSQL down: %d reserves refused %s without the database's answer to rule 2", n, code)
-					}
 				}
 				for _, o := range []op{opReserve, opConfirm, opRelease} {
 					if s.phaseCount(down, o, "success") == 0 {
