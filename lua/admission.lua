@@ -59,7 +59,7 @@ local function settle(op, orderId, token, epoch, who, discount)
     return 'STALE', ''
   end
   if op == 'finalize' and m[2] ~= 'lost-data' then
-    server = server or string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+    server = server or run_id()
     if m[2] ~= server then
       return 'STALE', ''
     end
@@ -88,10 +88,7 @@ local function settle(op, orderId, token, epoch, who, discount)
     end
     return 'FAIL', ''
   end
-  local f = {}
-  for part in string.gmatch(known, '[^:]+') do
-    f[#f + 1] = part
-  end
+  local f = fields(known)
   local state = f[3]
   if f[4] ~= token or f[1] .. ':' .. f[2] ~= who then
     return 'FAIL', known
@@ -130,8 +127,7 @@ local function settle(op, orderId, token, epoch, who, discount)
     return 'FAIL', known
   end
   if op == 'void' then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now = now_ms()
     if now - tonumber(f[4]) < tonumber(m[3]) then
       return 'FAIL', known
     end

@@ -76,12 +76,11 @@ end
 stock = tonumber(stock)
 local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room')
 local epoch = m[2] or ''
-local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local server = run_id()
 if m[3] ~= server then
   return answerAll('STALE', epoch, server)
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local ttl, lease = tonumber(m[7]), tonumber(m[8])
 local limit, startsAt, endsAt, minOrder = tonumber(m[1]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])
 local budget = m[9] and tonumber(m[9])
@@ -99,10 +98,7 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   local known = redis.call('HGET', KEYS[3], orderId)
   local after = 0 -- a new token must be later than a voided one's
   if known then
-    local f = {}
-    for part in string.gmatch(known, '[^:]+') do
-      f[#f + 1] = part
-    end
+    local f = fields(known)
     local state = f[3]
     if f[1] .. ':' .. f[2] ~= who then
       return 'ORDER_CONFLICT', known

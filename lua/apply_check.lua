@@ -37,16 +37,16 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return all('UNCHECKED')
 end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'perUserLimit')
-local fields = 7
+local width = 7 -- ARGV values per event
 -- Once per batch: a gate on another server than it was loaded on cannot judge.
-local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local server = run_id()
 if m[2] ~= server then
   return all('UNCHECKED')
 end
 -- Missing orders of the gate's own epoch are looked for first: one makes the
 -- whole batch unchecked, before anything is written.
 for i = 0, n - 1 do
-  local b = 2 + fields * i
+  local b = 2 + width * i
   if ARGV[b + 5] == m[1] and redis.call('HEXISTS', KEYS[3], ARGV[b]) == 0 then
     redis.call('HSET', KEYS[4], 'server', 'lost-data')
     return all('UNCHECKED')
@@ -55,14 +55,11 @@ end
 
 local out = {}
 for i = 0, n - 1 do
-  local b = 2 + fields * i
+  local b = 2 + width * i
   local id, who, token = ARGV[b], ARGV[b + 1] .. ':' .. ARGV[b + 2], ARGV[b + 3]
   local known = redis.call('HGET', KEYS[3], id)
   if known then
-    local f = {}
-    for part in string.gmatch(known, '[^:]+') do
-      f[#f + 1] = part
-    end
+    local f = fields(known)
     local state = f[3]
     if f[4] ~= token or f[1] .. ':' .. f[2] ~= who or state == 'void' or state == 'lost' then
       out[#out + 1] = 'SKIP'

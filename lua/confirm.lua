@@ -28,41 +28,12 @@
 --                 sweep releases it)
 --   CONFIRMED_NOW live and in time: now confirmed
 
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  return {'PAUSED', ''}
+-- PAUSED to CONFIRMED are decided by settled (prelude.lua), in that order.
+local answer, known, f = settled(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+if answer then
+  return answer
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {'NOT_LOADED', ''}
-end
-local server = redis.call('HGET', KEYS[4], 'server')
-if server and server ~= string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') then
-  return {'STALE', ''}
-end
-local known = redis.call('HGET', KEYS[2], ARGV[1])
-if not known then
-  return {'UNKNOWN', ''}
-end
-local f = {}
-for part in string.gmatch(known, '[^:]+') do
-  f[#f + 1] = part
-end
-local state = f[3] or 'live'
-if state == 'void' or state == 'lost' then
-  return {'UNKNOWN', ''}
-elseif state == 'pending' then
-  return {'PENDING', known}
-end
-if state == 'released' or state == 'releasing' then
-  return {'RELEASED', known}
-end
-if not f[4] then
-  return {'LEGACY', known}
-end
-if state == 'confirmed' then
-  return {'CONFIRMED', known}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if now >= tonumber(f[5]) then
   return {'EXPIRED', known}
 end

@@ -10,8 +10,7 @@ local ends = redis.call('HGET', KEYS[1], 'endsAt')
 if not ends then
   return 0
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 if tonumber(ends) <= now then
   return 0
 end

@@ -5,7 +5,7 @@
 -- serves it (the run_id load.lua stored), else {0, run_id}: run_id is the
 -- serving server's, which a recovery marker carries to name its incident.
 
-local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local server = run_id()
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, server}
 end

@@ -62,7 +62,7 @@ local extra = {}
 for i = 8, 7 + 2 * k, 2 do
   extra[ARGV[i]] = ARGV[i + 1]
 end
-local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+local server = run_id()
 local loaded = redis.call('EXISTS', stock) == 1
 local skip = ARGV[1] == 'load' and loaded
 if ARGV[1] == 'recover' and loaded and redis.call('HGET', meta, 'server') == server then
@@ -151,8 +151,7 @@ if extra['total'] then
   redis.call('HSET', meta, 'total', extra['total'])
 end
 if extra['epoch'] then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   local offset = now - tonumber(extra['dbNow'])
   redis.call('HSET', meta, 'epoch', extra['epoch'], 'server', server,
     'startsAt', tonumber(extra['startsAt']) + offset, 'endsAt', tonumber(extra['endsAt']) + offset, 'offset', offset,

@@ -22,7 +22,7 @@
 
 local owner = redis.call('GET', KEYS[1])
 if ARGV[1] == 'claim' then
-  local server = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)')
+  local server = run_id()
   if owner then
     return {owner, server}
   end

@@ -42,10 +42,7 @@ local known = redis.call('HGET', KEYS[3], ARGV[1])
 if not known then
   return 0
 end
-local f = {}
-for part in string.gmatch(known, '[^:]+') do
-  f[#f + 1] = part
-end
+local f = fields(known)
 if f[3] == 'released' or f[3] == 'void' or f[3] == 'lost' then
   return 0 -- given back before, or (void) never held, or (lost) kept on purpose
 end

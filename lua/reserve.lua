@@ -98,10 +98,7 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
   local known = redis.call('HGET', KEYS[3], orderID)
   if known then
     -- The first two fields say who reserved it; the third, if any, its state.
-    local f = {}
-    for part in string.gmatch(known, '[^:]+') do
-      f[#f + 1] = part
-    end
+    local f = fields(known)
     local heldCode = campaignCode ~= '' and redis.call('HGET', KEYS[7], orderID)
     if f[1] .. ':' .. f[2] ~= live or (heldCode and heldCode ~= campaignCode) then
       return 'ORDER_CONFLICT'
