@@ -491,6 +491,9 @@ func TestFlashCampaign_ReconciliationNamesTheCodesWhoseUsesDiffer(t *testing.T) 
 		t.Fatalf("a reserve of the code the gate counts used: %+v, want OUT_OF_STOCK (the undersell the report shows)", r)
 	}
 	report("two passes after the gate's codes changed", want, true)
+	if v := metricValue(t, s, `voucher_gate_drift_alert{voucher="`+gate+`"}`); v != 1 {
+		t.Errorf("the alert metric of %s: %v, want 1 while its codes differ", gate, v)
+	}
 	r = gql(t, s, adminToken, `{ driftReports { voucherCode codesDiffering } }`, nil)
 	if !strings.Contains(r.Raw, `"codesDiffering":["`+want[0]+`","`+want[1]+`"]`) {
 		t.Errorf("driftReports over GraphQL: %s, want %v", r.Raw, want)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -73,5 +74,70 @@ func TestReconcile_ConcurrentPassesLowerTheGateOnce(t *testing.T) {
 	left, err := rdb.Get(context.Background(), "voucher:{"+code+"}:stock").Int()
 	if err != nil || left != 9 {
 		t.Errorf("the gate after eight concurrent passes: %d uses left (%v), want 9 (the database's)", left, err)
+	}
+}
+
+// TestReconcile_AGateBelowTheDatabaseForTwoPassesIsRebuilt: a gate that
+// holds a use for no order (here: the gate lost an order's admission, as a
+// failover to a replica that lagged loses it, and the order's release then
+// found nothing to give back) is below the database; a pass only ever
+// lowers a gate, so before, the use stayed unsold, alerted every pass, until
+// an operator rebuilt the gate (explorer seed 1). The second pass that
+// finds it rebuilds the gate from the database, and the use sells again.
+func TestReconcile_AGateBelowTheDatabaseForTwoPassesIsRebuilt(t *testing.T) {
+	t.Parallel()
+	dbURL, db := ownDatabase(t)
+	s := startServer(t, map[string]string{"RECONCILE_INTERVAL": "1m", "DATABASE_URL": dbURL})
+	api := restAPI{s}
+	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 2}))
+	order := uniqueOrder()
+	if r := api.reserve(t, code, 1, order, 100); r.status() != "RESERVED" {
+		t.Fatalf("reserve: %+v", r)
+	}
+	rdb := redis.NewClient(mustRedisOptions(t))
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.HDel(ctx, "voucher:{"+code+"}:orders", order).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := api.release(t, code, order); r.status() != "RELEASED" {
+		t.Fatalf("release: %+v", r)
+	}
+	stock := func() int {
+		n, err := rdb.Get(ctx, "voucher:{"+code+"}:stock").Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := stock(); n != 1 {
+		t.Fatalf("the gate after the release of an order it lost: %d uses left, want 1 (one below the database's 2)", n)
+	}
+	const doc = `mutation($c: String!) { reconcileVoucher(code: $c) { report { gateRemaining databaseRemaining drift } error { code message } } }`
+	first := gql(t, s, adminToken, doc, map[string]any{"c": code})
+	if d := path(first.Body, "data", "reconcileVoucher", "report", "drift"); d == nil || num(t, d) != -1 {
+		t.Fatalf("pass 1: %s, want drift -1", first.Raw)
+	}
+	if n := stock(); n != 1 {
+		t.Errorf("after pass 1: %d uses left at the gate, want 1 (one pass may see a give-back on its way)", n)
+	}
+	if second := gql(t, s, adminToken, doc, map[string]any{"c": code}); path(second.Body, "data", "reconcileVoucher", "report") == nil {
+		t.Fatalf("pass 2: %s", second.Raw)
+	}
+	var repaired string
+	var alert bool
+	if err := db.QueryRow(ctx, `SELECT repaired, alert FROM drift_report WHERE voucher_code = $1 ORDER BY id DESC LIMIT 1`, code).Scan(&repaired, &alert); err != nil {
+		t.Fatal(err)
+	}
+	if !alert || !strings.Contains(repaired, "rebuilt from the database") {
+		t.Errorf("pass 2's report: repaired %q, alert %v; want the gate rebuilt, alerted", repaired, alert)
+	}
+	if n := stock(); n != 2 {
+		t.Errorf("after pass 2: %d uses left at the gate, want the database's 2", n)
+	}
+	for c := range 2 {
+		if r := api.reserve(t, code, int64(10+c), uniqueOrder(), 100); r.status() != "RESERVED" {
+			t.Errorf("new order %d after the rebuild: %+v, want both uses sold", c+1, r)
+		}
 	}
 }

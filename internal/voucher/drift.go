@@ -21,7 +21,7 @@ type DriftReport struct {
 	// Drift is GateRemaining minus what the database allows once in-flight
 	// orders are counted: positive means the gate could admit more than the
 	// database would take (it is lowered at once), negative means it sells
-	// too few (an operator rebuilds it).
+	// too few (rebuilt from the database when it persists past one pass).
 	Drift             int
 	OrdersOnlyInGate  []string
 	OrdersOnlyInStore []string
@@ -297,6 +297,15 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 	// The orders the gate holds and the database lacks: the write path
 	// decides what is leaked and what is on its way.
 	repairs = append(repairs, s.flashFor(code).reconcileOrders(ctx, gateSnap, &d, previous, settled)...)
+	if d.Drift < 0 && previous.Drift < 0 && !previous.CheckedAt.IsZero() && settled {
+		// The rebuild outlasts a job's pass (it waits for the writes in
+		// flight): it and this report run on their own bound, so a pass's
+		// deadline does not abandon a paused gate or lose the report.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), undersellRepairTimeout)
+		defer cancel()
+		repairs = append(repairs, s.repairUndersell(ctx, code))
+	}
 	d.Repaired = joinSentences(repairs)
 	d.Alert = d.Alert || (d.Drift != 0 && previous.Drift != 0 && !previous.CheckedAt.IsZero())
 	// A code's count at odds past one interval is an alert too: an order
@@ -311,6 +320,31 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 	s.obs.DriftChecked(d)
 	return s.drift.SaveDriftReport(ctx, d)
 }
+
+// repairUndersell rebuilds a gate that stayed below the database for two
+// passes (as RebuildGate, under the pass's lock). An order in flight or a
+// give-back on its way explains one pass, not two; what is left is a use the
+// gate holds for no order: a release whose give-back found no order to give
+// back, because a failover to a replica that lagged lost the order's
+// admission while the gate's count had already converged on the database's
+// (explorer seeds 1 and 171, sync mode; 86, kafka mode). A pass only ever
+// lowers a gate, so without the rebuild the use stayed unsold, alerted
+// every pass, until an operator rebuilt it.
+//
+// The rebuild pauses the voucher's sale for a few seconds (the writes in
+// flight are waited for); a pass that finds the gate below the database
+// twice is rare (a failover, a lost give-back), and an undersell that only
+// an operator ends is not "too few for a while".
+func (s *Service) repairUndersell(ctx context.Context, code string) string {
+	s.logger.ErrorContext(ctx, "the gate stayed below the database past one reconciliation interval; rebuilding it", "code", code)
+	if err := s.rebuildGate(ctx, code); err != nil {
+		return "the gate stayed below the database past one interval; its rebuild failed (" + string(ErrorCodeOf(err)) + ")"
+	}
+	return "the gate stayed below the database past one interval: rebuilt from the database"
+}
+
+// undersellRepairTimeout bounds repairUndersell's rebuild and its report.
+const undersellRepairTimeout = 30 * time.Second
 
 // termsFollowed compares the terms a gate decides on with the voucher's
 // in the database. A change of terms (updateVoucher, an extension) reaches

@@ -88,7 +88,8 @@ func (b *Backoffice) ExtendVoucher(ctx context.Context, code string, x VoucherEx
 // on them; other instances' lapse within MetadataTTL), and a flash voucher's
 // gate moves. A gate that fails to follow is logged: it undersells (the
 // stock too low, or the window closing at the old end in kafka mode) until
-// an operator rebuilds it; it never oversells.
+// reconciliation rebuilds it (a drift below the database for two passes, or
+// terms that differ); it never oversells.
 func (s *Service) extended(ctx context.Context, old, after Voucher) {
 	s.meta.forget(after.Code)
 	if !after.Flash || s.gate == nil {
