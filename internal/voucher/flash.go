@@ -248,7 +248,7 @@ func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
 	switch ErrorCodeOf(refusal) {
 	case NotEligible, AlreadyUsed, OutOfStock, BudgetExhausted: // a used-up campaign code is OUT_OF_STOCK
-		if !s.heldChecks.Allow() {
+		if !s.heldChecks.allow() {
 			return Reservation{}, refusal
 		}
 		held, found, err := s.lookupOrder(ctx, r.OrderID)
@@ -281,13 +281,10 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 	return Reservation{}, refusal
 }
 
-// heldChecksPerSecond and heldChecksBurst pace the refusals' questions to
-// the database per process: every refusal of a sale's ordinary traffic, a
-// fraction of a stampede's late crowd.
-const (
-	heldChecksPerSecond = 200
-	heldChecksBurst     = 100
-)
+// heldChecksPerSecond paces the refusals' questions to the database per
+// process: every refusal of a sale's ordinary traffic, a fraction of a
+// stampede's late crowd.
+const heldChecksPerSecond = 200
 
 // heldLookupTimeout bounds a flash reserve's question to the database
 // whether its orderId holds a reservation already.

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	"golang.org/x/time/rate"
 )
 
 // Store is PostgreSQL, the truth. Each method is one transaction and returns
@@ -122,7 +121,7 @@ type Service struct {
 	meta    *metadataCache
 	soldOut *soldOutCache
 	// heldChecks paces refusedUnlessHeld's questions to the database.
-	heldChecks *rate.Limiter
+	heldChecks *pace
 	// gens are the campaign generators running in this process.
 	gens *generators
 	// flashCodes maps the codes of READY flash campaigns to their campaign.
@@ -166,7 +165,7 @@ func NewService(deps Deps, cfg Config) *Service {
 		logger:     cfg.Logger,
 		meta:       newMetadataCache(cfg.MetadataTTL),
 		soldOut:    newSoldOutCache(cfg.SoldOutTTL),
-		heldChecks: rate.NewLimiter(heldChecksPerSecond, heldChecksBurst),
+		heldChecks: newPace(heldChecksPerSecond),
 		gens:       newGenerators(),
 
 		flashCodes: newFlashCodes(),
