@@ -326,6 +326,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ConnContext:       cfg.TrustedProxies.ConnContext,
 	}
 	fmt.Fprintf(stdout, "voucherd listening on http://%s\n", ln.Addr())
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() && !cfg.Production {

@@ -112,6 +112,28 @@ func parseHop(s string) (netip.Addr, bool) {
 
 type ctxKey struct{}
 
+// ConnContext is http.Server's ConnContext: a peer that is not a trusted
+// proxy is the client of every request on its connection, so its address
+// is found once per connection, and Middleware has nothing to do per
+// request (it copied each request into a new context: 4 allocations and
+// 0.6 µs of the 7 µs a sold-out reserve costs, in BenchmarkReserve).
+// A trusted proxy's requests are each resolved from X-Forwarded-For.
+func (r Resolver) ConnContext(ctx context.Context, c net.Conn) context.Context {
+	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+	if err != nil {
+		return ctx
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil {
+		return ctx
+	}
+	peer = peer.Unmap().WithZone("")
+	if r.Trusts(peer) {
+		return ctx
+	}
+	return context.WithValue(ctx, ctxKey{}, peer.String())
+}
+
 // Middleware finds each request's client address once and keeps it in the
 // request's context, for Of and the logs (LogHandler). A request that has
 // one already (an outer Middleware) keeps it.

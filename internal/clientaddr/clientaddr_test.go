@@ -3,6 +3,7 @@ package clientaddr_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -112,5 +113,47 @@ func TestMiddleware_OfAndTheLogsNameTheClient(t *testing.T) {
 	bare.Header.Set("X-Forwarded-For", "203.0.113.7")
 	if got := clientaddr.Of(bare); got != "10.0.0.2" {
 		t.Errorf("Of without Middleware = %s, want the peer", got)
+	}
+}
+
+// TestConnContext_AnUntrustedPeerIsFoundOncePerConnection: behind
+// http.Server's ConnContext, a peer that is no trusted proxy is the client
+// of its requests whatever X-Forwarded-For says; a trusted proxy's requests
+// are still resolved one by one from the header.
+func TestConnContext_AnUntrustedPeerIsFoundOncePerConnection(t *testing.T) {
+	for _, tc := range []struct {
+		trusted, forwardedFor, want string
+	}{
+		{"", "203.0.113.7", "127.0.0.1"},
+		{"10.0.0.0/8", "203.0.113.7", "127.0.0.1"},
+		{"127.0.0.0/8", "203.0.113.7", "203.0.113.7"},
+		{"127.0.0.0/8", "", "127.0.0.1"},
+	} {
+		r, err := clientaddr.ParseTrusted(tc.trusted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewUnstartedServer(r.Middleware(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			_, _ = io.WriteString(w, clientaddr.Of(req))
+		})))
+		srv.Config.ConnContext = r.ConnContext
+		srv.Start()
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.forwardedFor != "" {
+			req.Header.Set("X-Forwarded-For", tc.forwardedFor)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		srv.Close()
+		if string(got) != tc.want {
+			t.Errorf("trusted %q, X-Forwarded-For %q: client %q, want %q", tc.trusted, tc.forwardedFor, got, tc.want)
+		}
 	}
 }
