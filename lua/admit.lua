@@ -100,7 +100,13 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   if known then
     local f = fields(known)
     local state = f[3]
-    if f[1] .. ':' .. f[2] ~= who then
+    if f[1] .. ':' .. f[2] ~= who and state == 'pending' then
+      -- Another request's admission of the orderId, not yet answered: it
+      -- may still be given back, so a conflict now could be with an order
+      -- no voucher ends up holding (explorer seed 125). Decided once it is
+      -- settled: a conflict if it went live, afresh if it was voided.
+      return 'PENDING', known
+    elseif f[1] .. ':' .. f[2] ~= who and state ~= 'void' then
       return 'ORDER_CONFLICT', known
     elseif state == 'released' or state == 'releasing' then
       return 'RELEASED', known

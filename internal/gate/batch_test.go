@@ -467,3 +467,49 @@ func TestAdmit_ARetryPastExpiresAtIsReleased(t *testing.T) {
 		t.Fatalf("remaining after the retries: %+v %v, want 4 (the use is the sweep's to give back)", snap.Remaining, err)
 	}
 }
+
+// TestAdmit_OtherTermsWhileTheFirstIsPendingWaitForItsOutcome: an orderId
+// admitted with one customer and amount and not yet answered may still be
+// given back, so a reserve of it with other terms is PENDING (its caller
+// waits, then UNAVAILABLE), not ORDER_CONFLICT: before, the conflict was
+// answered and the first admission then voided, a conflict with an order
+// no voucher held (explorer seed 125). Once the first is voided the other
+// terms are admitted afresh; once it is final they are ORDER_CONFLICT.
+func TestAdmit_OtherTermsWhileTheFirstIsPendingWaitForItsOutcome(t *testing.T) {
+	g, _ := newGate(t)
+	ctx := context.Background()
+	code, epoch := newCode(t), "e-"+newCode(t)
+	now := time.Now()
+	snap := voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 2, ExpireAt: now.Add(time.Hour), TakenAt: now}
+	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: time.Minute, Lease: 5 * time.Second}
+	if ok, err := g.Recover(ctx, snap, terms, "load"); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	first := voucher.ReserveRequest{Code: code, OrderID: code + "-x", CustomerID: 1, OrderAmount: 5000}
+	other := first
+	other.OrderAmount = 5001
+	a, err := g.Admit(ctx, code, first, 100)
+	if err != nil || a.Verdict != voucher.GateAdmitted {
+		t.Fatalf("admit: %+v %v", a, err)
+	}
+	if b, err := g.Admit(ctx, code, other, 100); err != nil || b.Verdict != voucher.GatePending {
+		t.Fatalf("other terms while the first is pending: %+v %v, want PENDING", b, err)
+	}
+	// Its owner's publish failed: the admission is given back.
+	if ans, _, err := g.Settle(ctx, code, voucher.SettleForget, a.Order, epoch, 100); err != nil || ans != voucher.SettleOK {
+		t.Fatalf("forget: %q %v", ans, err)
+	}
+	b, err := g.Admit(ctx, code, other, 100)
+	if err != nil || b.Verdict != voucher.GateAdmitted {
+		t.Fatalf("other terms once the first was given back: %+v %v, want ADMITTED", b, err)
+	}
+	if ans, _, err := g.Settle(ctx, code, voucher.SettleFinalize, b.Order, epoch, 100); err != nil || ans != voucher.SettleOK {
+		t.Fatalf("finalize: %q %v", ans, err)
+	}
+	if c, err := g.Admit(ctx, code, first, 100); err != nil || c.Verdict != voucher.GateOrderConflict {
+		t.Fatalf("the first terms once the other's admission is final: %+v %v, want ORDER_CONFLICT", c, err)
+	}
+	if snap, _, err := g.Snapshot(ctx, code); err != nil || snap.Remaining != 4 {
+		t.Fatalf("remaining: %+v %v, want 4 (one use, the final admission's)", snap.Remaining, err)
+	}
+}
