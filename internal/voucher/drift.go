@@ -327,7 +327,8 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 // gate holds for no order: a release whose give-back found no order to give
 // back, because a failover to a replica that lagged lost the order's
 // admission while the gate's count had already converged on the database's
-// (explorer seeds 1 and 171, sync mode; 86, kafka mode). A pass only ever
+// (explorer seed 1, sync mode; the kind was seen before in seeds 86, kafka,
+// and 171, sync). A pass only ever
 // lowers a gate, so without the rebuild the use stayed unsold, alerted
 // every pass, until an operator rebuilt it.
 //
