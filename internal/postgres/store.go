@@ -261,7 +261,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		}
 
 		if earlier, err := q.VoucherRedemptionGetByOrderID(ctx, r.OrderID); err == nil {
-			res, err = r.Retry(toReservation(earlier))
+			res, err = r.RetryAt(toReservation(earlier), now)
 			return err
 		} else if !errors.Is(err, pgx.ErrNoRows) {
 			return err

@@ -190,7 +190,7 @@ func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservati
 	// transaction of its own. Only a row missing (or unreadable) goes on
 	// to Reserve, which decides it under its locks.
 	if earlier, err := s.store.Reservation(ctx, r.OrderID); err == nil {
-		return r.Retry(earlier)
+		return s.retryOf(ctx, r, earlier, PathGateSync)
 	}
 	s.obs.DatabaseWrite("reserve")
 	res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
@@ -199,6 +199,27 @@ func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservati
 	}
 	return res, err
 }
+
+// retryOf answers a reserve of an order the database holds, from a read of
+// its row outside a transaction. An order still RESERVED within expirySkew
+// of its expiresAt is asked again in the store's transaction, so the
+// database's clock decides it as it decides a confirm (RetryAt): this
+// instance's clock may differ from it by a few seconds.
+func (s *Service) retryOf(ctx context.Context, r ReserveRequest, earlier Reservation, path Path) (Reservation, error) {
+	res, err := r.Retry(earlier)
+	if err != nil || res.Status != StatusReserved || clockNow().Add(expirySkew).Before(res.ExpiresAt) {
+		return res, err
+	}
+	res, _, err = s.store.Reserve(ctx, r, s.ttl, path)
+	if err != nil && !IsRefusal(err) {
+		return Reservation{}, unavailable(err)
+	}
+	return res, err
+}
+
+// expirySkew is how far an instance's clock is trusted to be from the
+// database's for an expiry (CLOCK_OFFSET tests up to 2 s).
+const expirySkew = 5 * time.Second
 
 // refusedAtGate answers the gate's refusals that are the same on every
 // path, after rule 2: a gate knows its own voucher's orders, not the
@@ -264,7 +285,7 @@ func (s *Service) refusedUnlessHeldNow(ctx context.Context, v Voucher, r Reserve
 	held, found, err := s.lookupOrder(ctx, r.OrderID)
 	if found {
 		r.Code = v.Code
-		return r.Retry(held)
+		return s.retryOf(ctx, r, held, PathGateSync)
 	}
 	db := dbAnswered
 	if err != nil {

@@ -443,7 +443,7 @@ func (k *kafkaFlash) fenceClaim(ctx context.Context, server string) error {
 func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r ReserveRequest, owner string) (Reservation, error) {
 	if held, ok := k.heldOrder(ctx, r.OrderID); ok {
 		r.Code = code
-		return r.Retry(held)
+		return k.retryOf(ctx, r, held, PathKafka)
 	}
 	if res, err, decided := k.heldBy(ctx, code, r, owner, false); decided {
 		return res, err
