@@ -520,15 +520,29 @@ func (k *kafkaFlash) expireDue(pass context.Context, limit int) (int, error) {
 	}
 	n := 0
 	defer func() { k.obs.ReservationsExpired(n) }()
+	// Why due reservations were left for a later pass, logged once a pass:
+	// an expiry that never happens is otherwise silent (explorer seed 50).
+	var left map[GateDecision]int
+	defer func() {
+		if len(left) > 0 {
+			k.logger.InfoContext(pass, "expiry: due reservations left for a later pass, by the gate's answer", "left", left)
+		}
+	}()
 	for _, d := range due {
 		ctx, cancel, err := sweepStep(pass)
 		if err != nil {
 			return n, err
 		}
-		expired, err := k.expireOne(ctx, d)
+		expired, why, err := k.expireOne(ctx, d)
 		cancel()
 		if expired {
 			n++
+		}
+		if why != "" {
+			if left == nil {
+				left = map[GateDecision]int{}
+			}
+			left[why]++
 		}
 		if err != nil {
 			return n, err
@@ -538,23 +552,24 @@ func (k *kafkaFlash) expireDue(pass context.Context, limit int) (int, error) {
 }
 
 // expireOne releases one due reservation unless the gate says otherwise
-// (confirmed there, or not decidable now: a later pass tries again).
-func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, error) {
+// (confirmed there, or not decidable now: a later pass tries again, and
+// left is the gate's answer).
+func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (expired bool, left GateDecision, err error) {
 	if d.Flash {
 		decision, o, err := k.gate.MarkReleased(ctx, d.VoucherCode, d.OrderID, true)
 		if err != nil {
 			k.logger.WarnContext(ctx, "expiry: gate did not answer; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
-			return false, nil
+			return false, "NO_ANSWER", nil
 		}
 		switch decision {
 		case DecisionPaused, DecisionNotDue, DecisionPending:
-			return false, nil
+			return false, decision, nil
 		case DecisionNotLoaded, DecisionStale:
 			if k.gateOutlived(ctx, d.VoucherCode) {
 				break // the gate is gone for good: only the database knows
 			}
 			k.requestRecovery(d.VoucherCode)
-			return false, nil // after the recovery, which applies the decisions in flight first
+			return false, decision, nil // after the recovery, which applies the decisions in flight first
 		case DecisionConfirmed:
 			if o.decidedAtGate() {
 				// Confirmed at the gate; its event is late or was not
@@ -562,18 +577,18 @@ func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, err
 				if err := k.publish(ctx, NewEvent(EventConfirmed, d.Reservation, clockNow())); err != nil {
 					k.logger.WarnContext(ctx, "expiry: confirmed event not published; next pass", "code", d.VoucherCode, "order", d.OrderID, "err", err)
 				}
-				return false, nil
+				return false, decision, nil
 			}
 		}
 		// RELEASED_NOW, RELEASED (its event late or lost), UNKNOWN,
 		// LEGACY: the database releases the row.
 	}
 	if err := k.fault(ctx, StepSweep, d.OrderID); err != nil {
-		return false, err
+		return false, "", err
 	}
 	res, expired, err := k.events.ExpireReservation(ctx, d.OrderID)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	if !expired {
 		res = d.Reservation
@@ -581,7 +596,7 @@ func (k *kafkaFlash) expireOne(ctx context.Context, d DueReservation) (bool, err
 	// Whether this sweep or the consumer released the row, the database
 	// no longer counts the use: the gate may give it back (once).
 	k.releaseGate(ctx, res)
-	return expired, nil
+	return expired, "", nil
 }
 
 // gateOutlived reports whether a voucher's gate has expired for good (past
