@@ -138,9 +138,13 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 		fill(`#perUserLimit`, "1"),
 		fill(`#startsAt`, now.Add(-time.Hour).Format("2006-01-02T15:04")),
 		fill(`#endsAt`, now.Add(3*time.Hour).Format("2006-01-02T15:04")),
-		chromedp.Click(chromedp.CSS(`[data-testid=flash]`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector("[data-testid=window-preview]").textContent.includes("lasts 4 hours")`,
 			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(10*time.Second)),
+		// Ticked once the preview has followed the window, and seen ticked
+		// (clicked again while it is not): on a loaded machine CI once
+		// created the voucher without it.
+		chromedp.Poll[chromedp.Void](`(() => { const el = document.querySelector("[data-testid=flash]"); if (!el.checked) el.click(); return el.checked; })()`,
+			chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second)),
 	)
 	if zoneName != "Europe/Berlin" {
 		t.Errorf("the form chose the zone %q, want the browser's (Europe/Berlin)", zoneName)
