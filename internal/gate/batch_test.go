@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"voucherd/internal/gate"
 	"voucherd/internal/testredis"
 	"voucherd/internal/voucher"
 )
@@ -19,13 +20,8 @@ import (
 func kafkaGate(t *testing.T, uses int) (code, epoch string, admit func(orderID string, customer int64) voucher.Admission, settle func(op voucher.SettleOp, o voucher.GateOrder, epoch string) (voucher.SettleAnswer, voucher.GateOrder, error), scripts func() int64) {
 	t.Helper()
 	g, rdb := newGate(t)
-	code, epoch = newCode(t), "e-"+newCode(t)
-	now := time.Now()
-	snap := voucher.GateSnapshot{Code: code, Remaining: uses, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now}
-	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
-	if ok, err := g.Recover(context.Background(), snap, terms, "load"); err != nil || !ok {
-		t.Fatalf("load: %v %v", ok, err)
-	}
+	code = newCode(t)
+	epoch = loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: uses, PerUserLimit: 1}, 15*time.Minute)
 	admit = func(orderID string, customer int64) voucher.Admission {
 		t.Helper()
 		a, err := g.Admit(context.Background(), code, voucher.ReserveRequest{Code: code, OrderID: orderID, CustomerID: customer, OrderAmount: 5000}, 100)
@@ -39,6 +35,21 @@ func kafkaGate(t *testing.T, uses int) (code, epoch string, admit func(orderID s
 	}
 	scripts = func() int64 { return evalshaCalls(t, rdb) }
 	return code, epoch, admit, settle, scripts
+}
+
+// loadKafkaGate loads a kafka-mode gate for snap (its window open from a
+// minute ago for an hour, reservations held ttl, admissions leased 5 s) and
+// returns its epoch.
+func loadKafkaGate(t *testing.T, g *gate.Gate, snap voucher.GateSnapshot, ttl time.Duration) (epoch string) {
+	t.Helper()
+	epoch = "e-" + newCode(t)
+	now := time.Now()
+	snap.ExpireAt, snap.TakenAt = now.Add(time.Hour), now
+	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: ttl, Lease: 5 * time.Second}
+	if ok, err := g.Recover(context.Background(), snap, terms, "load"); err != nil || !ok {
+		t.Fatalf("load: %v %v", ok, err)
+	}
+	return epoch
 }
 
 // The finalizes of one voucher that arrive together share a script call;
@@ -120,14 +131,9 @@ func TestSettle_AMissingAdmissionMarksTheGateStaleForTheRestOfItsBatch(t *testin
 // concurrent copies wait: PENDING), the budget never overdrawn.
 func TestAdmit_ConcurrentReservesAreDecidedAsIfAlone(t *testing.T) {
 	g, rdb := newGate(t)
-	code, epoch := newCode(t), "e-"+newCode(t)
-	now := time.Now()
+	code := newCode(t)
 	budget := int64(45 * 100) // 45 discounts of 100: the budget runs out before the 50 uses
-	snap := voucher.GateSnapshot{Code: code, Remaining: 50, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now, Budget: &budget}
-	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
-	if ok, err := g.Recover(context.Background(), snap, terms, "load"); err != nil || !ok {
-		t.Fatalf("load: %v %v", ok, err)
-	}
+	loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: 50, PerUserLimit: 1, Budget: &budget}, 15*time.Minute)
 	const customers = 120
 	verdicts := make([]voucher.GateVerdict, 0, 3*customers)
 	var mu sync.Mutex
@@ -334,13 +340,8 @@ func evalshaCalls(t *testing.T, rdb redis.UniversalClient) int64 {
 func TestSettle_AFinalizeIsFencedByAPauseAndByTheServer(t *testing.T) {
 	g, rdb := newGate(t)
 	ctx := context.Background()
-	code, epoch := newCode(t), "e-"+newCode(t)
-	now := time.Now()
-	snap := voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now}
-	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
-	if ok, err := g.Recover(ctx, snap, terms, "load"); err != nil || !ok {
-		t.Fatalf("load: %v %v", ok, err)
-	}
+	code := newCode(t)
+	epoch := loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 1}, 15*time.Minute)
 	admit := func(orderID string, customer int64) voucher.Admission {
 		t.Helper()
 		a, err := g.Admit(ctx, code, voucher.ReserveRequest{Code: code, OrderID: orderID, CustomerID: customer, OrderAmount: 5000}, 100)
@@ -431,13 +432,8 @@ func TestLockReconcile_OneHolderRenewedUntilUnlockAndLapsingWhenItsHolderIsGone(
 func TestAdmit_ARetryPastExpiresAtIsReleased(t *testing.T) {
 	g, _ := newGate(t)
 	ctx := context.Background()
-	code, epoch := newCode(t), "e-"+newCode(t)
-	now := time.Now()
-	snap := voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now}
-	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 50 * time.Millisecond, Lease: 5 * time.Second}
-	if ok, err := g.Recover(ctx, snap, terms, "load"); err != nil || !ok {
-		t.Fatalf("load: %v %v", ok, err)
-	}
+	code := newCode(t)
+	epoch := loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 1}, 50*time.Millisecond)
 	r := voucher.ReserveRequest{Code: code, OrderID: code + "-a", CustomerID: 1, OrderAmount: 5000}
 	a, err := g.Admit(ctx, code, r, 100)
 	if err != nil || a.Verdict != voucher.GateAdmitted {
@@ -478,13 +474,8 @@ func TestAdmit_ARetryPastExpiresAtIsReleased(t *testing.T) {
 func TestAdmit_OtherTermsWhileTheFirstIsPendingWaitForItsOutcome(t *testing.T) {
 	g, _ := newGate(t)
 	ctx := context.Background()
-	code, epoch := newCode(t), "e-"+newCode(t)
-	now := time.Now()
-	snap := voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 2, ExpireAt: now.Add(time.Hour), TakenAt: now}
-	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: time.Minute, Lease: 5 * time.Second}
-	if ok, err := g.Recover(ctx, snap, terms, "load"); err != nil || !ok {
-		t.Fatalf("load: %v %v", ok, err)
-	}
+	code := newCode(t)
+	epoch := loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 2}, time.Minute)
 	first := voucher.ReserveRequest{Code: code, OrderID: code + "-x", CustomerID: 1, OrderAmount: 5000}
 	other := first
 	other.OrderAmount = 5001

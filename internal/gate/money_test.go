@@ -75,14 +75,9 @@ func TestReserve_TheRoomBelowMaxMoneyIsKeptExactly(t *testing.T) {
 func TestAdmit_ADiscountPastTheRoomIsRefusedBeforeAnyUseIsTaken(t *testing.T) {
 	g, _ := newGate(t)
 	ctx := context.Background()
-	code, epoch := newCode(t), "e-"+newCode(t)
-	now := time.Now()
+	code := newCode(t)
 	room := int64(1000)
-	snap := voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 5, ExpireAt: now.Add(time.Hour), TakenAt: now, Room: &room}
-	terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
-	if ok, err := g.Recover(ctx, snap, terms, "load"); err != nil || !ok {
-		t.Fatalf("load: %v %v", ok, err)
-	}
+	loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 5, Room: &room}, 15*time.Minute)
 	admit := func(order string, discount int64, want voucher.GateVerdict) voucher.Admission {
 		t.Helper()
 		a, err := g.Admit(ctx, code, req(code, order, 1, discount), discount)
