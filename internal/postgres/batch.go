@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -172,181 +170,48 @@ func (s *Store) writeBatch(batch []*pendingWinner, splits int) {
 	wg.Wait()
 }
 
-// reserveBatch is the batch's transaction. It writes the reserves whose
-// orders it could claim and returns their rows; the others (held already,
-// or not eligible) are for Reserve, after the commit. On errBatchSplit,
-// suspects[i] says which reserves kept it from committing.
+// reserveBatch is the batch's transaction: takeUses over the batch. It
+// writes the reserves whose orders it could claim and returns their rows;
+// the others (held already, or not eligible) are for Reserve, after the
+// commit. On errBatchSplit, suspects[i] says which reserves kept it from
+// committing; errBatchShort: the voucher's row cannot take them all.
 func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedemption, []bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(batch[0].ctx), winnerBatchTimeout)
 	defer cancel()
-	code, ttl, path := batch[0].owner, batch[0].ttl, batch[0].path
-	campaign := voucher.IsCampaignGate(code)
-
-	orderIDs := make([]string, len(batch))
-	customerIDs := make([]int64, len(batch))
-	amounts := make([]int64, len(batch))
-	campaignCodes := make([]string, len(batch))
-	for i, p := range batch {
-		orderIDs[i], customerIDs[i], amounts[i], campaignCodes[i] = p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.r.Code
-	}
+	owner, ttl, path := batch[0].owner, batch[0].ttl, batch[0].path
 
 	var rows map[string]db.VoucherRedemption
 	var suspects []bool
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		// The terms, read without a lock (they do not change once a
 		// voucher has started), reckon each order's discount.
-		row, err := q.VoucherGetByCode(ctx, code)
+		row, err := q.VoucherGetByCode(ctx, owner)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return voucherNotFound(code)
+			return voucherNotFound(owner)
 		}
 		if err != nil {
 			return err
 		}
 		v := toVoucher(row)
-		discounts := make([]int64, len(batch))
+		claims := make([]claim, len(batch))
 		for i, p := range batch {
-			discounts[i] = v.DiscountFor(p.r.OrderAmount)
-		}
-		var claimed []db.VoucherRedemption
-		if campaign {
-			claimed, err = q.CampaignRedemptionClaimEligible(ctx, db.CampaignRedemptionClaimEligibleParams{
-				Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CampaignCodes: campaignCodes, CustomerIds: customerIDs,
-				OrderAmounts: amounts, DiscountAmounts: discounts,
-			})
-		} else {
-			claimed, err = q.VoucherRedemptionClaimEligible(ctx, db.VoucherRedemptionClaimEligibleParams{
-				Code: code, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CustomerIds: customerIDs, OrderAmounts: amounts,
-				DiscountAmounts: discounts,
-			})
-		}
-		if err != nil {
-			return err
-		}
-		if len(claimed) == 0 {
-			return nil
-		}
-		rows = make(map[string]db.VoucherRedemption, len(claimed))
-		for _, row := range claimed {
-			rows[row.OrderID] = row
-		}
-		u := usesOf(len(claimed), func(i int) (string, int64) { return claimed[i].OrderID, claimed[i].CustomerID })
-		taken, err := q.VoucherCustomerUsesTake(ctx, db.VoucherCustomerUsesTakeParams{
-			Code: code, CustomerIds: u.customers, Uses: u.uses,
-		})
-		if err != nil {
-			return err
-		}
-		if len(taken) != len(u.customers) {
-			ok := make(map[int64]bool, len(taken))
-			for _, c := range taken {
-				ok[c] = true
+			claims[i] = claim{
+				orderID: p.r.OrderID, customerID: p.r.CustomerID, amount: p.r.OrderAmount,
+				discount: v.DiscountFor(p.r.OrderAmount), code: p.r.Code,
 			}
-			suspects = make([]bool, len(batch))
-			for i, p := range batch {
-				_, claimed := rows[p.r.OrderID]
-				suspects[i] = claimed && !ok[p.r.CustomerID]
+		}
+		rows, err = takeUses(ctx, q, owner, voucher.IsCampaignGate(owner), v, ttl, path, claims)
+		var refused *takeRefused
+		if errors.As(err, &refused) {
+			if refused.rule == byVoucher {
+				return errBatchShort
 			}
+			suspects = refused.suspects
 			return errBatchSplit
 		}
-		if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
-			Code: code, Path: string(path), OrderIds: u.orderIDs, CustomerIds: u.orderCustomers,
-		}); err != nil {
-			return err
-		}
-		if campaign {
-			// The codes' uses before the campaign's row, as a single
-			// reserve takes them. The reserves past a code's uses left
-			// (the later ones in the batch) go to Reserve, which answers
-			// them (CODE used up: OUT_OF_STOCK there); the rest are
-			// written together.
-			over, err := takeCodeUses(ctx, q, batch, rows)
-			if err != nil {
-				return err
-			}
-			if over != nil {
-				suspects = over
-				return errBatchSplit
-			}
-		}
-		// The hot row last, as a single reserve does. Discounts that would
-		// together take budgetUsed past voucher.MaxMoney (by the row read
-		// above; the update decides under its lock) are each decided
-		// alone: some of them may fit.
-		discountsOf := make([]int64, len(claimed))
-		for i, row := range claimed {
-			discountsOf[i] = row.DiscountAmount
-		}
-		held, ok := voucher.SumMoney(discountsOf...)
-		if !ok || held > voucher.MoneyRoom(v.BudgetUsed) {
-			suspects = make([]bool, len(batch))
-			for i := range suspects {
-				suspects[i] = true
-			}
-			return errBatchSplit
-		}
-		if _, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: code, N: limit32(len(claimed)), Discount: held, MaxMoney: voucher.MaxMoney}); errors.Is(err, pgx.ErrNoRows) {
-			return errBatchShort
-		} else if err != nil {
-			return err
-		}
-		return nil
+		return err
 	})
 	return rows, suspects, err
-}
-
-// takeCodeUses holds the campaign codes' uses of a batch's claimed rows,
-// the codes locked in code order first (the order of every writer of
-// several codes). When a code has fewer uses left than claimed rows, it
-// takes nothing and returns which reserves are past their code's uses, in
-// batch order (the batch rolls back; the others can be written together).
-func takeCodeUses(ctx context.Context, q *db.Queries, batch []*pendingWinner, rows map[string]db.VoucherRedemption) ([]bool, error) {
-	uses := map[string]int32{}
-	for _, row := range rows {
-		if row.CampaignCode != nil {
-			uses[*row.CampaignCode]++
-		}
-	}
-	var take db.CampaignCodeUsesTakeParams
-	for _, code := range slices.Sorted(maps.Keys(uses)) {
-		take.Codes = append(take.Codes, code)
-		take.Uses = append(take.Uses, uses[code])
-	}
-	locked, err := q.CampaignCodeLockMany(ctx, take.Codes)
-	if err != nil {
-		return nil, err
-	}
-	left := make(map[string]int32, len(locked))
-	short := false
-	for _, c := range locked {
-		left[c.Code] = c.UsesLeft
-		short = short || c.UsesLeft < uses[c.Code]
-	}
-	if short || len(locked) != len(take.Codes) {
-		over := make([]bool, len(batch))
-		for i, p := range batch {
-			row, ok := rows[p.r.OrderID]
-			if !ok || row.CampaignCode == nil {
-				continue
-			}
-			code := *row.CampaignCode
-			if left[code] > 0 {
-				left[code]--
-			} else {
-				over[i] = true
-			}
-		}
-		return over, nil
-	}
-	taken, err := q.CampaignCodeUsesTake(ctx, take)
-	if err != nil {
-		return nil, err
-	}
-	if len(taken) != len(take.Codes) {
-		// Not after the locked read above; the CHECK's twin, kept so
-		// that a code's limit holds whatever that read said.
-		return nil, errors.New("campaign code uses changed under their lock")
-	}
-	return nil, nil
 }
 
 // usesLeft is how many uses the voucher has left now; 0 when unknown.
@@ -356,32 +221,4 @@ func (s *Store) usesLeft(ctx context.Context, code string) int {
 		return 0
 	}
 	return v.TotalLimit - v.UsedCount
-}
-
-// batchUses is what a batch's new rows hold: each customer's uses (every
-// customer once, in first-seen order) and, per row, its order and customer
-// (for the reserved events).
-type batchUses struct {
-	customers      []int64
-	uses           []int32
-	orderIDs       []string
-	orderCustomers []int64
-}
-
-// usesOf counts the uses of n rows; row(i) gives the ith's order and customer.
-func usesOf(n int, row func(i int) (orderID string, customerID int64)) batchUses {
-	u := batchUses{orderIDs: make([]string, n), orderCustomers: make([]int64, n)}
-	at := make(map[int64]int, n) // customer -> index in u.customers
-	for i := range n {
-		orderID, customer := row(i)
-		u.orderIDs[i], u.orderCustomers[i] = orderID, customer
-		if j, ok := at[customer]; ok {
-			u.uses[j]++
-			continue
-		}
-		at[customer] = len(u.customers)
-		u.customers = append(u.customers, customer)
-		u.uses = append(u.uses, 1)
-	}
-	return u
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,11 +30,11 @@ var _ voucher.EventStore = (*Store)(nil)
 func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Status, error) {
 	var status voucher.Status
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		row, err := applyReserved(ctx, q, ev)
+		var err error
+		status, err = applyReserved(ctx, q, ev)
 		if err != nil {
 			return err
 		}
-		status = voucher.Status(row.Status)
 		if ev.Kind == voucher.EventReserved || status == target(ev.Kind) {
 			return nil // reserved, or applied before: nothing to change
 		}
@@ -45,7 +44,7 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 		decided := ev.DecidedAt
 		switch ev.Kind {
 		case voucher.EventConfirmed:
-			row, err = q.VoucherRedemptionConfirmDecided(ctx, db.VoucherRedemptionConfirmDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			row, err := q.VoucherRedemptionConfirmDecided(ctx, db.VoucherRedemptionConfirmDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
 			if err != nil {
 				return err
 			}
@@ -53,9 +52,9 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 				return err
 			}
 			status = voucher.StatusConfirmed
-			return q.ReservationEventInsert(ctx, event(row, "confirmed", voucher.PathKafka))
+			return q.ReservationEventInsertMany(ctx, event(row, "confirmed", voucher.PathKafka))
 		case voucher.EventReleased:
-			row, err = q.VoucherRedemptionReleaseDecided(ctx, db.VoucherRedemptionReleaseDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
+			row, err := q.VoucherRedemptionReleaseDecided(ctx, db.VoucherRedemptionReleaseDecidedParams{OrderID: ev.OrderID, DecidedAt: &decided})
 			if err != nil {
 				return err
 			}
@@ -81,70 +80,26 @@ func (s *Store) ApplyReservedBatch(ctx context.Context, evs []voucher.Event) ([]
 	if len(evs) == 0 {
 		return nil, nil
 	}
-	code := evs[0].Code
-	p := db.VoucherRedemptionInsertManyParams{
-		Code:            code,
-		OrderIds:        make([]string, len(evs)),
-		CustomerIds:     make([]int64, len(evs)),
-		OrderAmounts:    make([]int64, len(evs)),
-		DiscountAmounts: make([]int64, len(evs)),
-		CreatedAts:      make([]time.Time, len(evs)),
-		ExpiresAts:      make([]time.Time, len(evs)),
+	for _, ev := range evs {
+		if ev.Kind != voucher.EventReserved {
+			return nil, fmt.Errorf("postgres: a batch holds only reserved events (%s)", ev)
+		}
 	}
-	for i, ev := range evs {
-		if ev.Kind != voucher.EventReserved || ev.Code != code {
-			return nil, fmt.Errorf("postgres: a batch holds only reserved events of one voucher (%s)", ev)
-		}
-		p.OrderIds[i], p.CustomerIds[i], p.OrderAmounts[i] = ev.OrderID, ev.CustomerID, ev.OrderAmount
-		p.DiscountAmounts[i], p.CreatedAts[i], p.ExpiresAts[i] = ev.DiscountAmount, ev.CreatedAt, ev.ExpiresAt
-	}
-	applied := make([]bool, len(evs))
-	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
-		made, err := q.VoucherRedemptionInsertMany(ctx, p)
-		if err != nil || len(made) == 0 {
-			return err
-		}
-		u := usesOf(len(made), func(i int) (string, int64) { return made[i].OrderID, made[i].CustomerID })
-		if err := q.VoucherCustomerUsesRecord(ctx, db.VoucherCustomerUsesRecordParams{Code: code, CustomerIds: u.customers, Uses: u.uses}); err != nil {
-			return err
-		}
-		if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
-			Code: code, Path: string(voucher.PathKafka), OrderIds: u.orderIDs, CustomerIds: u.orderCustomers,
-		}); err != nil {
-			return err
-		}
-		// The hot row last, as reserve does. Discounts whose sum does not
-		// fit (voucher.SumMoney), or would take budgetUsed past
-		// voucher.MaxMoney, roll the batch back: applied one by one, the
-		// one that does not fit is refused alone.
-		discountsOf := make([]int64, len(made))
-		for i, m := range made {
-			discountsOf[i] = m.DiscountAmount
-		}
-		discounts, ok := voucher.SumMoney(discountsOf...)
-		if !ok {
-			return errSumTooLarge
-		}
-		if n, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: code, N: limit32(len(made)), Discount: discounts, MaxMoney: voucher.MaxMoney}); err != nil {
-			return err
-		} else if n == 0 {
-			return errSumTooLarge
-		}
-		orders := make(map[string]bool, len(made))
-		for _, m := range made {
-			orders[m.OrderID] = true
-		}
-		for i, e := range evs {
-			// A duplicate orderId in the batch: the first one made the row.
-			if orders[e.OrderID] {
-				applied[i] = true
-				delete(orders, e.OrderID)
-			}
-		}
-		return nil
+	var made map[string]bool
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) (err error) {
+		made, err = recordUses(ctx, q, evs[0].Code, evs)
+		return err
 	})
 	if err != nil {
 		return nil, refusedOrTransient(err)
+	}
+	applied := make([]bool, len(evs))
+	for i, e := range evs {
+		// A duplicate orderId in the batch: the first one made the row.
+		if made[e.OrderID] {
+			applied[i] = true
+			delete(made, e.OrderID)
+		}
 	}
 	return applied, nil
 }
@@ -159,50 +114,31 @@ func target(k voucher.EventKind) voucher.Status {
 	return voucher.StatusReserved
 }
 
-// applyReserved makes the order's row if it is missing, counting a use, and
-// returns it locked. The lock order is reserve's: order, customer, voucher.
-func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (db.VoucherRedemption, error) {
-	row, err := q.VoucherRedemptionInsert(ctx, db.VoucherRedemptionInsertParams{
-		OrderID: ev.OrderID, VoucherCode: ev.Code, CustomerID: ev.CustomerID,
-		OrderAmount: ev.OrderAmount, DiscountAmount: ev.DiscountAmount,
-		CreatedAt: ev.CreatedAt, ExpiresAt: ev.ExpiresAt,
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		// The row exists (this event or an earlier one was applied).
-		row, err = q.VoucherRedemptionGetForUpdate(ctx, ev.OrderID)
-		if err != nil {
-			return row, err
-		}
-		if row.VoucherCode != ev.Code || row.CustomerID != ev.CustomerID || row.OrderAmount != ev.OrderAmount {
-			return row, &voucher.EventRefusedError{Reason: fmt.Sprintf("order %s is held by voucher %s, customer %d, amount %d",
-				ev.OrderID, row.VoucherCode, row.CustomerID, row.OrderAmount)}
-		}
-		return row, nil
+// applyReserved makes the order's row if it is missing, counting a use (a
+// batch of one for recordUses), and returns its status, the row locked. The
+// lock order is reserve's: order, customer, voucher.
+func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (voucher.Status, error) {
+	made, err := recordUses(ctx, q, ev.Code, []voucher.Event{ev})
+	if errors.Is(err, errSumTooLarge) {
+		return "", &voucher.EventRefusedError{Reason: err.Error()}
 	}
 	if err != nil {
-		return row, err
+		return "", err
 	}
-	if err := q.VoucherCustomerUsesRecord(ctx, db.VoucherCustomerUsesRecordParams{Code: ev.Code, CustomerIds: []int64{ev.CustomerID}, Uses: []int32{1}}); err != nil {
-		return row, err
+	if made[ev.OrderID] {
+		return voucher.StatusReserved, nil
 	}
-	if err := q.ReservationEventInsert(ctx, event(row, "reserved", voucher.PathKafka)); err != nil {
-		return row, err
+	// The row exists (this event or an earlier one was applied).
+	row, err := q.VoucherRedemptionGetForUpdate(ctx, ev.OrderID)
+	if err != nil {
+		return "", err
 	}
-	// The hot row last, as reserve does.
-	if n, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: ev.Code, N: 1, Discount: row.DiscountAmount, MaxMoney: voucher.MaxMoney}); err != nil {
-		return row, err
-	} else if n == 0 {
-		return row, &voucher.EventRefusedError{Reason: errSumTooLarge.Error()}
+	if row.VoucherCode != ev.Code || row.CustomerID != ev.CustomerID || row.OrderAmount != ev.OrderAmount {
+		return "", &voucher.EventRefusedError{Reason: fmt.Sprintf("order %s is held by voucher %s, customer %d, amount %d",
+			ev.OrderID, row.VoucherCode, row.CustomerID, row.OrderAmount)}
 	}
-	return row, nil
+	return voucher.Status(row.Status), nil
 }
-
-// errSumTooLarge: the discounts of reserved events would take the voucher's
-// budgetUsed past voucher.MaxMoney. The gate refuses such a reserve before
-// its 201; an event that still carries one (a gate loaded before the bound,
-// an event published before it) is refused, never retried: applying it
-// again would give the same answer.
-var errSumTooLarge = errors.New("the discount would take the voucher's budgetUsed past 9007199254740991 (voucher.MaxMoney)")
 
 // refusedOrTransient turns a violated constraint (SQLSTATE class 23) or a
 // value the database cannot hold (class 22, data exception: an amount out

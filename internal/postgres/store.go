@@ -255,9 +255,8 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		// owner is the voucher row the use counts on: the code's own, or
 		// its campaign's (whose per-customer counts span all its codes).
 		owner := v.Code
-		var campaignCode *string
 		if cc != nil {
-			v.Code, campaignCode = cc.code, &cc.code // the caller's code in every answer
+			v.Code = cc.code // the caller's code in every answer
 		}
 
 		if earlier, err := q.VoucherRedemptionGetByOrderID(ctx, r.OrderID); err == nil {
@@ -273,50 +272,28 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 			return err
 		}
 
-		row, err := q.VoucherRedemptionInsert(ctx, db.VoucherRedemptionInsertParams{
-			OrderID:        r.OrderID,
-			VoucherCode:    owner,
-			CampaignCode:   campaignCode,
-			CustomerID:     r.CustomerID,
-			OrderAmount:    r.OrderAmount,
-			DiscountAmount: v.DiscountFor(r.OrderAmount),
-			CreatedAt:      now,
-			ExpiresAt:      now.Add(ttl),
-		})
-		if errors.Is(err, pgx.ErrNoRows) {
-			// A concurrent request inserted it first and has committed.
-			return errConcurrentOrder
-		}
-		if err != nil {
-			return err
-		}
-		if _, err := q.VoucherCustomerUseTake(ctx, db.VoucherCustomerUseTakeParams{
-			VoucherCode: owner, CustomerID: r.CustomerID, UseLimit: limit32(v.PerUserLimit), // read from its int4 column: fits
-		}); errors.Is(err, pgx.ErrNoRows) {
+		// A batch of one for the writer of reserves the database decides.
+		discount := v.DiscountFor(r.OrderAmount)
+		rows, err := takeUses(ctx, q, owner, cc != nil, v, ttl, path, []claim{{
+			orderID: r.OrderID, customerID: r.CustomerID, amount: r.OrderAmount, discount: discount, code: r.Code,
+		}})
+		var refused *takeRefused
+		switch {
+		case errors.As(err, &refused) && refused.rule == byCustomer:
 			return voucher.Errorf(voucher.AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, r.Code)
-		} else if err != nil {
-			return err
-		}
-		if err := q.ReservationEventInsert(ctx, event(row, "reserved", path)); err != nil {
-			return err
-		}
-		// A campaign code's own use, before the campaign's row: two
-		// customers on one code queue here, not on the campaign.
-		if cc != nil {
-			if _, err := q.CampaignCodeUseTake(ctx, cc.code); errors.Is(err, pgx.ErrNoRows) {
-				return voucher.CodeUsedUp(cc.code)
-			} else if err != nil {
-				return err
-			}
-		}
-		// The hot row last: its lock is held only for this update and the
-		// commit, so concurrent reserves queue on it as briefly as possible.
-		if _, err := q.VoucherUseTake(ctx, db.VoucherUseTakeParams{Code: owner, Discount: row.DiscountAmount, MaxMoney: voucher.MaxMoney}); errors.Is(err, pgx.ErrNoRows) {
+		case errors.As(err, &refused) && refused.rule == byCode:
+			return voucher.CodeUsedUp(cc.code)
+		case errors.As(err, &refused):
 			// Sold out, over budget, or the window closed since the
 			// transaction began: the row as it is now says which.
-			return useRefused(ctx, q, owner, v.Code, row.DiscountAmount)
-		} else if err != nil {
+			return useRefused(ctx, q, owner, v.Code, discount)
+		case err != nil:
 			return err
+		}
+		row, ok := rows[r.OrderID]
+		if !ok {
+			// A concurrent request claimed it first and has committed.
+			return errConcurrentOrder
 		}
 		res, created = toReservation(row), true
 		return nil
@@ -395,7 +372,7 @@ func (s *Store) confirmOnce(ctx context.Context, q *db.Queries, code, orderID st
 				return err
 			}
 			*res = toReservation(row)
-			return q.ReservationEventInsert(ctx, event(row, "confirmed", path))
+			return q.ReservationEventInsertMany(ctx, event(row, "confirmed", path))
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
@@ -472,21 +449,80 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 }
 
 // giveBack returns a released use to the customer, the campaign code (if
-// any) and the voucher, in the lock order reserve uses (redemption,
-// customer, code, voucher).
+// any) and the voucher: giveBackUses of one row.
 func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind string, path voucher.Path) error {
-	if err := q.VoucherCustomerUseGiveBack(ctx, db.VoucherCustomerUseGiveBackParams{VoucherCode: row.VoucherCode, CustomerID: row.CustomerID}); err != nil {
-		return err
+	return giveBackUses(ctx, q, []db.VoucherRedemption{row}, kind, path)
+}
+
+// giveBackUses is the one writer of released uses: it gives the uses of rows
+// (released in this transaction) back to their customers, campaign codes and
+// vouchers with their discounts, and records an event of kind for each, in
+// the lock order of every writer (redemptions, customers, events, codes,
+// vouchers last, each set sorted).
+func giveBackUses(ctx context.Context, q *db.Queries, rows []db.VoucherRedemption, kind string, path voucher.Path) error {
+	type holder struct {
+		code     string
+		customer int64
 	}
-	if row.CampaignCode != nil {
-		if err := q.CampaignCodeUseGiveBack(ctx, *row.CampaignCode); err != nil {
+	customers := map[holder]int32{}
+	vouchers := map[string]int32{}
+	codes := map[string]int32{}     // campaign codes' uses released
+	discounts := map[string]int64{} // each voucher's released discounts, back to its budget
+	events := db.ReservationEventInsertManyParams{Kind: kind, Path: string(path)}
+	for _, r := range rows {
+		customers[holder{r.VoucherCode, r.CustomerID}]++
+		vouchers[r.VoucherCode]++
+		if r.CampaignCode != nil {
+			codes[*r.CampaignCode]++
+		}
+		discounts[r.VoucherCode] += r.DiscountAmount
+		events.OrderIds = append(events.OrderIds, r.OrderID)
+		events.Codes = append(events.Codes, r.VoucherCode)
+		events.CustomerIds = append(events.CustomerIds, r.CustomerID)
+	}
+	held := slices.SortedFunc(maps.Keys(customers), func(a, b holder) int {
+		return cmp.Or(strings.Compare(a.code, b.code), cmp.Compare(a.customer, b.customer))
+	})
+	var back db.VoucherCustomerUsesGiveBackParams
+	for _, h := range held {
+		back.Codes = append(back.Codes, h.code)
+		back.CustomerIds = append(back.CustomerIds, h.customer)
+		back.Uses = append(back.Uses, customers[h])
+	}
+	// An UPDATE ... FROM takes its rows in no promised order: several are
+	// locked in order first. One needs no order.
+	if len(held) > 1 {
+		if err := q.VoucherCustomerLockMany(ctx, db.VoucherCustomerLockManyParams{Codes: back.Codes, CustomerIds: back.CustomerIds}); err != nil {
 			return err
 		}
 	}
-	if err := q.VoucherUseGiveBack(ctx, db.VoucherUseGiveBackParams{Code: row.VoucherCode, Discount: row.DiscountAmount}); err != nil {
+	if err := q.VoucherCustomerUsesGiveBack(ctx, back); err != nil {
 		return err
 	}
-	return q.ReservationEventInsert(ctx, event(row, kind, path))
+	if err := q.ReservationEventInsertMany(ctx, events); err != nil {
+		return err
+	}
+	if len(codes) > 0 {
+		var back db.CampaignCodeUsesGiveBackParams
+		for _, code := range slices.Sorted(maps.Keys(codes)) {
+			back.Codes = append(back.Codes, code)
+			back.Uses = append(back.Uses, codes[code])
+		}
+		if len(codes) > 1 {
+			if _, err := q.CampaignCodeLockMany(ctx, back.Codes); err != nil {
+				return err
+			}
+		}
+		if err := q.CampaignCodeUsesGiveBack(ctx, back); err != nil {
+			return err
+		}
+	}
+	for _, code := range slices.Sorted(maps.Keys(vouchers)) {
+		if err := q.VoucherUsesGiveBack(ctx, db.VoucherUsesGiveBackParams{Code: code, N: vouchers[code], Discount: discounts[code]}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ExpireDue releases up to limit reservations past their deadline in one
@@ -503,64 +539,10 @@ func (s *Store) ExpireDue(ctx context.Context, limit int) ([]voucher.Reservation
 		if err != nil || len(rows) == 0 {
 			return err
 		}
-		type holder struct {
-			code     string
-			customer int64
-		}
-		customers := map[holder]int32{}
-		vouchers := map[string]int32{}
-		codes := map[string]int32{}     // campaign codes' uses released
-		discounts := map[string]int64{} // each voucher's released discounts, back to its budget
-		events := db.ReservationEventInsertKindsParams{Kind: "expired", Path: string(voucher.PathExpiry)}
 		for _, r := range rows {
-			customers[holder{r.VoucherCode, r.CustomerID}]++
-			vouchers[r.VoucherCode]++
-			if r.CampaignCode != nil {
-				codes[*r.CampaignCode]++
-			}
-			discounts[r.VoucherCode] += r.DiscountAmount
-			events.OrderIds = append(events.OrderIds, r.OrderID)
-			events.Codes = append(events.Codes, r.VoucherCode)
-			events.CustomerIds = append(events.CustomerIds, r.CustomerID)
 			expired = append(expired, toReservation(r))
 		}
-		held := slices.SortedFunc(maps.Keys(customers), func(a, b holder) int {
-			return cmp.Or(strings.Compare(a.code, b.code), cmp.Compare(a.customer, b.customer))
-		})
-		var back db.VoucherCustomerUsesGiveBackParams
-		for _, h := range held {
-			back.Codes = append(back.Codes, h.code)
-			back.CustomerIds = append(back.CustomerIds, h.customer)
-			back.Uses = append(back.Uses, customers[h])
-		}
-		if err := q.VoucherCustomerLockMany(ctx, db.VoucherCustomerLockManyParams{Codes: back.Codes, CustomerIds: back.CustomerIds}); err != nil {
-			return err
-		}
-		if err := q.VoucherCustomerUsesGiveBack(ctx, back); err != nil {
-			return err
-		}
-		if err := q.ReservationEventInsertKinds(ctx, events); err != nil {
-			return err
-		}
-		if len(codes) > 0 {
-			var back db.CampaignCodeUsesGiveBackParams
-			for _, code := range slices.Sorted(maps.Keys(codes)) {
-				back.Codes = append(back.Codes, code)
-				back.Uses = append(back.Uses, codes[code])
-			}
-			if _, err := q.CampaignCodeLockMany(ctx, back.Codes); err != nil {
-				return err
-			}
-			if err := q.CampaignCodeUsesGiveBack(ctx, back); err != nil {
-				return err
-			}
-		}
-		for _, code := range slices.Sorted(maps.Keys(vouchers)) {
-			if err := q.VoucherUsesGiveBack(ctx, db.VoucherUsesGiveBackParams{Code: code, N: vouchers[code], Discount: discounts[code]}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return giveBackUses(ctx, q, rows, "expired", voucher.PathExpiry)
 	})
 	if err != nil {
 		return nil, mapError(err)
@@ -658,9 +640,9 @@ func reservationNotFound(code, orderID string) error {
 	return voucher.Errorf(voucher.NotFound, "no reservation for order %s on voucher %s", orderID, code)
 }
 
-func event(row db.VoucherRedemption, kind string, path voucher.Path) db.ReservationEventInsertParams {
-	return db.ReservationEventInsertParams{
-		OrderID: row.OrderID, VoucherCode: row.VoucherCode, CustomerID: row.CustomerID, Kind: kind, Path: string(path),
+func event(row db.VoucherRedemption, kind string, path voucher.Path) db.ReservationEventInsertManyParams {
+	return db.ReservationEventInsertManyParams{
+		OrderIds: []string{row.OrderID}, Codes: []string{row.VoucherCode}, CustomerIds: []int64{row.CustomerID}, Kind: kind, Path: string(path),
 	}
 }
 

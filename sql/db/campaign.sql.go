@@ -127,30 +127,6 @@ func (q *Queries) CampaignCodeUseConfirm(ctx context.Context, code string) error
 	return err
 }
 
-const campaignCodeUseGiveBack = `-- name: CampaignCodeUseGiveBack :exec
-UPDATE voucher_code SET used_count = used_count - 1 WHERE code = $1
-`
-
-func (q *Queries) CampaignCodeUseGiveBack(ctx context.Context, code string) error {
-	_, err := q.db.Exec(ctx, campaignCodeUseGiveBack, code)
-	return err
-}
-
-const campaignCodeUseTake = `-- name: CampaignCodeUseTake :one
-UPDATE voucher_code SET used_count = used_count + 1
-WHERE code = $1 AND used_count < use_limit
-RETURNING used_count
-`
-
-// CampaignCodeUseTake holds one use of a code if it has one left; no row
-// back means the code is used up.
-func (q *Queries) CampaignCodeUseTake(ctx context.Context, code string) (int32, error) {
-	row := q.db.QueryRow(ctx, campaignCodeUseTake, code)
-	var used_count int32
-	err := row.Scan(&used_count)
-	return used_count, err
-}
-
 const campaignCodeUsesGiveBack = `-- name: CampaignCodeUsesGiveBack :exec
 UPDATE voucher_code vc
 SET used_count = vc.used_count - g.uses

@@ -9,31 +9,7 @@ import (
 	"context"
 )
 
-const reservationEventInsert = `-- name: ReservationEventInsert :exec
-INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
-VALUES ($1, $2, $3, $4, $5)
-`
-
-type ReservationEventInsertParams struct {
-	OrderID     string
-	VoucherCode string
-	CustomerID  int64
-	Kind        string
-	Path        string
-}
-
-func (q *Queries) ReservationEventInsert(ctx context.Context, arg ReservationEventInsertParams) error {
-	_, err := q.db.Exec(ctx, reservationEventInsert,
-		arg.OrderID,
-		arg.VoucherCode,
-		arg.CustomerID,
-		arg.Kind,
-		arg.Path,
-	)
-	return err
-}
-
-const reservationEventInsertKinds = `-- name: ReservationEventInsertKinds :exec
+const reservationEventInsertMany = `-- name: ReservationEventInsertMany :exec
 INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
 SELECT o.order_id, o.voucher_code, o.customer_id, $1, $2
 FROM (SELECT unnest($3::text[]) AS order_id,
@@ -42,7 +18,7 @@ FROM (SELECT unnest($3::text[]) AS order_id,
 ORDER BY o.order_id
 `
 
-type ReservationEventInsertKindsParams struct {
+type ReservationEventInsertManyParams struct {
 	Kind        string
 	Path        string
 	OrderIds    []string
@@ -50,40 +26,15 @@ type ReservationEventInsertKindsParams struct {
 	CustomerIds []int64
 }
 
-// ReservationEventInsertKinds records one kind of event for several orders
-// of any vouchers (the expiry sweep's batch).
-func (q *Queries) ReservationEventInsertKinds(ctx context.Context, arg ReservationEventInsertKindsParams) error {
-	_, err := q.db.Exec(ctx, reservationEventInsertKinds,
+// ReservationEventInsertMany records one kind of event for several orders
+// of any vouchers (codes[i] for order_ids[i]); a single change is a batch
+// of one.
+func (q *Queries) ReservationEventInsertMany(ctx context.Context, arg ReservationEventInsertManyParams) error {
+	_, err := q.db.Exec(ctx, reservationEventInsertMany,
 		arg.Kind,
 		arg.Path,
 		arg.OrderIds,
 		arg.Codes,
-		arg.CustomerIds,
-	)
-	return err
-}
-
-const reservationEventInsertMany = `-- name: ReservationEventInsertMany :exec
-INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
-SELECT o.order_id, $1, o.customer_id, 'reserved', $2
-FROM (SELECT unnest($3::text[]) AS order_id,
-             unnest($4::bigint[]) AS customer_id) AS o
-ORDER BY o.order_id
-`
-
-type ReservationEventInsertManyParams struct {
-	Code        string
-	Path        string
-	OrderIds    []string
-	CustomerIds []int64
-}
-
-// ReservationEventInsertMany records the reserved events of a batch's rows.
-func (q *Queries) ReservationEventInsertMany(ctx context.Context, arg ReservationEventInsertManyParams) error {
-	_, err := q.db.Exec(ctx, reservationEventInsertMany,
-		arg.Code,
-		arg.Path,
-		arg.OrderIds,
 		arg.CustomerIds,
 	)
 	return err

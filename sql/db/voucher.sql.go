@@ -312,74 +312,6 @@ func (q *Queries) VoucherUseConfirm(ctx context.Context, code string) error {
 	return err
 }
 
-const voucherUseGiveBack = `-- name: VoucherUseGiveBack :exec
-UPDATE voucher
-SET used_count = used_count - 1, reserved_count = reserved_count - 1,
-    budget_used = budget_used - $1::bigint
-WHERE code = $2
-`
-
-type VoucherUseGiveBackParams struct {
-	Discount int64
-	Code     string
-}
-
-// VoucherUseGiveBack gives a released use back, with its discount.
-func (q *Queries) VoucherUseGiveBack(ctx context.Context, arg VoucherUseGiveBackParams) error {
-	_, err := q.db.Exec(ctx, voucherUseGiveBack, arg.Discount, arg.Code)
-	return err
-}
-
-const voucherUseTake = `-- name: VoucherUseTake :one
-UPDATE voucher
-SET used_count = used_count + 1, reserved_count = reserved_count + 1,
-    budget_used = budget_used + $1::bigint
-WHERE code = $2
-  AND used_count < total_limit
-  AND $1::bigint <= $3::bigint - budget_used
-  AND (budget_amount IS NULL OR $1::bigint <= budget_amount - budget_used)
-  AND now() BETWEEN starts_at AND ends_at
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
-`
-
-type VoucherUseTakeParams struct {
-	Discount int64
-	Code     string
-	MaxMoney int64
-}
-
-// VoucherUseTake holds one use, with its discount, if a use is left, the
-// discount keeps budget_used within max_money (voucher.MaxMoney), the
-// budget (if any) covers it and the window is open by the database's clock.
-// No row back means sold out, too large a sum, over budget or outside the
-// window. The sums are compared as differences, which cannot overflow
-// bigint whatever a row stored before the bound holds.
-func (q *Queries) VoucherUseTake(ctx context.Context, arg VoucherUseTakeParams) (Voucher, error) {
-	row := q.db.QueryRow(ctx, voucherUseTake, arg.Discount, arg.Code, arg.MaxMoney)
-	var i Voucher
-	err := row.Scan(
-		&i.Code,
-		&i.DiscountAmount,
-		&i.MinOrderAmount,
-		&i.TotalLimit,
-		&i.PerUserLimit,
-		&i.UsedCount,
-		&i.ReservedCount,
-		&i.ConfirmedCount,
-		&i.StartsAt,
-		&i.EndsAt,
-		&i.Flash,
-		&i.CreatedAt,
-		&i.DiscountType,
-		&i.DiscountPercent,
-		&i.MaxDiscountAmount,
-		&i.Currency,
-		&i.BudgetAmount,
-		&i.BudgetUsed,
-	)
-	return i, err
-}
-
 const voucherUsesGiveBack = `-- name: VoucherUsesGiveBack :exec
 UPDATE voucher
 SET used_count = used_count - $1::integer, reserved_count = reserved_count - $1::integer,
@@ -453,10 +385,14 @@ type VoucherUsesTakeParams struct {
 	MaxMoney int64
 }
 
-// VoucherUsesTake holds n uses at once (a batch of reserves) if that many
-// are left, their discounts fit as in VoucherUseTake and the window is
-// open; no row back means not (the batch is then written one by one, so
-// the uses left go to some of it and the others hear their refusal).
+// VoucherUsesTake holds n uses (a reserve, or a batch of them) with the sum
+// of their discounts if that many are left, the sum keeps budget_used within
+// max_money (voucher.MaxMoney), the budget (if any) covers it and the window
+// is open by the database's clock. No row back means not: sold out, too
+// large a sum, over budget or outside the window (a batch is then written
+// one by one, so the uses left go to some of it and the others hear their
+// refusal). The sums are compared as differences, which cannot overflow
+// bigint whatever a row stored before the bound holds.
 func (q *Queries) VoucherUsesTake(ctx context.Context, arg VoucherUsesTakeParams) (int32, error) {
 	row := q.db.QueryRow(ctx, voucherUsesTake,
 		arg.N,

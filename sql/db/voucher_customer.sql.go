@@ -79,46 +79,6 @@ func (q *Queries) VoucherCustomerLockMany(ctx context.Context, arg VoucherCustom
 	return err
 }
 
-const voucherCustomerUseGiveBack = `-- name: VoucherCustomerUseGiveBack :exec
-UPDATE voucher_customer
-SET used_count = used_count - 1
-WHERE voucher_code = $1 AND customer_id = $2
-`
-
-type VoucherCustomerUseGiveBackParams struct {
-	VoucherCode string
-	CustomerID  int64
-}
-
-func (q *Queries) VoucherCustomerUseGiveBack(ctx context.Context, arg VoucherCustomerUseGiveBackParams) error {
-	_, err := q.db.Exec(ctx, voucherCustomerUseGiveBack, arg.VoucherCode, arg.CustomerID)
-	return err
-}
-
-const voucherCustomerUseTake = `-- name: VoucherCustomerUseTake :one
-INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
-VALUES ($1, $2, 1, $3)
-ON CONFLICT (voucher_code, customer_id) DO UPDATE
-SET used_count = vc.used_count + 1
-WHERE vc.used_count < vc.use_limit
-RETURNING used_count
-`
-
-type VoucherCustomerUseTakeParams struct {
-	VoucherCode string
-	CustomerID  int64
-	UseLimit    int32
-}
-
-// VoucherCustomerUseTake counts one more use for the customer unless they
-// already hold their limit; no row back means the limit is reached.
-func (q *Queries) VoucherCustomerUseTake(ctx context.Context, arg VoucherCustomerUseTakeParams) (int32, error) {
-	row := q.db.QueryRow(ctx, voucherCustomerUseTake, arg.VoucherCode, arg.CustomerID, arg.UseLimit)
-	var used_count int32
-	err := row.Scan(&used_count)
-	return used_count, err
-}
-
 const voucherCustomerUsesGiveBack = `-- name: VoucherCustomerUsesGiveBack :exec
 UPDATE voucher_customer vc
 SET used_count = vc.used_count - g.uses
@@ -186,9 +146,9 @@ type VoucherCustomerUsesTakeParams struct {
 	Code        string
 }
 
-// VoucherCustomerUsesTake is VoucherCustomerUseTake for a batch of
-// reserves: uses[i] for customer_ids[i], each customer once, unless that
-// would pass their limit; a customer at the limit gets no row back.
+// VoucherCustomerUsesTake counts the uses of a reserve or a batch of them:
+// uses[i] more for customer_ids[i], each customer once, unless that would
+// pass their limit; a customer at the limit gets no row back.
 func (q *Queries) VoucherCustomerUsesTake(ctx context.Context, arg VoucherCustomerUsesTakeParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, voucherCustomerUsesTake, arg.CustomerIds, arg.Uses, arg.Code)
 	if err != nil {

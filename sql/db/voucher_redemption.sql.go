@@ -225,9 +225,23 @@ func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]Vo
 }
 
 const voucherRedemptionGetByOrderID = `-- name: VoucherRedemptionGetByOrderID :one
+
 SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption WHERE order_id = $1
 `
 
+// Taking a use writes, in every path, in one lock order: the order's row
+// (voucher_redemption), the customer's count (voucher_customer), the event
+// (reservation_event), then the voucher's hot row (voucher) last, so its
+// lock is held only for its update and the commit. A batch takes each set
+// in a fixed order, so two batches never wait on each other in a cycle.
+// The two writers, one per rule (internal/postgres/reserve.go): takeUses,
+// whose statements check the rules by the database's clock (a reserve, or a
+// batch of flash winners; no row back: refused), and recordUses, which
+// writes what the gate decided whatever the clock (the Kafka consumer's
+// events), the CHECK constraints still bounding every count. A batch
+// statement that cannot take every row it was given tells the caller, which
+// rolls back and writes those one by one, so every refusal gets its own
+// exact answer.
 func (q *Queries) VoucherRedemptionGetByOrderID(ctx context.Context, orderID string) (VoucherRedemption, error) {
 	row := q.db.QueryRow(ctx, voucherRedemptionGetByOrderID, orderID)
 	var i VoucherRedemption
@@ -298,69 +312,6 @@ SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, statu
 // applies to it.
 func (q *Queries) VoucherRedemptionGetForUpdate(ctx context.Context, orderID string) (VoucherRedemption, error) {
 	row := q.db.QueryRow(ctx, voucherRedemptionGetForUpdate, orderID)
-	var i VoucherRedemption
-	err := row.Scan(
-		&i.OrderID,
-		&i.VoucherCode,
-		&i.CustomerID,
-		&i.OrderAmount,
-		&i.DiscountAmount,
-		&i.Status,
-		&i.CreatedAt,
-		&i.ExpiresAt,
-		&i.ConfirmedAt,
-		&i.ReleasedAt,
-		&i.CampaignCode,
-	)
-	return i, err
-}
-
-const voucherRedemptionInsert = `-- name: VoucherRedemptionInsert :one
-
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, campaign_code)
-VALUES ($1, $2, $3, $4, $5, 'RESERVED', $6, $7, $8)
-ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
-`
-
-type VoucherRedemptionInsertParams struct {
-	OrderID        string
-	VoucherCode    string
-	CustomerID     int64
-	OrderAmount    int64
-	DiscountAmount int64
-	CreatedAt      time.Time
-	ExpiresAt      time.Time
-	CampaignCode   *string
-}
-
-// Taking a use writes, in every path, in one lock order: the order's row
-// (voucher_redemption), the customer's count (voucher_customer), the event
-// (reservation_event), then the voucher's hot row (voucher) last, so its
-// lock is held only for its update and the commit. A batch takes each set
-// in a fixed order, so two batches never wait on each other in a cycle.
-// The four writers: a single reserve (internal/postgres/store.go), the
-// batched write of flash winners (batch.go), and the Kafka consumer's event
-// and batch (events.go). A reserve's statements check the rules by the
-// database's clock (no row back: refused); the consumer's write what the
-// gate decided, whatever the clock, the CHECK constraints still bounding
-// every count. A batch statement that cannot take every row it was given
-// tells the caller, which rolls back and writes those one by one, so every
-// refusal gets its own exact answer.
-// VoucherRedemptionInsert claims the orderId; no row back means another
-// request holds it (this waits for that request's transaction to end).
-// A single reserve and a single reserved event.
-func (q *Queries) VoucherRedemptionInsert(ctx context.Context, arg VoucherRedemptionInsertParams) (VoucherRedemption, error) {
-	row := q.db.QueryRow(ctx, voucherRedemptionInsert,
-		arg.OrderID,
-		arg.VoucherCode,
-		arg.CustomerID,
-		arg.OrderAmount,
-		arg.DiscountAmount,
-		arg.CreatedAt,
-		arg.ExpiresAt,
-		arg.CampaignCode,
-	)
 	var i VoucherRedemption
 	err := row.Scan(
 		&i.OrderID,

@@ -68,18 +68,8 @@ SELECT coalesce(c.voucher_code, vc.code)::text AS voucher_code
 FROM voucher_code vc LEFT JOIN campaign c ON c.id = vc.campaign_id
 WHERE vc.code = $1;
 
--- CampaignCodeUseTake holds one use of a code if it has one left; no row
--- back means the code is used up.
--- name: CampaignCodeUseTake :one
-UPDATE voucher_code SET used_count = used_count + 1
-WHERE code = $1 AND used_count < use_limit
-RETURNING used_count;
-
 -- name: CampaignCodeUseConfirm :exec
 UPDATE voucher_code SET confirmed_count = confirmed_count + 1 WHERE code = $1;
-
--- name: CampaignCodeUseGiveBack :exec
-UPDATE voucher_code SET used_count = used_count - 1 WHERE code = $1;
 
 -- CampaignCodeLockMany locks codes in code order (the fixed order of every
 -- writer of several codes: the expiry sweep's batch before

@@ -1,18 +1,7 @@
--- name: ReservationEventInsert :exec
-INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
-VALUES ($1, $2, $3, $4, $5);
-
--- ReservationEventInsertMany records the reserved events of a batch's rows.
+-- ReservationEventInsertMany records one kind of event for several orders
+-- of any vouchers (codes[i] for order_ids[i]); a single change is a batch
+-- of one.
 -- name: ReservationEventInsertMany :exec
-INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
-SELECT o.order_id, sqlc.arg(code), o.customer_id, 'reserved', sqlc.arg(path)
-FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
-             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id) AS o
-ORDER BY o.order_id;
-
--- ReservationEventInsertKinds records one kind of event for several orders
--- of any vouchers (the expiry sweep's batch).
--- name: ReservationEventInsertKinds :exec
 INSERT INTO reservation_event (order_id, voucher_code, customer_id, kind, path)
 SELECT o.order_id, o.voucher_code, o.customer_id, sqlc.arg(kind), sqlc.arg(path)
 FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,

@@ -26,27 +26,14 @@ LIMIT $1;
 -- name: VoucherListFlash :many
 SELECT * FROM voucher WHERE flash ORDER BY code;
 
--- VoucherUseTake holds one use, with its discount, if a use is left, the
--- discount keeps budget_used within max_money (voucher.MaxMoney), the
--- budget (if any) covers it and the window is open by the database's clock.
--- No row back means sold out, too large a sum, over budget or outside the
--- window. The sums are compared as differences, which cannot overflow
+-- VoucherUsesTake holds n uses (a reserve, or a batch of them) with the sum
+-- of their discounts if that many are left, the sum keeps budget_used within
+-- max_money (voucher.MaxMoney), the budget (if any) covers it and the window
+-- is open by the database's clock. No row back means not: sold out, too
+-- large a sum, over budget or outside the window (a batch is then written
+-- one by one, so the uses left go to some of it and the others hear their
+-- refusal). The sums are compared as differences, which cannot overflow
 -- bigint whatever a row stored before the bound holds.
--- name: VoucherUseTake :one
-UPDATE voucher
-SET used_count = used_count + 1, reserved_count = reserved_count + 1,
-    budget_used = budget_used + sqlc.arg(discount)::bigint
-WHERE code = sqlc.arg(code)
-  AND used_count < total_limit
-  AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used
-  AND (budget_amount IS NULL OR sqlc.arg(discount)::bigint <= budget_amount - budget_used)
-  AND now() BETWEEN starts_at AND ends_at
-RETURNING *;
-
--- VoucherUsesTake holds n uses at once (a batch of reserves) if that many
--- are left, their discounts fit as in VoucherUseTake and the window is
--- open; no row back means not (the batch is then written one by one, so
--- the uses left go to some of it and the others hear their refusal).
 -- name: VoucherUsesTake :one
 UPDATE voucher
 SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
@@ -70,13 +57,6 @@ SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_co
     budget_used = budget_used + sqlc.arg(discount)::bigint
 WHERE code = sqlc.arg(code)
   AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used;
-
--- VoucherUseGiveBack gives a released use back, with its discount.
--- name: VoucherUseGiveBack :exec
-UPDATE voucher
-SET used_count = used_count - 1, reserved_count = reserved_count - 1,
-    budget_used = budget_used - sqlc.arg(discount)::bigint
-WHERE code = sqlc.arg(code);
 
 -- VoucherUsesGiveBack gives n released reserved uses back at once, with the
 -- sum of their discounts.

@@ -1,16 +1,6 @@
--- VoucherCustomerUseTake counts one more use for the customer unless they
--- already hold their limit; no row back means the limit is reached.
--- name: VoucherCustomerUseTake :one
-INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
-VALUES ($1, $2, 1, sqlc.arg(use_limit))
-ON CONFLICT (voucher_code, customer_id) DO UPDATE
-SET used_count = vc.used_count + 1
-WHERE vc.used_count < vc.use_limit
-RETURNING used_count;
-
--- VoucherCustomerUsesTake is VoucherCustomerUseTake for a batch of
--- reserves: uses[i] for customer_ids[i], each customer once, unless that
--- would pass their limit; a customer at the limit gets no row back.
+-- VoucherCustomerUsesTake counts the uses of a reserve or a batch of them:
+-- uses[i] more for customer_ids[i], each customer once, unless that would
+-- pass their limit; a customer at the limit gets no row back.
 -- name: VoucherCustomerUsesTake :many
 INSERT INTO voucher_customer AS vc (voucher_code, customer_id, used_count, use_limit)
 SELECT v.code, c.customer_id, c.uses, v.per_user_limit
@@ -36,11 +26,6 @@ FROM (SELECT unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
 ORDER BY c.customer_id
 ON CONFLICT (voucher_code, customer_id) DO UPDATE
 SET used_count = vc.used_count + excluded.used_count;
-
--- name: VoucherCustomerUseGiveBack :exec
-UPDATE voucher_customer
-SET used_count = used_count - 1
-WHERE voucher_code = $1 AND customer_id = $2;
 
 -- VoucherCustomerGetUses reads how many uses a customer holds of a voucher
 -- (a check); no row means none.

@@ -3,23 +3,14 @@
 -- (reservation_event), then the voucher's hot row (voucher) last, so its
 -- lock is held only for its update and the commit. A batch takes each set
 -- in a fixed order, so two batches never wait on each other in a cycle.
--- The four writers: a single reserve (internal/postgres/store.go), the
--- batched write of flash winners (batch.go), and the Kafka consumer's event
--- and batch (events.go). A reserve's statements check the rules by the
--- database's clock (no row back: refused); the consumer's write what the
--- gate decided, whatever the clock, the CHECK constraints still bounding
--- every count. A batch statement that cannot take every row it was given
--- tells the caller, which rolls back and writes those one by one, so every
--- refusal gets its own exact answer.
-
--- VoucherRedemptionInsert claims the orderId; no row back means another
--- request holds it (this waits for that request's transaction to end).
--- A single reserve and a single reserved event.
--- name: VoucherRedemptionInsert :one
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, campaign_code)
-VALUES ($1, $2, $3, $4, $5, 'RESERVED', sqlc.arg(created_at), sqlc.arg(expires_at), sqlc.narg(campaign_code))
-ON CONFLICT (order_id) DO NOTHING
-RETURNING *;
+-- The two writers, one per rule (internal/postgres/reserve.go): takeUses,
+-- whose statements check the rules by the database's clock (a reserve, or a
+-- batch of flash winners; no row back: refused), and recordUses, which
+-- writes what the gate decided whatever the clock (the Kafka consumer's
+-- events), the CHECK constraints still bounding every count. A batch
+-- statement that cannot take every row it was given tells the caller, which
+-- rolls back and writes those one by one, so every refusal gets its own
+-- exact answer.
 
 -- name: VoucherRedemptionGetByOrderID :one
 SELECT * FROM voucher_redemption WHERE order_id = $1;
