@@ -145,7 +145,22 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 			k.unclaim(ctx, r.OrderID, v.Code)
 			return Reservation{}, err
 		}
-		if earlier, ok := k.heldOrder(ctx, r.OrderID); ok {
+		// A new winner: the database answers rule 2 for ever (a claim
+		// lasts a day and goes with Redis's data). Without its answer the
+		// winner may hold an orderId another voucher holds, and its event
+		// would be refused after its 201 (explorer seed 2: an ordinary
+		// voucher's reserve made while Redis was down, so unclaimed; Redis
+		// restarted empty, then this reserve with PostgreSQL stopped). So a
+		// new winner waits for the database; what the gate already holds
+		// (retries, confirms, releases) does not.
+		earlier, found, err := k.lookupOrder(ctx, r.OrderID)
+		if err != nil {
+			k.giveBack(ctx, v, a)
+			k.unclaim(ctx, r.OrderID, v.Code)
+			k.logger.WarnContext(ctx, "a new winner's orderId not checked against the database; refused for now", "order", r.OrderID, "err", err)
+			return Reservation{}, Errorf(Unavailable, "order %s could not be checked against the orders held elsewhere; retry with the same orderId", r.OrderID)
+		}
+		if found {
 			return k.reserveOfEarlier(ctx, v, r, a, earlier)
 		}
 	}
@@ -460,8 +475,8 @@ func decidedElsewhere(orderID string) error {
 // heldInFlight: an order admitted on another flash voucher is in the
 // database only once the consumer applied its event; until then its claim
 // names that voucher and that voucher's gate holds it.
-func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest, db dbAnswer) (Reservation, error, bool) {
-	return k.heldBy(ctx, code, r, "", db != dbAnswered)
+func (k *kafkaFlash) heldInFlight(ctx context.Context, code string, r ReserveRequest, uncertain bool) (Reservation, error, bool) {
+	return k.heldBy(ctx, code, r, "", uncertain)
 }
 
 // heldBy reads the orderId's claim (owner, when not given) and the

@@ -277,7 +277,7 @@ func (s *syncFlash) unclaimOrder(context.Context, ReserveRequest, error) {}
 // heldInFlight: on the sync path every answered reservation is in the
 // database already, so only the database's answer decides (a database that
 // is down leaves the refusal UNAVAILABLE in refusedUnlessHeld).
-func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest, dbAnswer) (Reservation, error, bool) {
+func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest, bool) (Reservation, error, bool) {
 	return Reservation{}, nil, false
 }
 
