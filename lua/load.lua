@@ -18,6 +18,9 @@
 -- KEYS[5] voucher:{CODE}:load:TOKEN:customers  staged by stage.lua (may be absent)
 -- KEYS[6] voucher:{CODE}:load:TOKEN:orders     staged by stage.lua (may be absent)
 -- KEYS[7] voucher:{CODE}:paused
+-- KEYS[12] voucher:{CODE}:markers  sorted set: the epochs of kafka-mode
+--          rebuilds whose markers are published (marker.lua), scored by
+--          when they stop counting (Unix ms)
 -- ARGV[1] "load" or "replace"
 -- ARGV[2] remaining, ARGV[3] perUserLimit, ARGV[4] expireAt in Unix ms (0: never)
 -- ARGV[5] how many customers were staged, ARGV[6] how many orders were staged
@@ -56,6 +59,7 @@
 local stock, customers, orders, meta = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local stagedCustomers, stagedOrders, paused = KEYS[5], KEYS[6], KEYS[7]
 local codes, orderCodes, stagedCodes, stagedOrderCodes = KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local markers = KEYS[12]
 
 local k = tonumber(ARGV[7])
 local extra = {}
@@ -168,7 +172,18 @@ for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes}) do
   end
 end
 if ARGV[1] ~= 'load' then
-  redis.call('DEL', paused)
+  -- The pause lasts until the reload at the last marker of a rebuild
+  -- published: a reload at an earlier one (another rebuild's, or a recovery
+  -- marker) that lifted it would let the gate admit orders whose events lie
+  -- behind a marker still ahead of the consumer, and the reload there would
+  -- forget them after their 201 (explorer seed 58: three rebuilds at once).
+  if extra['epoch'] then
+    redis.call('ZREM', markers, extra['epoch'])
+  end
+  redis.call('ZREMRANGEBYSCORE', markers, '-inf', now_ms())
+  if redis.call('ZCARD', markers) == 0 then
+    redis.call('DEL', paused)
+  end
   -- A rebuild may raise the stock: every instance drops its sold-out
   -- snapshot of the voucher (release.lua).
   redis.call('PUBLISH', 'voucher:released', string.match(stock, '^voucher:{(.*)}:stock$'))

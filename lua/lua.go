@@ -39,6 +39,10 @@ var Stage string
 // so it never raises a loaded gate; for a rebuild over it, lifting the pause.
 var Load = prelude + load
 
+// Marker notes a rebuild's marker as pending, so that only the reload at
+// the last pending one lifts the gate's pause.
+var Marker = prelude + marker
+
 // Lower takes uses off a voucher's counter, never below zero, so
 // reconciliation can repair a gate that could admit too many.
 //
@@ -92,6 +96,8 @@ var (
 	release string
 	//go:embed load.lua
 	load string
+	//go:embed marker.lua
+	marker string
 	//go:embed confirm.lua
 	confirm string
 	//go:embed mark_released.lua

@@ -504,3 +504,53 @@ func TestAdmit_OtherTermsWhileTheFirstIsPendingWaitForItsOutcome(t *testing.T) {
 		t.Fatalf("remaining: %+v %v, want 4 (one use, the final admission's)", snap.Remaining, err)
 	}
 }
+
+// Rebuilds whose markers are on the broker at once: the reload at the first
+// marker the consumer reaches must not lift the pause while another is still
+// ahead of it, or the gate admits an order whose event lies behind that
+// marker, and the reload there forgets it after its 201 (explorer seed 58).
+// The pause lifts at the reload of the last marker pending; a marker taken
+// back (surely not published) holds nothing.
+func TestRecover_ThePauseLastsUntilTheReloadAtTheLastPendingMarker(t *testing.T) {
+	ctx := context.Background()
+	g, _ := newGate(t)
+	code := newCode(t)
+	loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: 10, PerUserLimit: 1}, 15*time.Minute)
+	if err := g.Pause(ctx, code, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	first, second, dropped := "m1-"+newCode(t), "m2-"+newCode(t), "m3-"+newCode(t)
+	for _, epoch := range []string{first, second, dropped} {
+		if err := g.MarkerPending(ctx, code, epoch, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.MarkerDropped(ctx, code, dropped); err != nil {
+		t.Fatal(err)
+	}
+	admit := func(orderID string) voucher.GateVerdict {
+		t.Helper()
+		a, err := g.Admit(ctx, code, voucher.ReserveRequest{Code: code, OrderID: orderID, CustomerID: 1, OrderAmount: 5000}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Verdict
+	}
+	reload := func(epoch string) {
+		t.Helper()
+		now := time.Now()
+		snap := voucher.GateSnapshot{Code: code, Remaining: 10, PerUserLimit: 1, ExpireAt: now.Add(time.Hour), TakenAt: now}
+		terms := voucher.GateTerms{Epoch: epoch, StartsAt: now.Add(-time.Minute), EndsAt: now.Add(time.Hour), DatabaseNow: now, TTL: 15 * time.Minute, Lease: 5 * time.Second}
+		if ok, err := g.Recover(ctx, snap, terms, "replace"); err != nil || !ok {
+			t.Fatalf("reload at %s: %v %v", epoch, ok, err)
+		}
+	}
+	reload(first)
+	if v := admit("after-first"); v != voucher.GatePaused {
+		t.Errorf("after the reload at the first of two pending markers: %s, want PAUSED", v)
+	}
+	reload(second)
+	if v := admit("after-second"); v != voucher.GateAdmitted {
+		t.Errorf("after the reload at the last pending marker: %s, want ADMITTED", v)
+	}
+}

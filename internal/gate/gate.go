@@ -57,6 +57,7 @@ var (
 	availabilityScript = redis.NewScript(lua.Availability)
 	stageScript        = redis.NewScript(lua.Stage)
 	loadScript         = redis.NewScript(lua.Load)
+	markerScript       = redis.NewScript(lua.Marker)
 	lowerScript        = redis.NewScript(lua.Lower)
 	extendScript       = redis.NewScript(lua.Extend)
 )
@@ -145,12 +146,13 @@ type keys struct {
 	prefix                                 string
 	stock, customers, orders, meta, paused string
 	codes, orderCodes                      string // a campaign's gate's
+	markers                                string // kafka mode's rebuild markers pending (marker.lua)
 }
 
 func keysOf(code string) keys {
 	p := "voucher:{" + code + "}:"
 	return keys{prefix: p, stock: p + "stock", customers: p + "customers", orders: p + "orders", meta: p + "meta", paused: p + "paused",
-		codes: p + "codes", orderCodes: p + "ordercodes"}
+		codes: p + "codes", orderCodes: p + "ordercodes", markers: p + "markers"}
 }
 
 // Reserve decides one reserve in one script: PAUSED, NOT_LOADED, DUPLICATE,
@@ -291,7 +293,7 @@ func (g *Gate) Load(ctx context.Context, snap voucher.GateSnapshot) (bool, error
 func (g *Gate) Replace(ctx context.Context, snap voucher.GateSnapshot) error {
 	if expired(snap) {
 		k := keysOf(snap.Code)
-		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused, k.codes, k.orderCodes).Err(); err != nil {
+		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused, k.codes, k.orderCodes, k.markers).Err(); err != nil {
 			return fmt.Errorf("gate: replace %s: %w", snap.Code, err)
 		}
 		return nil
@@ -325,6 +327,25 @@ func (g *Gate) HoldPause(ctx context.Context, code string, ttl time.Duration) (h
 		return false, fmt.Errorf("gate: hold the pause of %s: %w", code, err)
 	}
 	return true, nil
+}
+
+// MarkerPending notes that the marker of a rebuild with epoch is about to
+// be published: the gate's pause then lasts until the reload at the last
+// such marker (load.lua), not the first, or until ttl passes.
+func (g *Gate) MarkerPending(ctx context.Context, code, epoch string, ttl time.Duration) error {
+	if err := markerScript.Run(ctx, g.rdb, []string{keysOf(code).markers}, epoch, ttl.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("gate: marker of %s: %w", code, err)
+	}
+	return nil
+}
+
+// MarkerDropped takes back MarkerPending for a marker that was surely not
+// published, so it does not hold the pause.
+func (g *Gate) MarkerDropped(ctx context.Context, code, epoch string) error {
+	if err := g.rdb.ZRem(ctx, keysOf(code).markers, epoch).Err(); err != nil {
+		return fmt.Errorf("gate: marker of %s: %w", code, err)
+	}
+	return nil
 }
 
 // KeepPaused renews code's pause to last ttl every third of it (HoldPause)
@@ -520,7 +541,7 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 	args = append(args, last.args()...)
 	n, err := loadScript.Run(ctx, g.rdb,
 		[]string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused,
-			k.codes, k.orderCodes, stagedCodes, stagedOrderCodes}, args...).Int()
+			k.codes, k.orderCodes, stagedCodes, stagedOrderCodes, k.markers}, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: %s %s: %w", mode, snap.Code, err)
 	}

@@ -790,9 +790,25 @@ func (k *kafkaFlash) rebuild(ctx context.Context, code string) error {
 		stop()
 		return Errorf(Unavailable, "the pause of %s lapsed before its rebuild; rebuild again", code)
 	}
+	// Other rebuilds' markers may be on the broker already, ahead of the
+	// consumer: the reload at the first of them must not lift the pause
+	// while this one is still to come (explorer seed 58: three rebuilds at
+	// once, and an order admitted after the first reload lay behind the
+	// other markers, which forgot it after its 201).
+	if err := k.gate.MarkerPending(ctx, code, epoch, markerPause); err != nil {
+		stop()
+		return unavailable(err)
+	}
 	err = k.publishRecovery(ctx, code, true, epoch, "")
 	stop()
 	if err != nil {
+		if !errors.Is(err, ErrPublishUnknown) {
+			// Surely not on the broker: it holds no pause (one that may be
+			// there holds it until the reload at it, or markerPause).
+			if derr := k.gate.MarkerDropped(context.WithoutCancel(ctx), code, epoch); derr != nil {
+				k.logger.WarnContext(ctx, "a rebuild's unpublished marker still holds the pause until it lapses", "code", code, "err", derr)
+			}
+		}
 		return unavailable(err) // the pause lapses within pauseHold
 	}
 	// The marker is on the broker: the pause lasts until the consumer's

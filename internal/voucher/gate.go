@@ -247,6 +247,13 @@ type Gate interface {
 	// HoldPause makes a pause last ttl from now, only while it is there:
 	// held is false when it was lifted or lapsed.
 	HoldPause(ctx context.Context, code string, ttl time.Duration) (held bool, err error)
+	// MarkerPending notes that the marker of a kafka-mode rebuild with
+	// epoch is about to be published: the pause then lasts until the
+	// consumer's reload at the last such marker, or ttl.
+	MarkerPending(ctx context.Context, code, epoch string, ttl time.Duration) error
+	// MarkerDropped takes back MarkerPending for a marker that was surely
+	// not published.
+	MarkerDropped(ctx context.Context, code, epoch string) error
 	// KeepPaused holds a pause for ttl every third of it until stop, while
 	// it is there.
 	KeepPaused(ctx context.Context, code string, ttl time.Duration) (stop func())
