@@ -14,11 +14,15 @@ import (
 // or its process killed: explorer seed 50) paused the gate for the gate's
 // ten-minute bound, so the sale, and in kafka mode the expiry of its
 // reservations, stopped for ten minutes. The pause now lasts only while the
-// rebuild renews it: the voucher sells again within seconds, on both write
-// paths.
+// rebuild renews it: the voucher sells again within seconds. Kafka mode
+// only: its rebuild waits the publish timeout, paused, before its marker,
+// so a request abandoned after 300 ms always leaves it half-way; a sync
+// rebuild (pause, snapshot, replace) is often done by then, and the case
+// could not be told from a finished one (its pause is renewed the same
+// way, syncFlash.rebuild).
 func TestRebuild_AbandonedHalfWayLiftsItsPauseInSeconds(t *testing.T) {
 	t.Parallel()
-	for name, s := range map[string]*server{"sync": sharedServer(t), "kafka": kafkaServer(t, nil)} {
+	for name, s := range map[string]*server{"kafka": kafkaServer(t, nil)} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			api := restAPI{s}
