@@ -8,7 +8,7 @@
 -- claimed for another voucher is ORDER_CONFLICT.
 --
 -- KEYS[1] order:{ORDERID}  the code of the voucher that reserved it
--- ARGV[1] 'claim' or 'unclaim', ARGV[2] the voucher's code,
+-- ARGV[1] 'claim', 'unclaim' or 'read', ARGV[2] the voucher's code,
 -- ARGV[3] how long the claim lasts, in ms (past the consumer's delay, the
 --         database answers)
 --
@@ -18,9 +18,14 @@
 -- made (a restart that lost the data, a failover), so the caller trusts it
 -- only once the events published before it first saw that server are
 -- applied (voucher.claimFence). 'unclaim' drops the claim if it is ours (a
--- reserve whose event was surely not written) and returns ARGV[2].
+-- reserve whose event was surely not written) and returns ARGV[2]. 'read'
+-- returns {the voucher holding the claim, '' when none, the run_id}: no
+-- claim on a server the caller has not settled proves nothing either.
 
 local owner = redis.call('GET', KEYS[1])
+if ARGV[1] == 'read' then
+  return {owner or '', run_id()}
+end
 if ARGV[1] == 'claim' then
   local server = run_id()
   if owner then

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -107,6 +108,72 @@ func TestKafka_AnOrderInFlightWhenRedisRestartedEmptyIsAConflictOnAnotherVoucher
 	// settle per Redis server, not one per reserve.
 	if r := api.reserve(t, ordinary, 2, uniqueOrder(), 100); r.Error != "" {
 		t.Errorf("a new order on the ordinary voucher: %q, want a success", r.Error)
+	}
+}
+
+// TestKafka_AnOrderInFlightWhenRedisRestartedEmptyIsNeverRefusedOnAnotherVoucher:
+// X is answered 201 on a flash voucher and its event is held back; Redis
+// restarts empty, so X's claim is gone and the server is new. X sent to
+// another flash voucher, sold out, is refused by its gate (OUT_OF_STOCK),
+// and neither the database (X's event not applied) nor a claim says X is
+// held: the refusal must wait for the events in flight (the claim fence)
+// and be UNAVAILABLE meanwhile, then ORDER_CONFLICT; never OUT_OF_STOCK
+// (explorer seed 7, after a failover to a replica that lagged).
+func TestKafka_AnOrderInFlightWhenRedisRestartedEmptyIsNeverRefusedOnAnotherVoucher(t *testing.T) {
+	t.Parallel()
+	rs := testredis.Start(t)
+	dbURL, db := ownDatabase(t)
+	order := uniqueOrder()
+	f := newFaultPoint(voucher.StepApply, order)
+	s := faultServer(t, f, map[string]string{"REDIS_URL": rs.URL, "DATABASE_URL": dbURL})
+	api := restAPI{s}
+	soldOut := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
+	if r := api.reserve(t, soldOut, 2, uniqueOrder(), 100); r.Error != "" {
+		t.Fatalf("the sold-out voucher's one use: %s", r.Error)
+	}
+	waitCounters(t, s, soldOut, 1, 1, 0)
+	flashCode := createVoucher(t, s, flash(voucherSpec{TotalLimit: 100}))
+	if r := api.reserve(t, flashCode, 1, order, 100); r.Error != "" {
+		t.Fatalf("reserve on the flash voucher: %s", r.Error)
+	}
+	f.wait(t) // the consumer holds X's event before writing it
+	rs.Restart(t)
+	// The sold-out voucher's gate loaded again on the new server, from the
+	// database, as the consumer does at a recovery marker in that voucher's
+	// partition (here the consumer waits at X's event in its own).
+	ctx := context.Background()
+	snap, err := postgres.New(db).GateSnapshotAll(ctx, soldOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	snap.ExpireAt = now.Add(time.Hour)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer rdb.Close()
+	if ok, err := gate.New(rdb).Recover(ctx, snap, voucher.GateTerms{Epoch: "e-" + order, StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour),
+		DatabaseNow: snap.TakenAt, TTL: 15 * time.Minute, Lease: 5 * time.Second}, "recover"); err != nil || !ok {
+		t.Fatalf("the sold-out voucher's gate loaded again: %v %v", ok, err)
+	}
+
+	// Its gate refuses X (sold out), and rule 2 cannot be settled while X's
+	// event is held: neither the database nor a claim on this new server
+	// knows X.
+	// Asked again for 6 s, past the gate's reload and a publish timeout of
+	// the fence's wait: UNAVAILABLE every time.
+	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		r := api.reserve(t, soldOut, 1, order, 100)
+		if r.Error != "UNAVAILABLE" {
+			t.Fatalf("X on the sold-out voucher while its flash event is in flight: %q, want UNAVAILABLE (never a refusal of rules 3-5)", r.Error)
+		}
+	}
+	f.resume <- nil
+	var got result
+	eventually(t, "an answer other than UNAVAILABLE once X's event is applied", func() (bool, string) {
+		got = api.reserve(t, soldOut, 1, order, 100)
+		return got.Error != "UNAVAILABLE", got.Error
+	})
+	if got.Error != "ORDER_CONFLICT" {
+		t.Errorf("X on the sold-out voucher after its flash event was applied: %q, want ORDER_CONFLICT", got.Error)
 	}
 }
 

@@ -281,7 +281,7 @@ func TestGate_AutoPipelinedClaims(t *testing.T) {
 	wg.Wait()
 	for o := range orders {
 		id := fmt.Sprintf("%s-%d", prefix, o)
-		held, ok, err := g.OrderOwner(ctx, id)
+		held, ok, _, err := g.OrderOwner(ctx, id)
 		if err != nil || !ok {
 			t.Fatalf("OrderOwner(%s) = %v, %v", id, ok, err)
 		}

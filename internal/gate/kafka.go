@@ -384,17 +384,17 @@ func (g *Gate) UnclaimOrder(ctx context.Context, orderID, code string) error {
 	return nil
 }
 
-// OrderOwner reads which voucher holds the claim on an orderId; ok is false
-// when none does.
-func (g *Gate) OrderOwner(ctx context.Context, orderID string) (string, bool, error) {
-	owner, err := g.rdb.Get(ctx, orderKey(orderID)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", false, nil
+// OrderOwner reads which voucher holds the claim on an orderId (ok is false
+// when none does) and the run_id of the Redis server it was read on.
+func (g *Gate) OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, server string, err error) {
+	reply, err := orderClaimScript.Run(ctx, g.rdb, []string{orderKey(orderID)}, "read", "", 0).StringSlice()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("unexpected reply %q", reply)
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("gate: claim of %s: %w", orderID, err)
+		return "", false, "", fmt.Errorf("gate: claim of %s: %w", orderID, err)
 	}
-	return owner, true, nil
+	return reply[0], reply[0] != "", reply[1], nil
 }
 
 // releasedChannel carries the codes of vouchers a use was given back to, so

@@ -147,10 +147,10 @@ func kafkaLifecycle(t *testing.T, g *gate.Gate, code string) {
 			t.Fatalf("ClaimOrder(%s) server = %q; want a run_id", step.code, server)
 		}
 	}
-	if owner, ok, err := g.OrderOwner(ctx, order); err != nil || !ok || owner != "OTHER" {
+	if owner, ok, _, err := g.OrderOwner(ctx, order); err != nil || !ok || owner != "OTHER" {
 		t.Fatalf("OrderOwner = %q, %v, %v; want OTHER", owner, ok, err)
 	}
-	if _, ok, err := g.OrderOwner(ctx, order+"-never"); err != nil || ok {
+	if _, ok, _, err := g.OrderOwner(ctx, order+"-never"); err != nil || ok {
 		t.Fatalf("OrderOwner of an unclaimed order = %v, %v", ok, err)
 	}
 

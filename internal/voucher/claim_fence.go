@@ -89,6 +89,16 @@ func (f *claimFence) wait(ctx context.Context, server string) error {
 	}
 }
 
+// trusted reports whether a claim read on server may be trusted now
+// without waiting: this process saw server before, and every event
+// published before then is applied.
+func (f *claimFence) trusted(server string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.seen[server]
+	return ok && server != "" && !f.settledFrom.Before(t)
+}
+
 // settleOnce runs one settle for every waiter; a settle that began before a
 // waiter's need is followed by another.
 func (f *claimFence) settleOnce(run *settleRun) {

@@ -285,8 +285,9 @@ type Gate interface {
 	ClaimOrder(ctx context.Context, orderID, code string) (owner, server string, err error)
 	// UnclaimOrder drops the voucher's claim on an orderId, if it holds it.
 	UnclaimOrder(ctx context.Context, orderID, code string) error
-	// OrderOwner reads the voucher holding the claim on an orderId.
-	OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, err error)
+	// OrderOwner reads the voucher holding the claim on an orderId, and the
+	// run_id of the Redis server the claim was read on.
+	OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, server string, err error)
 
 	// Admit decides a reserve in kafka mode (admit.lua).
 	// The discount is taken from the budget, if any, with the use.

@@ -171,9 +171,9 @@ func (g observedGate) UnclaimOrder(ctx context.Context, orderID, code string) er
 	return err
 }
 
-func (g observedGate) OrderOwner(ctx context.Context, orderID string) (string, bool, error) {
+func (g observedGate) OrderOwner(ctx context.Context, orderID string) (string, bool, string, error) {
 	start := time.Now()
-	owner, ok, err := g.Gate.OrderOwner(ctx, orderID)
+	owner, ok, server, err := g.Gate.OrderOwner(ctx, orderID)
 	g.obs.GateCall("claim-read", err, time.Since(start))
-	return owner, ok, err
+	return owner, ok, server, err
 }
