@@ -95,6 +95,69 @@ func TestFaults_AnOrderHeldElsewhereIsNeverRefusedWithoutTheDatabase(t *testing.
 	}
 }
 
+// TestFaults_AnOrderHeldElsewhereIsNeverRefusedWhileTheDatabaseStalls: the
+// same order, sent to a sold-out flash voucher while PostgreSQL is frozen
+// (SIGSTOP: its connections open, nothing answering, as a database stalled
+// by its disk): the refusal's question gets no answer within its bound, and
+// the reserve is UNAVAILABLE, never OUT_OF_STOCK. Explorer seeds 3, 4, 5 and
+// 101 (PostgreSQL stopping, the lookup out of time) found the refusal
+// standing when the answer was slow rather than refused.
+func TestFaults_AnOrderHeldElsewhereIsNeverRefusedWhileTheDatabaseStalls(t *testing.T) {
+	for _, mode := range []string{"kafka", "sync"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := context.Background()
+			pg := testpg.Start(t)
+			rds := testredis.Start(t)
+			extra := map[string]string{"FLASH_WRITE_PATH": mode}
+			if mode == "kafka" {
+				extra["KAFKA_BROKERS"] = testproc.Broker(t, nil).Addr
+			}
+			srv := testproc.Serve(t, serveEnv(pg.URL, rds.URL, extra))
+			flash := createFlashVoucher(t, srv.URL, 1, 1)
+			ordinary := createOrdinaryVoucher(t, srv.URL, 10)
+			reserve := func(code, orderID string, customer int) answer {
+				return call(ctx, http.MethodPost, srv.URL+"/vouchers/"+code+"/reservations", storefrontToken,
+					map[string]any{"customerId": customer, "orderId": orderID, "orderAmount": 1000})
+			}
+			if a := reserve(flash, "sold-"+randomHex(6), 1); a.Status != http.StatusCreated {
+				t.Fatalf("the flash voucher's one use: %d %s", a.Status, a.Raw)
+			}
+			order := "held-" + randomHex(6)
+			if a := reserve(ordinary, order, 2); a.Status != http.StatusCreated {
+				t.Fatalf("the order on the ordinary voucher: %d %s", a.Status, a.Raw)
+			}
+			waitRemaining(t, srv.URL, flash, 0)
+			// The gate refuses a stranger without the database: its sold-out
+			// answer is ready before the freeze.
+			if a := reserve(flash, "late-"+randomHex(6), 3); a.Code != "OUT_OF_STOCK" {
+				t.Fatalf("a new order on the sold-out flash voucher: %d %s, want OUT_OF_STOCK", a.Status, a.Raw)
+			}
+			rdb := redis.NewClient(&redis.Options{Addr: rds.Addr})
+			defer rdb.Close()
+			if err := rdb.Del(ctx, "order:{"+order+"}").Err(); err != nil {
+				t.Fatal(err)
+			}
+			thaw := pg.Freeze(t)
+			a := reserve(flash, order, 2)
+			thaw()
+			if a.Status != http.StatusServiceUnavailable || a.Code != "UNAVAILABLE" {
+				t.Errorf("an order held on another voucher, sent to a sold-out flash voucher with PostgreSQL frozen and its claim gone: %d %s, want 503 UNAVAILABLE (not a refusal of rules 3-5)", a.Status, a.Raw)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				a = reserve(flash, order, 2)
+				if a.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if a.Code != "ORDER_CONFLICT" {
+				t.Errorf("the same with PostgreSQL answering again: %d %s, want ORDER_CONFLICT", a.Status, a.Raw)
+			}
+		})
+	}
+}
+
 // createOrdinaryVoucher creates a live voucher without a gate.
 func createOrdinaryVoucher(t testing.TB, base string, total int) string {
 	t.Helper()

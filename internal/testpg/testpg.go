@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -119,6 +120,65 @@ func (c *Cluster) Crash(t testing.TB) {
 	if err := c.stop("immediate"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Freeze stops the cluster's processes where they stand (SIGSTOP of the
+// postmaster and every backend): connections stay open and nothing answers,
+// as a database stalled by its disk or a network partition. thaw (also run
+// at cleanup) lets them go on.
+func (c *Cluster) Freeze(t testing.TB) (thaw func()) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.data(), "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var postmaster int
+	if _, err := fmt.Sscanf(string(b), "%d", &postmaster); err != nil || postmaster <= 0 {
+		t.Fatalf("testpg: postmaster.pid: %q", b)
+	}
+	pids := append(childrenOf(postmaster), postmaster)
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Logf("testpg: SIGSTOP %d: %v", pid, err)
+		}
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			for _, pid := range pids {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		var child int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &child); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var ppid int
+		if _, err := fmt.Sscanf(string(stat[i+1:]), " %s %d", &state, &ppid); err == nil && ppid == pid {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // Start starts a stopped cluster again on its port.
