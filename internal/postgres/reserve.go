@@ -131,7 +131,7 @@ func takeUses(ctx context.Context, q *db.Queries, owner string, campaign bool, v
 		return nil, &takeRefused{rule: byCustomer, suspects: suspectsOf(func(row db.VoucherRedemption) bool { return !ok[row.CustomerID] })}
 	}
 	if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
-		Kind: "reserved", Path: string(path), OrderIds: u.orderIDs, Codes: repeat(owner, len(u.orderIDs)), CustomerIds: u.orderCustomers,
+		Kind: "reserved", Path: string(path), OrderIds: u.orderIDs, Codes: slices.Repeat([]string{owner}, len(u.orderIDs)), CustomerIds: u.orderCustomers,
 	}); err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 		return nil, err
 	}
 	if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
-		Kind: "reserved", Path: string(voucher.PathKafka), OrderIds: u.orderIDs, Codes: repeat(code, len(u.orderIDs)), CustomerIds: u.orderCustomers,
+		Kind: "reserved", Path: string(voucher.PathKafka), OrderIds: u.orderIDs, Codes: slices.Repeat([]string{code}, len(u.orderIDs)), CustomerIds: u.orderCustomers,
 	}); err != nil {
 		return nil, err
 	}
@@ -318,13 +318,4 @@ func usesOf(n int, row func(i int) (orderID string, customerID int64)) batchUses
 		u.uses = append(u.uses, 1)
 	}
 	return u
-}
-
-// repeat is n copies of code (the events' voucher of a batch's rows).
-func repeat(code string, n int) []string {
-	codes := make([]string, n)
-	for i := range codes {
-		codes[i] = code
-	}
-	return codes
 }
