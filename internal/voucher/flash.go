@@ -303,7 +303,7 @@ func (s *Service) refusedUnlessHeldNow(ctx context.Context, v Voucher, r Reserve
 		// flash voucher while PostgreSQL was stopped; seeds 3, 4, 5, 101
 		// of a later run: the same while PostgreSQL was stopping, its
 		// lookup out of time rather than refused).
-		return Reservation{}, Errorf(Unavailable, "order %s could not be checked against the orders held elsewhere; retry with the same orderId", r.OrderID)
+		return Reservation{}, unchecked(r.OrderID)
 	}
 	return Reservation{}, refusal
 }

@@ -158,7 +158,7 @@ func (k *kafkaFlash) admit(ctx context.Context, v Voucher, r ReserveRequest, a A
 			k.giveBack(ctx, v, a)
 			k.unclaim(ctx, r.OrderID, v.Code)
 			k.logger.WarnContext(ctx, "a new winner's orderId not checked against the database; refused for now", "order", r.OrderID, "err", err)
-			return Reservation{}, Errorf(Unavailable, "order %s could not be checked against the orders held elsewhere; retry with the same orderId", r.OrderID)
+			return Reservation{}, unchecked(r.OrderID)
 		}
 		if found {
 			return k.reserveOfEarlier(ctx, v, r, a, earlier)
@@ -466,6 +466,12 @@ func (k *kafkaFlash) claimedElsewhere(ctx context.Context, code string, r Reserv
 	return Reservation{}, decidedElsewhere(r.OrderID)
 }
 
+// unchecked is the answer when rule 2 could not be asked of the database
+// (down, or no answer within heldLookupTimeout): retry.
+func unchecked(orderID string) error {
+	return Errorf(Unavailable, "order %s could not be checked against the orders held elsewhere; retry with the same orderId", orderID)
+}
+
 // decidedElsewhere is the answer while another voucher's write of the
 // orderId may still take it or give it up: retry.
 func decidedElsewhere(orderID string) error {
@@ -532,7 +538,7 @@ func (k *kafkaFlash) heldAfterFence(ctx context.Context, code string, r ReserveR
 	held, found, err := k.lookupOrder(ctx, r.OrderID)
 	switch {
 	case err != nil:
-		return Reservation{}, Errorf(Unavailable, "order %s could not be checked against the orders held elsewhere; retry with the same orderId", r.OrderID), true
+		return Reservation{}, unchecked(r.OrderID), true
 	case found:
 		r.Code = code
 		res, err := k.retryOf(ctx, r, held, PathKafka)
