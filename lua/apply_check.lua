@@ -1,7 +1,7 @@
--- apply_check.lua: before the consumer writes reserved events of one flash
--- voucher to the database (kafka mode), ask the gate which of them stand.
+-- apply_check.lua: before the consumer writes events of one flash voucher
+-- to the database (kafka mode), ask the gate which of them stand.
 --
--- An event stands when the gate holds its admission (same order, same token)
+-- A reserved event stands when the gate holds its admission (same order, same token)
 -- as pending (now live: the consumer, not the owner, settled it) or live or
 -- further along. It is skipped when the gate holds the order under another
 -- token (a retry adopted it), void (its owner or reconciliation gave its use
@@ -9,6 +9,17 @@
 -- epoch whose order the reloaded gate does not hold takes a use of the new
 -- gate if one is left (re-admitted, live), else is voided here: its owner's
 -- finalize (admission.lua) then fails, so it is never answered either.
+--
+-- A confirmed or released event stands unless the gate has decided the
+-- order the other way. Its decision may have been made on a gate reloaded
+-- since, its event written after the recovery marker (its publish outcome
+-- unknown, so it was never answered as a success: explorer seed 148): the
+-- reload then holds the order live, and the event's decision is taken here
+-- (a confirm only while the reservation is in time, as confirm.lua), so the
+-- gate and the database agree. An order the gate holds released is never
+-- confirmed in the database behind its back, nor a confirmed one released
+-- (the other decision was answered). Void: never answered, nothing to
+-- write. Unknown to the gate, or another admission's: the database decides.
 --
 -- When the gate is not loaded, or another Redis server holds it, or an
 -- order of its own epoch is missing (it lost data), the gate cannot judge:
@@ -21,7 +32,8 @@
 -- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta
 -- ARGV[1] n, then n times: orderId, customerId, orderAmount, createdAt,
 -- expiresAt, epoch, discount (a re-admission takes it from the budget, if
--- the voucher has one, with the use, or is voided when it does not fit)
+-- the voucher has one, with the use, or is voided when it does not fit),
+-- kind (reserved, confirmed or released)
 --
 -- Returns n answers: APPLY, SKIP, or UNCHECKED (then all are).
 
@@ -37,7 +49,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return all('UNCHECKED')
 end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'perUserLimit')
-local width = 7 -- ARGV values per event
+local width = 8 -- ARGV values per event
+local function decision(b)
+  return ARGV[b + 7] == 'confirmed' or ARGV[b + 7] == 'released'
+end
 -- Once per batch: a gate on another server than it was loaded on cannot judge.
 local server = run_id()
 if m[2] ~= server then
@@ -47,10 +62,40 @@ end
 -- whole batch unchecked, before anything is written.
 for i = 0, n - 1 do
   local b = 2 + width * i
-  if ARGV[b + 5] == m[1] and redis.call('HEXISTS', KEYS[3], ARGV[b]) == 0 then
+  if not decision(b) and ARGV[b + 5] == m[1] and redis.call('HEXISTS', KEYS[3], ARGV[b]) == 0 then
     redis.call('HSET', KEYS[4], 'server', 'lost-data')
     return all('UNCHECKED')
   end
+end
+
+-- decided is the verdict on a confirmed or released event (see above).
+local function decided(id, token, kind)
+  local known = redis.call('HGET', KEYS[3], id)
+  if not known then
+    return 'APPLY'
+  end
+  local f = fields(known)
+  local state = f[3] or 'live'
+  if f[4] ~= token then
+    return 'APPLY'
+  elseif state == 'void' then
+    return 'SKIP'
+  elseif state == 'confirmed' then
+    return kind == 'confirmed' and 'APPLY' or 'SKIP'
+  elseif state == 'releasing' or state == 'released' then
+    return kind == 'released' and 'APPLY' or 'SKIP'
+  elseif state ~= 'live' then
+    return 'APPLY' -- pending or lost: the database decides
+  end
+  local to = 'releasing'
+  if kind == 'confirmed' then
+    if now_ms() >= tonumber(f[5]) then
+      return 'SKIP' -- expired: the sweep releases it
+    end
+    to = 'confirmed'
+  end
+  redis.call('HSET', KEYS[3], id, f[1] .. ':' .. f[2] .. ':' .. to .. ':' .. f[4] .. ':' .. f[5])
+  return 'APPLY'
 end
 
 local out = {}
@@ -58,7 +103,9 @@ for i = 0, n - 1 do
   local b = 2 + width * i
   local id, who, token = ARGV[b], ARGV[b + 1] .. ':' .. ARGV[b + 2], ARGV[b + 3]
   local known = redis.call('HGET', KEYS[3], id)
-  if known then
+  if decision(b) then
+    out[#out + 1] = decided(id, token, ARGV[b + 7])
+  elseif known then
     local f = fields(known)
     local state = f[3]
     if f[4] ~= token or f[1] .. ':' .. f[2] ~= who or state == 'void' or state == 'lost' then

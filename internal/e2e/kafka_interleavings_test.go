@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +31,18 @@ type faultPoint struct {
 	reached chan struct{}
 	resume  chan error
 	once    sync.Once
+	// off lets every request pass until arm (a step the order's earlier
+	// requests go through too).
+	off atomic.Bool
 }
+
+// later returns the point off until armed.
+func (f *faultPoint) later() *faultPoint {
+	f.off.Store(true)
+	return f
+}
+
+func (f *faultPoint) arm() { f.off.Store(false) }
 
 func newFaultPoint(step voucher.FaultStep, order string) *faultPoint {
 	return &faultPoint{step: step, order: order, reached: make(chan struct{}), resume: make(chan error, 1)}
@@ -39,7 +51,7 @@ func newFaultPoint(step voucher.FaultStep, order string) *faultPoint {
 // hook is the server's Faults: the first request of the order reaching the
 // step waits there; the others pass.
 func (f *faultPoint) hook(ctx context.Context, step voucher.FaultStep, order string) error {
-	if step != f.step || order != f.order {
+	if step != f.step || order != f.order || f.off.Load() {
 		return nil
 	}
 	first := false
@@ -65,7 +77,23 @@ func (f *faultPoint) wait(t testing.TB) {
 	}
 }
 
-func faultServer(t testing.TB, f *faultPoint, env map[string]string) *server {
+// faultPoints stops at each of its points in turn, each as alone.
+type faultPoints []*faultPoint
+
+func (fs faultPoints) hook(ctx context.Context, step voucher.FaultStep, order string) error {
+	for _, f := range fs {
+		if err := f.hook(ctx, step, order); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type faultHook interface {
+	hook(ctx context.Context, step voucher.FaultStep, order string) error
+}
+
+func faultServer(t testing.TB, f faultHook, env map[string]string) *server {
 	t.Helper()
 	id := uniqueCode("F")
 	app.RegisterFaults(id, f.hook)

@@ -272,59 +272,94 @@ func (k *kafkaFlash) reservationOf(v Voucher, o GateOrder, status Status) Reserv
 // is false when the database decides it as in sync mode (not flash, a
 // sync-mode order).
 func (k *kafkaFlash) confirm(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
-	v, ok, err := k.flashVoucher(ctx, code)
-	if !ok {
-		return Reservation{}, err != nil, err
-	}
-	decision, o, err := k.gate.Confirm(ctx, code, orderID)
-	if err != nil {
-		return Reservation{}, true, unavailable(err)
-	}
-	if done, err := k.undecided(v, orderID, decision, o); done {
-		return Reservation{}, err != nil, err
-	}
-	switch decision {
-	case DecisionReleased:
-		return Reservation{}, true, Errorf(ReservationReleased, "the reservation for order %s was released", orderID)
-	case DecisionExpired:
-		return Reservation{}, true, Errorf(ReservationReleased, "the reservation for order %s expired at %s", orderID, o.ExpiresAt.UTC().Format(time.RFC3339))
-	case DecisionConfirmed, DecisionConfirmedNow:
-		res, err := k.recordDecision(ctx, v, o, EventConfirmed, StatusConfirmed)
-		return res, true, err
-	}
-	return Reservation{}, true, Errorf(Unavailable, "the gate gave no answer; retry")
+	return k.decide(ctx, code, orderID, EventConfirmed, func(ctx context.Context) (GateDecision, GateOrder, error) {
+		return k.gate.Confirm(ctx, code, orderID)
+	})
 }
 
 // release decides a release of a flash reservation at the gate; see
 // confirm.
 func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
+	res, decided, err = k.decide(ctx, code, orderID, EventReleased, func(ctx context.Context) (GateDecision, GateOrder, error) {
+		return k.gate.MarkReleased(ctx, code, orderID, false)
+	})
+	if decided && err == nil {
+		// The released event is acknowledged: any admission from now on
+		// publishes after it, in the voucher's partition, so the database
+		// releases this row before it applies that one. The use may go back
+		// now (the consumer's give-back then finds it back already).
+		k.useBack(ctx, code, orderID, res.DiscountAmount)
+	}
+	return res, decided, err
+}
+
+// decide asks the gate for a confirm or a release (ask), publishes the
+// decision and, once the broker has acknowledged it, asks the gate again:
+// the answer is a success only if the gate still holds that decision then.
+// A decision made on a gate lost since (Redis restarted empty, a failover)
+// may have its event written after the recovery marker, so the reload
+// does not hold it; the new gate may even have decided the order the other
+// way meanwhile. Asking again takes the decision on the gate that serves
+// now (or refuses it there), and the consumer's apply_check.lua settles the
+// late event the same way (explorer seed 148: a confirm so decided left the
+// reloaded gate live, a release was answered 200 for a confirmed
+// reservation and its use sold twice).
+func (k *kafkaFlash) decide(ctx context.Context, code, orderID string, kind EventKind, ask func(context.Context) (GateDecision, GateOrder, error)) (Reservation, bool, error) {
 	v, ok, err := k.flashVoucher(ctx, code)
 	if !ok {
 		return Reservation{}, err != nil, err
 	}
-	decision, o, err := k.gate.MarkReleased(ctx, code, orderID, false)
+	decision, o, err := ask(ctx)
 	if err != nil {
 		return Reservation{}, true, unavailable(err)
 	}
 	if done, err := k.undecided(v, orderID, decision, o); done {
 		return Reservation{}, err != nil, err
 	}
-	switch decision {
-	case DecisionConfirmed:
-		return Reservation{}, true, Errorf(AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
-	case DecisionReleased, DecisionReleasedNow:
-		res, err := k.recordDecision(ctx, v, o, EventReleased, StatusReleased)
-		if err == nil {
-			// The released event is acknowledged: any admission from now on
-			// publishes after it, in the voucher's partition, so the
-			// database releases this row before it applies that one. The
-			// use may go back now (the consumer's give-back then finds it
-			// back already).
-			k.useBack(ctx, code, orderID, res.DiscountAmount)
-		}
-		return res, true, err
+	if err := refusal(kind, decision, o); err != nil {
+		return Reservation{}, true, err
 	}
-	return Reservation{}, true, Errorf(Unavailable, "the gate gave no answer; retry")
+	status := StatusConfirmed
+	if kind == EventReleased {
+		status = StatusReleased
+	}
+	res := k.reservationOf(v, o, status)
+	if err := k.recordDecision(ctx, res, kind); err != nil {
+		return Reservation{}, true, err
+	}
+	decision, o, err = ask(ctx)
+	if err == nil {
+		if done, uerr := k.undecided(v, orderID, decision, o); done {
+			err = uerr
+			if err == nil {
+				err = Errorf(Unavailable, "the %s of order %s is recorded; the gate gave no answer since, retry", kind, orderID)
+			}
+			return Reservation{}, true, err
+		}
+		if err := refusal(kind, decision, o); err != nil {
+			return Reservation{}, true, err
+		}
+		return res, true, nil
+	}
+	return Reservation{}, true, unavailable(err)
+}
+
+// refusal is the error for a gate's decision that is not the one asked for
+// (nil when it is: confirmed for a confirm, released for a release).
+func refusal(kind EventKind, decision GateDecision, o GateOrder) error {
+	switch {
+	case kind == EventConfirmed && (decision == DecisionConfirmed || decision == DecisionConfirmedNow):
+		return nil
+	case kind == EventReleased && (decision == DecisionReleased || decision == DecisionReleasedNow):
+		return nil
+	case kind == EventConfirmed && decision == DecisionReleased:
+		return Errorf(ReservationReleased, "the reservation for order %s was released", o.OrderID)
+	case kind == EventConfirmed && decision == DecisionExpired:
+		return Errorf(ReservationReleased, "the reservation for order %s expired at %s", o.OrderID, o.ExpiresAt.UTC().Format(time.RFC3339))
+	case kind == EventReleased && decision == DecisionConfirmed:
+		return Errorf(AlreadyConfirmed, "the reservation for order %s is confirmed", o.OrderID)
+	}
+	return Errorf(Unavailable, "the gate gave no answer; retry")
 }
 
 // flashVoucher returns the voucher when its confirm or release is decided at
@@ -378,18 +413,24 @@ func (k *kafkaFlash) undecided(v Voucher, orderID string, decision GateDecision,
 	return false, nil
 }
 
-// recordDecision publishes a decision of the gate and answers it once the
-// broker acknowledged it (again, for a retry: applying it twice changes
-// nothing). The gate's record is the answer; no database read.
-func (k *kafkaFlash) recordDecision(ctx context.Context, v Voucher, o GateOrder, kind EventKind, status Status) (Reservation, error) {
-	res := k.reservationOf(v, o, status)
-	if err := k.publish(ctx, NewEvent(kind, res, clockNow())); err != nil {
+// recordDecision publishes a decision of the gate (again, for a retry:
+// applying it twice changes nothing). The gate's record is the answer; no
+// database read.
+func (k *kafkaFlash) recordDecision(ctx context.Context, res Reservation, kind EventKind) error {
+	if err := k.fault(ctx, StepDecided, res.OrderID); err != nil {
+		return Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, res.OrderID)
+	}
+	err := k.publish(ctx, NewEvent(kind, res, clockNow()))
+	if err == nil {
+		err = k.fault(ctx, StepPublished, res.OrderID)
+	}
+	if err != nil {
 		// The gate has decided; the event did not (surely) get through. A
 		// retry publishes it again; the expiry sweep does for a confirm.
-		k.logger.WarnContext(ctx, "decision not published", "kind", kind, "code", v.Code, "order", o.OrderID, "err", err)
-		return Reservation{}, Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, o.OrderID)
+		k.logger.WarnContext(ctx, "decision not published", "kind", kind, "code", res.VoucherCode, "order", res.OrderID, "err", err)
+		return Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, res.OrderID)
 	}
-	return res, nil
+	return nil
 }
 
 // publish sends one event, waiting at most the publish timeout.

@@ -119,8 +119,8 @@ const (
 	SettleStale SettleAnswer = "STALE"
 )
 
-// ApplyVerdict is the gate's word on one reserved event before the consumer
-// writes it (apply_check.lua).
+// ApplyVerdict is the gate's word on one event before the consumer writes
+// it (apply_check.lua).
 type ApplyVerdict string
 
 // The apply verdicts.
@@ -296,8 +296,9 @@ type Gate interface {
 	// order is as the gate holds it after the call.
 	// A use given back (forget, void) gives its discount back to the budget.
 	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string, discount int64) (SettleAnswer, GateOrder, error)
-	// ApplyCheck asks the gate which reserved events of one voucher stand
-	// (apply_check.lua), one verdict per event.
+	// ApplyCheck asks the gate which events of one voucher stand
+	// (apply_check.lua), one verdict per event; a confirmed or released
+	// event's decision is taken at the gate if it holds the order live.
 	ApplyCheck(ctx context.Context, code string, evs []Event) ([]ApplyVerdict, error)
 	// Recover installs a snapshot with its kafka-mode terms: mode "recover"
 	// only when the gate is not loaded or stale, "replace" over it (a

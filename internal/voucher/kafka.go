@@ -205,7 +205,9 @@ type FaultStep string
 const (
 	StepAdmitted  FaultStep = "admitted"  // the gate admitted; nothing claimed or published yet
 	StepClaimed   FaultStep = "claimed"   // the orderId is claimed; the event not yet published
-	StepPublished FaultStep = "published" // the broker acknowledged; the admission not yet settled
+	StepDecided   FaultStep = "decided"   // the gate decided a confirm or release; its event not yet published
+	StepPublished FaultStep = "published" // the broker acknowledged; the admission not yet settled, the decision not yet asked again
+	StepReceived  FaultStep = "received"  // the consumer has a confirmed or released event; the gate not yet asked
 	StepApply     FaultStep = "apply"     // the consumer checked the gate; the database not yet written
 	StepSweep     FaultStep = "sweep"     // the expiry sweep decided at the gate; the row not yet released
 )

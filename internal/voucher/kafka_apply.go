@@ -25,7 +25,7 @@ func (s *Service) EventApplier() *EventApplier {
 
 // ApplyEvent writes one event of the Kafka write path to the database (the
 // consumer calls it), then lets the gate give back a use the database has
-// released. A reserved event is written only if the gate says it stands
+// released. An event is written only if the gate says it stands
 // (apply_check.lua); a recovery marker reloads the voucher's gate.
 // Errors: *EventRefusedError when the database refuses the event; anything
 // else is transient (apply it again).
@@ -41,16 +41,22 @@ func (a *EventApplier) apply(ctx context.Context, ev Event) (written bool, err e
 	switch ev.Kind {
 	case EventRecover:
 		return true, k.recoverAtMarker(ctx, ev)
-	case EventReserved:
+	case EventReserved, EventConfirmed, EventReleased:
+		if ev.Kind != EventReserved {
+			if err := k.fault(ctx, StepReceived, ev.OrderID); err != nil {
+				return false, err
+			}
+		}
 		verdicts, err := k.gate.ApplyCheck(ctx, ev.Code, []Event{ev})
 		if err != nil {
 			return false, err
 		}
 		switch verdicts[0] {
 		case ApplySkip:
-			// Its admission was voided or adopted: never answered as a
-			// success, nothing to write.
-			k.logger.InfoContext(ctx, "reserved event skipped: the gate voided or re-issued its admission", "code", ev.Code, "order", ev.OrderID)
+			// A reserved event whose admission was voided or adopted, or a
+			// decision the gate took the other way (the event written
+			// after a reload's marker, never answered): nothing to write.
+			k.logger.InfoContext(ctx, "event skipped: the gate says it does not stand", "kind", ev.Kind, "code", ev.Code, "order", ev.OrderID)
 			return false, nil
 		case ApplyUnchecked:
 			k.requestRecovery(ev.Code)
@@ -113,8 +119,10 @@ func (a *EventApplier) ApplyAgain(ctx context.Context, payload []byte) (refusal 
 		return refused.Reason, nil
 	case err != nil:
 		return "", unavailable(err)
-	case !written:
+	case !written && ev.Kind == EventReserved:
 		return "the gate voided or re-issued this order's admission: it was never answered as a success, so there is nothing to write", nil
+	case !written:
+		return "the gate decided this order the other way: this " + string(ev.Kind) + " was never answered as a success, so there is nothing to write", nil
 	}
 	return "", nil
 }

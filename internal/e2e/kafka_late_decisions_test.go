@@ -1,0 +1,137 @@
+package e2e
+
+// A confirm or release decided on a gate that is lost before its event is
+// written: the event lands behind the recovery marker, so the gate reloaded
+// at the marker holds the order live (explorer seed 148).
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"voucherd/internal/voucher"
+)
+
+// loseGateAndRecover deletes a voucher's gate keys (Redis lost its data),
+// has a reserve ask for the recovery marker, and waits until the consumer
+// reloaded the gate from the database at it.
+func loseGateAndRecover(t *testing.T, api restAPI, code string) {
+	t.Helper()
+	forgetGates(t, code)
+	if r := api.reserve(t, code, 99, uniqueOrder(), 100); r.Error != "UNAVAILABLE" {
+		t.Fatalf("a reserve on the lost gate: %q, want UNAVAILABLE", r.Error)
+	}
+	g := testGate(t)
+	eventually(t, "the gate of "+code+" reloaded", func() (bool, string) {
+		ok, _, err := g.Healthy(context.Background(), code)
+		return ok && err == nil, "not healthy"
+	})
+}
+
+// TestKafka_ALateConfirmIsTakenByTheReloadedGate: a confirm decided on the
+// lost gate, answered UNAVAILABLE (its publish outcome unknown) and written
+// behind the marker, is confirmed in the database; the reloaded gate must
+// hold it confirmed too. Before, it stayed live there: a release was
+// answered 200 and dead-lettered, and the use it gave back sold one order
+// past the stock, whose 201 the database refused.
+func TestKafka_ALateConfirmIsTakenByTheReloadedGate(t *testing.T) {
+	t.Parallel()
+	order := uniqueOrder()
+	decided := newFaultPoint(voucher.StepDecided, order)
+	published := newFaultPoint(voucher.StepPublished, order).later()
+	published.resume <- errors.New("the broker's answer was lost")
+	s := faultServer(t, faultPoints{decided, published}, nil)
+	api := restAPI{s}
+	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
+	if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	waitStatus(t, order, "RESERVED")
+	published.arm()
+
+	confirmed := make(chan result, 1)
+	go func() { confirmed <- api.confirm(t, code, order) }()
+	decided.wait(t)
+	loseGateAndRecover(t, api, code)
+	decided.resume <- nil // the event is written behind the marker
+	if r := <-confirmed; r.Error != "UNAVAILABLE" {
+		t.Fatalf("the confirm whose answer was lost: %q, want UNAVAILABLE", r.Error)
+	}
+	waitStatus(t, order, "CONFIRMED")
+
+	if r := api.release(t, code, order); r.Error != "ALREADY_CONFIRMED" {
+		t.Errorf("release of the order confirmed in the database: %q, want ALREADY_CONFIRMED", r.Error)
+	}
+	other := uniqueOrder()
+	if r := api.reserve(t, code, 8, other, 100); r.Error != "OUT_OF_STOCK" {
+		t.Errorf("reserve past the single use: %q, want OUT_OF_STOCK", r.Error)
+		if r.Error == "" {
+			eventually(t, "the consumer to write or refuse "+other, func() (bool, string) {
+				return dbStatus(t, other) != "" || deadLetters(t, code) > 0, "neither"
+			})
+			if got := dbStatus(t, other); got != "RESERVED" {
+				t.Errorf("the 201 of %s is %q in the database: a success lost", other, got)
+			}
+		}
+	}
+	if r := api.confirm(t, code, order); r.Error != "" {
+		t.Errorf("a retried confirm: %q, want 200", r.Error)
+	}
+	waitCounters(t, s, code, 1, 0, 1)
+	waitGate(t, s, code, 0)
+	assertNoDeadLetters(t, database(t), code)
+}
+
+// TestKafka_ADecisionIsAnsweredOnlyIfTheGateStillHoldsIt: a confirm
+// decided on the lost gate, its event acknowledged behind the marker, while
+// the reloaded gate released the order (answered 200). The confirm must not
+// be answered 200 as well: both cannot hold. Before, it was, and the
+// database kept only one of them.
+func TestKafka_ADecisionIsAnsweredOnlyIfTheGateStillHoldsIt(t *testing.T) {
+	t.Parallel()
+	order := uniqueOrder()
+	decided := newFaultPoint(voucher.StepDecided, order)
+	published := newFaultPoint(voucher.StepPublished, order).later()
+	received := newFaultPoint(voucher.StepReceived, order)
+	s := faultServer(t, faultPoints{decided, published, received}, nil)
+	api := restAPI{s}
+	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
+	if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	waitStatus(t, order, "RESERVED")
+	published.arm()
+
+	confirmed := make(chan result, 1)
+	go func() { confirmed <- api.confirm(t, code, order) }()
+	decided.wait(t)
+	loseGateAndRecover(t, api, code)
+	decided.resume <- nil
+	published.wait(t) // acknowledged, behind the marker
+	received.wait(t)  // the consumer holds it, so the reloaded gate still says live
+	release := api.release(t, code, order)
+	published.resume <- nil
+	confirm := <-confirmed
+	received.resume <- nil
+
+	if release.Error == "" && confirm.Error == "" {
+		t.Fatalf("both the release and the confirm of %s were answered 200", order)
+	}
+	if release.Error != "" || confirm.Error != "RESERVATION_RELEASED" {
+		t.Errorf("release %q, confirm %q; want 200 and RESERVATION_RELEASED", release.Error, confirm.Error)
+	}
+	waitStatus(t, order, "RELEASED")
+	waitCounters(t, s, code, 0, 0, 0)
+	waitGate(t, s, code, 1)
+	assertNoDeadLetters(t, database(t), code)
+}
+
+// deadLetters counts the events of a voucher the database refused.
+func deadLetters(t testing.TB, code string) int {
+	t.Helper()
+	var n int
+	if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM dead_letter WHERE voucher_code = $1`, code).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
