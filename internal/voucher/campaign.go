@@ -319,7 +319,7 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	if err != nil {
 		return Campaign{}, err
 	}
-	if c.Terms.Flash && s.flash != nil {
+	if c.Terms.Flash {
 		// Its gate at once, as a flash voucher's (nothing of it can be in
 		// flight); a failure leaves it to the first reserve or warm-up.
 		if err := s.campaigns.load(ctx, c.Terms); err != nil {
@@ -458,9 +458,7 @@ func (s *Service) GenerateCampaign(ctx context.Context, id int64, holder string)
 		switch step.Status {
 		case CampaignReady:
 			s.logger.InfoContext(ctx, "campaign generated", "campaign", id, "codes", step.CodeCount, "took", time.Since(start).String())
-			if s.flash != nil {
-				s.fillCampaignCodes(ctx, id) // only a flash campaign's
-			}
+			s.flash.fillCampaignCodes(ctx, id) // only a flash campaign's
 			return nil
 		case CampaignFailed:
 			return nil

@@ -75,18 +75,16 @@ func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, erro
 		return 0, err
 	}
 	c.Code = upperCode(c.Code)
-	if s.flash != nil {
-		// The terms a reserve would take: a flash voucher's, or a READY
-		// flash campaign's for one of its codes (decided at the
-		// campaign's gate, which holds the code's uses with the
-		// campaign's); anything else is read from the database.
-		v, flash, err := s.reserveTerms(ctx, c.Code)
-		if err != nil {
-			return 0, err
-		}
-		if flash {
-			return s.checkAtGate(ctx, v, c)
-		}
+	// The terms a reserve would take: a flash voucher's, or a READY flash
+	// campaign's for one of its codes (decided at the campaign's gate, which
+	// holds the code's uses with the campaign's); anything else is read
+	// from the database.
+	v, flash, err := s.flash.reserveTerms(ctx, c.Code)
+	if err != nil {
+		return 0, err
+	}
+	if flash {
+		return s.checkAtGate(ctx, v, c)
 	}
 	v, now, a, err := s.store.Availability(ctx, c.Code, c.CustomerID)
 	if err != nil {

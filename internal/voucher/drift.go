@@ -100,8 +100,8 @@ func (s *Service) Reconcile(ctx context.Context) ([]DriftReport, error) {
 	if err := authorize(ctx, OpOperate); err != nil {
 		return nil, err
 	}
-	if s.flash == nil {
-		return nil, nil
+	if s.gate == nil {
+		return nil, nil // no gate to reconcile
 	}
 	vouchers, err := s.store.FlashVouchers(ctx)
 	if err != nil {
@@ -138,7 +138,7 @@ func (s *Service) ReconcileVoucher(ctx context.Context, code string) (DriftRepor
 	if err != nil {
 		return DriftReport{}, err
 	}
-	if !v.Flash || s.flash == nil {
+	if !v.Flash || s.gate == nil {
 		return DriftReport{}, Errorf(NotFound, "voucher %s has no gate", code)
 	}
 	return s.reconcileVoucher(ctx, gateCode(v), true)
@@ -427,7 +427,7 @@ func (s *Service) RebuildGate(ctx context.Context, code string) error {
 	if err != nil {
 		return err
 	}
-	if !v.Flash || s.flash == nil {
+	if !v.Flash || s.gate == nil {
 		return Errorf(NotFound, "voucher %s has no gate", code)
 	}
 	return s.rebuildGate(ctx, gateCode(v))

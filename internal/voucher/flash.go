@@ -17,6 +17,10 @@ import (
 // database). Without a gate there is none and flash vouchers take the
 // database path like ordinary ones.
 type flashPath interface {
+	// reserveTerms reads the terms a reserve of code takes and whether this
+	// path decides it (a flash voucher's, or a READY flash campaign's code);
+	// false: the database reserves it as an ordinary voucher.
+	reserveTerms(ctx context.Context, code string) (v Voucher, flash bool, err error)
 	// reserve decides a reserve of a flash voucher; path is set to the path
 	// the answer took (for metrics).
 	reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error)
@@ -56,12 +60,15 @@ type flashPath interface {
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error
+	// fillCampaignCodes streams a READY flash campaign's codes into this
+	// instance's routing (reserveTerms).
+	fillCampaignCodes(ctx context.Context, id int64)
 }
 
 // checkTerms refuses a voucher's terms that the flash write path cannot
 // keep; nil for any voucher that is not flash.
 func (s *Service) checkTerms(n NewVoucher) error {
-	if !n.Flash || s.flash == nil {
+	if !n.Flash {
 		return nil
 	}
 	return s.flash.accepts(n)
@@ -84,9 +91,6 @@ func (s *Service) GateRemaining(ctx context.Context, v Voucher) (n int, ok bool,
 // already. The load is atomic and never raises a loaded gate, so it is safe at
 // any time from any number of instances. Errors: NOT_FOUND, UNAVAILABLE.
 func (s *Service) WarmGate(ctx context.Context, code string) error {
-	if s.flash == nil {
-		return nil
-	}
 	v, err := s.store.Voucher(ctx, code)
 	if err != nil {
 		return err
@@ -105,8 +109,8 @@ func (s *Service) WarmGates(ctx context.Context) error {
 // warmGates is WarmGates that counts the gates it looked at (loaded now or
 // before).
 func (s *Service) warmGates(ctx context.Context) (int, error) {
-	if s.flash == nil {
-		return 0, nil
+	if s.gate == nil {
+		return 0, nil // no gate to look at
 	}
 	vouchers, err := s.store.FlashVouchers(ctx)
 	if err != nil {

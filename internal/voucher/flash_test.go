@@ -10,12 +10,12 @@ import (
 // unusedGate stands for a gate no call reaches: NewService only keeps it.
 type unusedGate struct{ Gate }
 
-// TestNewService_ChoosesTheFlashPathOnce: no gate, no flash path (flash
-// vouchers take the database path); a gate alone, the sync path; a gate and
+// TestNewService_ChoosesTheFlashPathOnce: no gate, the database alone
+// (flash vouchers take the database path); a gate alone, the sync path; a gate and
 // Kafka, the kafka path, the only one with a consumer's applier.
 func TestNewService_ChoosesTheFlashPathOnce(t *testing.T) {
-	if s := NewService(Deps{Kafka: &KafkaPath{}}, Config{}); s.flash != nil || s.EventApplier() != nil {
-		t.Errorf("without a gate: flash path %T, applier %v; want none", s.flash, s.EventApplier())
+	if s := NewService(Deps{Kafka: &KafkaPath{}}, Config{}); s.flash != (databaseOnly{s: s}) || s.EventApplier() != nil {
+		t.Errorf("without a gate: flash path %T, applier %v; want the database alone and no applier", s.flash, s.EventApplier())
 	}
 	s := NewService(Deps{Gate: unusedGate{}}, Config{})
 	if _, ok := s.flash.(*syncFlash); !ok || s.EventApplier() != nil {

@@ -15,13 +15,7 @@ type EventApplier struct {
 
 // EventApplier is the consumer's applier; nil in sync mode (or without a
 // gate), where no event is ever published.
-func (s *Service) EventApplier() *EventApplier {
-	k, ok := s.flash.(*kafkaFlash)
-	if !ok {
-		return nil
-	}
-	return &EventApplier{k: k}
-}
+func (s *Service) EventApplier() *EventApplier { return s.applier }
 
 // ApplyEvent writes one event of the Kafka write path to the database (the
 // consumer calls it), then lets the gate give back a use the database has

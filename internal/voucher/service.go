@@ -110,13 +110,15 @@ type Service struct {
 	// leakAge: Config.LeakAge.
 	leakAge time.Duration
 	obs     Observer
-	// flash is the write path of flash vouchers, chosen once: sync or
-	// kafka; nil without a gate.
+	// flash is the write path of flash vouchers, chosen once: sync, kafka,
+	// or the database alone without a gate.
 	flash flashPath
 	// campaigns decides the codes of flash campaigns at their campaign's
 	// gate with the database write in the request, on either write path
-	// (flash when it is the sync one); nil without a gate.
-	campaigns *syncFlash
+	// (flash when it is the sync one); the database alone without a gate.
+	campaigns flashPath
+	// applier is the kafka path's consumer side; nil on the other paths.
+	applier *EventApplier
 
 	meta    *metadataCache
 	soldOut *soldOutCache
@@ -173,8 +175,11 @@ func NewService(deps Deps, cfg Config) *Service {
 	}
 	switch {
 	case deps.Gate == nil:
+		s.campaigns = databaseOnly{s: s}
+		s.flash = s.campaigns
 	case deps.Kafka != nil:
-		s.flash = newKafkaFlash(s, deps.Kafka)
+		k := newKafkaFlash(s, deps.Kafka)
+		s.flash, s.applier = k, &EventApplier{k: k}
 		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
 	default:
 		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
@@ -205,7 +210,7 @@ func (s *Service) CreateVoucher(ctx context.Context, n NewVoucher) (Voucher, err
 	if err != nil {
 		return Voucher{}, err
 	}
-	if v.Flash && s.flash != nil {
+	if v.Flash {
 		// A failure here is not fatal: the first reserve warms the gate.
 		// A new voucher has no admission in flight, so its gate loads at
 		// once in either write path.
@@ -264,12 +269,7 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 	start := time.Now()
 	path := PathDatabase
 	res, err := func() (Reservation, error) {
-		if s.flash == nil {
-			s.obs.DatabaseWrite("reserve")
-			res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
-			return res, err
-		}
-		v, flash, err := s.reserveTerms(ctx, r.Code)
+		v, flash, err := s.flash.reserveTerms(ctx, r.Code)
 		if err != nil {
 			return Reservation{}, err
 		}
@@ -303,10 +303,8 @@ func (s *Service) Confirm(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
-	if s.flash != nil {
-		if res, decided, err := s.flash.confirm(ctx, code, orderID); decided {
-			return res, err
-		}
+	if res, decided, err := s.flash.confirm(ctx, code, orderID); decided {
+		return res, err
 	}
 	s.obs.DatabaseWrite("confirm")
 	return s.store.Confirm(ctx, code, orderID, PathDatabase)
@@ -325,10 +323,8 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 	if err := ValidateOrderID(orderID); err != nil {
 		return Reservation{}, err
 	}
-	if s.flash != nil {
-		if res, decided, err := s.flash.release(ctx, code, orderID); decided {
-			return res, err
-		}
+	if res, decided, err := s.flash.release(ctx, code, orderID); decided {
+		return res, err
 	}
 	s.obs.DatabaseWrite("release")
 	res, released, err := s.store.Release(ctx, code, orderID, PathDatabase)
@@ -344,10 +340,7 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 // ExpireDue releases up to limit reservations past their deadline and
 // returns how many it released.
 func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
-	if s.flash != nil {
-		return s.flash.expireDue(ctx, limit)
-	}
-	return s.expireInDatabase(ctx, limit, nil)
+	return s.flash.expireDue(ctx, limit)
 }
 
 // expireInDatabase is a step of the sweep where the database decides: a
