@@ -131,7 +131,8 @@ func TestKafkaInterleaving_AFailingOwnerCannotGiveBackWhatItsRetryAnswered(t *te
 	first := make(chan result, 1)
 	go func() { first <- api.reserve(t, code, 7, order, 100) }()
 	f.wait(t)
-	time.Sleep(1100 * time.Millisecond) // past A's lease
+	// The retry waits while A's admission is pending, and adopts it once
+	// A's lease (1 s) has run out.
 	if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
 		t.Fatalf("the retry that adopts the admission: %s", r.Error)
 	}
@@ -207,7 +208,7 @@ func TestKafkaInterleaving_ADeadLetterMarksItsUseLostAndReconciliationDoesNotRec
 		d, ok := driftOf(t, db, code)
 		return ok && d.Alert, fmt.Sprintf("%+v", d)
 	})
-	time.Sleep(2500 * time.Millisecond) // two more passes
+	waitPasses(t, db, code, 2)
 	// The database allows no more use (it is full), and the lost admission's
 	// use was never handed out again: the gate is at 0, not raised.
 	if n, ok, err := g.Remaining(context.Background(), code); err != nil || !ok || n != 0 {

@@ -962,6 +962,23 @@ func driftOf(t testing.TB, db *pgxpool.Pool, code string) (latestDrift, bool) {
 	return d, true
 }
 
+// waitPasses waits until reconciliation has stored n more reports of a
+// voucher than it had (n more passes).
+func waitPasses(t testing.TB, db *pgxpool.Pool, code string, n int) {
+	t.Helper()
+	var last int64
+	if err := db.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM drift_report WHERE voucher_code = $1`, code).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, fmt.Sprintf("%d more reconciliation passes of %s", n, code), func() (bool, string) {
+		var more int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM drift_report WHERE voucher_code = $1 AND id > $2`, code, last).Scan(&more); err != nil {
+			return false, err.Error()
+		}
+		return more >= n, fmt.Sprintf("%d more", more)
+	})
+}
+
 // TestKafka_LeakedUseIsFoundByReconciliationAndReturned: a use taken at the
 // gate with no event (the process died between the gate and the broker) is
 // in the gate alone for two reconciliation passes and is given back.

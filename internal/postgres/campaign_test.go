@@ -171,7 +171,7 @@ func TestExpireDue_GivesCampaignCodesTheirUsesBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(10 * time.Millisecond)
+	allDue(t, pool)
 	expired, err := s.ExpireDue(ctx, 100)
 	if err != nil || len(expired) != 4 {
 		t.Fatalf("expired %d (%v)", len(expired), err)
