@@ -286,7 +286,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		case errors.As(err, &refused):
 			// Sold out, over budget, or the window closed since the
 			// transaction began: the row as it is now says which.
-			return useRefused(ctx, q, owner, v.Code, discount)
+			return useRefused(ctx, q, owner, v.Code, discount, now)
 		case err != nil:
 			return err
 		}
@@ -319,26 +319,32 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 
 var errConcurrentOrder = errors.New("order id inserted by a concurrent transaction")
 
-// useRefused says why the voucher's conditional update took no use: sold out
-// (OUT_OF_STOCK, checked first), the discount would take budgetUsed past
-// voucher.MaxMoney (INVALID_INPUT) or the budget cannot cover it
-// (BUDGET_EXHAUSTED), else the window is closed by the database's clock,
-// changed since the voucher was read (NOT_ELIGIBLE, rule 3: the only
-// condition of the update left).
-func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount int64) error {
+// useRefused says why the voucher's conditional update took no use, from
+// the row as it is now and the transaction's clock (now, the update's):
+// the window closed, changed since the voucher was read (NOT_ELIGIBLE, rule
+// 3); the discount would take budgetUsed past voucher.MaxMoney
+// (INVALID_INPUT) or the budget cannot cover it (BUDGET_EXHAUSTED); else
+// sold out (OUT_OF_STOCK). The row is read after the update, so a release
+// committed in between can show a use left: the update still found none,
+// and only the window's closing makes a reserve NOT_ELIGIBLE (explorer
+// seed 170: a reserve at the sold-out moment, a release committed just
+// after, was answered NOT_ELIGIBLE for a voucher valid for days).
+func useRefused(ctx context.Context, q *db.Queries, owner, code string, discount int64, now time.Time) error {
 	row, err := q.VoucherGetByCode(ctx, owner)
 	if err != nil {
 		return err
 	}
 	v := toVoucher(row)
 	v.Code = code // the caller's code in the answer
-	if v.Remaining() <= 0 {
-		return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", code)
+	if now.Before(v.StartsAt) || now.After(v.EndsAt) {
+		return voucher.Errorf(voucher.NotEligible, "voucher %s is not valid now", code)
 	}
-	if err := v.BudgetRefusal(v.BudgetUsed, discount); err != nil {
-		return err
+	if v.Remaining() > 0 {
+		if err := v.BudgetRefusal(v.BudgetUsed, discount); err != nil {
+			return err
+		}
 	}
-	return voucher.Errorf(voucher.NotEligible, "voucher %s is not valid now", code)
+	return voucher.Errorf(voucher.OutOfStock, "voucher %s is sold out", code)
 }
 
 // Confirm makes a live reservation final. Errors: NOT_FOUND, RESERVATION_RELEASED.
