@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/postgres"
 	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
@@ -60,7 +61,7 @@ func authFirstServerWithKey(t *testing.T) (*httptest.Server, string) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{Logger: quiet})
-	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{})
+	accts := accounts.New(store, accounts.AccountsConfig{})
 	ring := voucher.NewKeyRing(store, nil, voucher.KeyRingConfig{Logger: quiet})
 	t.Cleanup(ring.Start(t.Context()))
 	key, err := voucher.NewApiKeys(store, nil).Create(voucher.WithCaller(ctx, voucher.Caller{Role: voucher.RoleAdmin, Name: "test"}),
@@ -76,7 +77,7 @@ func authFirstServerWithKey(t *testing.T) (*httptest.Server, string) {
 		Logger:           quiet,
 		Metrics:          http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "# metrics\n") }),
 		MetricsNeedToken: true,
-		Session:          web.SessionCaller(accounts),
+		Session:          web.SessionCaller(accts),
 		Backoffice:       voucher.NewBackoffice(svc, store),
 	})
 	srv := httptest.NewUnstartedServer(h)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
@@ -29,8 +30,8 @@ type sessionKey struct{}
 
 // signedIn is the request's user and session.
 type signedIn struct {
-	user    voucher.User
-	session voucher.Session
+	user    accounts.User
+	session accounts.Session
 	token   string
 }
 
@@ -55,7 +56,7 @@ func (d *dashboard) requireSession(op voucher.Operation, next http.HandlerFunc) 
 				http.Error(w, "the dashboard cannot read your session for a moment; try again", http.StatusServiceUnavailable)
 				return
 			}
-			if voucher.ErrorCodeOf(err) != voucher.SignedOut {
+			if voucher.ErrorCodeOf(err) != accounts.SignedOut {
 				d.logger.ErrorContext(r.Context(), "reading a dashboard session failed", "err", err)
 				http.Error(w, "the dashboard could not read your session; try again", http.StatusInternalServerError)
 				return
@@ -83,14 +84,14 @@ func (d *dashboard) requireSession(op voucher.Operation, next http.HandlerFunc) 
 // user as the service's caller, for a route outside /admin that a signed-in
 // user may open (the campaign codes export, a GET: no CSRF token). ok is
 // false without a live session; err is a failure to read it.
-func SessionCaller(accounts Accounts) func(r *http.Request) (voucher.Caller, bool, error) {
+func SessionCaller(a Accounts) func(r *http.Request) (voucher.Caller, bool, error) {
 	return func(r *http.Request) (voucher.Caller, bool, error) {
 		c, err := r.Cookie(sessionCookie)
 		if err != nil || c.Value == "" {
 			return voucher.Caller{}, false, nil
 		}
-		_, user, err := accounts.SessionUser(r.Context(), c.Value)
-		if voucher.ErrorCodeOf(err) == voucher.SignedOut {
+		_, user, err := a.SessionUser(r.Context(), c.Value)
+		if voucher.ErrorCodeOf(err) == accounts.SignedOut {
 			return voucher.Caller{}, false, nil
 		}
 		if err != nil {
@@ -151,10 +152,10 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	token, sess, _, err := d.deps.Accounts.SignIn(r.Context(), clientaddr.Of(r), email, r.PostFormValue("password"))
 	switch e := voucher.AsError(err); {
 	case err == nil:
-	case e.Code == voucher.BadCredentials:
+	case e.Code == accounts.BadCredentials:
 		d.renderSignIn(w, r, http.StatusUnauthorized, email, "The email or the password is wrong.")
 		return
-	case e.Code == voucher.TooManyAttempts:
+	case e.Code == accounts.TooManyAttempts:
 		wait, werr := d.deps.Accounts.LockWait(r.Context(), e.Field, clientaddr.Of(r), email)
 		if werr != nil {
 			d.logger.WarnContext(r.Context(), "reading a sign-in lock's wait failed", "err", werr)
@@ -168,7 +169,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		}
 		d.renderSignIn(w, r, http.StatusTooManyRequests, email, message)
 		return
-	case e.Code == voucher.UserDisabled:
+	case e.Code == accounts.UserDisabled:
 		d.renderSignIn(w, r, http.StatusForbidden, email, "This account is disabled. Ask an admin if you need it again.")
 		return
 	case e.Code == voucher.Unavailable:
@@ -225,7 +226,7 @@ func (d *dashboard) renderLocks(w http.ResponseWriter, r *http.Request, status i
 		d.fail(w, r, err)
 		return
 	}
-	v.Locks, v.More, v.Limits = locks, len(locks) >= voucher.MaxSignInLocks, d.deps.Accounts.Limits()
+	v.Locks, v.More, v.Limits = locks, len(locks) >= accounts.MaxSignInLocks, d.deps.Accounts.Limits()
 	d.render(w, r, status, components.SignInLocks(d.page(r, "Sign-in locks", "locks"), v))
 }
 

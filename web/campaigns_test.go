@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/postgres"
 	"voucherd/internal/voucher"
 	"voucherd/web"
@@ -426,7 +427,7 @@ func TestCampaigns_TheListIsNewestFirstPagedWithTheCursor(t *testing.T) {
 	if rec := f.do(t, http.MethodGet, "/admin/campaigns?after=not-a-cursor", &m, nil, nil); rec.Code != http.StatusBadRequest {
 		t.Errorf("a cursor the dashboard never gave: %d, want 400", rec.Code)
 	}
-	for _, role := range voucher.DashboardRoles {
+	for _, role := range accounts.DashboardRoles {
 		s := f.signIn(t, role)
 		if got := doc(t, f.do(t, http.MethodGet, "/admin/vouchers", &s, nil, nil)).Find(`[data-testid=nav-campaigns]`).AttrOr("href", ""); got != "/admin/campaigns" {
 			t.Errorf("a %s's navigation has no Campaigns entry (%q)", role, got)

@@ -18,35 +18,36 @@ import (
 
 	"github.com/a-h/templ"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
 )
 
-// Accounts signs dashboard users in and out (voucher.Accounts).
+// Accounts signs dashboard users in and out (accounts.Accounts).
 type Accounts interface {
-	SignIn(ctx context.Context, address, email, password string) (string, voucher.Session, voucher.User, error)
-	SessionUser(ctx context.Context, token string) (voucher.Session, voucher.User, error)
+	SignIn(ctx context.Context, address, email, password string) (string, accounts.Session, accounts.User, error)
+	SessionUser(ctx context.Context, token string) (accounts.Session, accounts.User, error)
 	SignOut(ctx context.Context, token string) error
 	SessionTTL() time.Duration
 	// LockWait is how long a sign-in refused with TOO_MANY_ATTEMPTS waits.
 	LockWait(ctx context.Context, field, address, email string) (time.Duration, error)
 	LiftLocks(ctx context.Context, email, address string) (int, error)
 	// SignInLocks lists the locks now; Limits are the limits in force.
-	SignInLocks(ctx context.Context) ([]voucher.SignInLock, error)
-	Limits() voucher.SignInLimit
+	SignInLocks(ctx context.Context) ([]accounts.SignInLock, error)
+	Limits() accounts.SignInLimit
 
-	Users(ctx context.Context, q voucher.UserQuery) (voucher.UserPage, error)
-	UserAudit(ctx context.Context) ([]voucher.UserAuditEvent, error)
-	InviteUser(ctx context.Context, in voucher.Invite) (voucher.User, voucher.PasswordLink, error)
+	Users(ctx context.Context, q accounts.UserQuery) (accounts.UserPage, error)
+	UserAudit(ctx context.Context) ([]accounts.UserAuditEvent, error)
+	InviteUser(ctx context.Context, in accounts.Invite) (accounts.User, accounts.PasswordLink, error)
 	ChangeRole(ctx context.Context, email string, role voucher.Role) (voucher.Role, error)
-	DisableUser(ctx context.Context, email string) (voucher.User, error)
-	EnableUser(ctx context.Context, email string) (voucher.User, error)
-	ResetPassword(ctx context.Context, email string) (voucher.PasswordLink, error)
+	DisableUser(ctx context.Context, email string) (accounts.User, error)
+	EnableUser(ctx context.Context, email string) (accounts.User, error)
+	ResetPassword(ctx context.Context, email string) (accounts.PasswordLink, error)
 	// PasswordLinkUser and SetPassword serve a one-time link, without a
 	// session.
-	PasswordLinkUser(ctx context.Context, token string) (voucher.User, error)
-	SetPassword(ctx context.Context, token, password string) (voucher.User, error)
+	PasswordLinkUser(ctx context.Context, token string) (accounts.User, error)
+	SetPassword(ctx context.Context, token, password string) (accounts.User, error)
 }
 
 // Vouchers is what the voucher pages call (voucher.Backoffice).

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/postgres"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
@@ -60,7 +61,7 @@ const password = "a long enough password"
 // fixture is a dashboard over the real store with a user of each role.
 type fixture struct {
 	h        http.Handler
-	accounts *voucher.Accounts
+	accounts *accounts.Accounts
 	svc      *voucher.Service
 	keys     *voucher.ApiKeys
 	users    map[voucher.Role]string // role -> email
@@ -92,18 +93,18 @@ func newFixtureOn(t *testing.T, cfg web.Config, pool *pgxpool.Pool) fixture {
 	t.Helper()
 	store := postgres.New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{DefaultCurrency: cfg.DefaultCurrency}) // one DEFAULT_CURRENCY, as in voucherd
-	accounts := voucher.NewAccounts(store, voucher.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
+	accts := accounts.New(store, accounts.AccountsConfig{MaxFailures: 3, MaxAddressFailures: 6})
 	bo := voucher.NewBackoffice(svc, store)
 	keys := voucher.NewApiKeys(store, nil)
 	f := fixture{
 		h: web.New(web.Deps{
-			Accounts: accounts, Vouchers: bo, Reservations: svc, Drift: bo, Campaigns: bo, ApiKeys: keys,
+			Accounts: accts, Vouchers: bo, Reservations: svc, Drift: bo, Campaigns: bo, ApiKeys: keys,
 		}, cfg),
-		accounts: accounts, svc: svc, keys: keys, users: map[voucher.Role]string{},
+		accounts: accts, svc: svc, keys: keys, users: map[voucher.Role]string{},
 	}
-	for _, role := range voucher.DashboardRoles {
+	for _, role := range accounts.DashboardRoles {
 		email := fmt.Sprintf("%s-%s@example.com", role, unique())
-		if _, err := accounts.AddUser(context.Background(), voucher.NewUser{Email: email, Role: role, Password: password}); err != nil {
+		if _, err := accts.AddUser(context.Background(), accounts.NewUser{Email: email, Role: role, Password: password}); err != nil {
 			t.Fatalf("adding a %s: %v", role, err)
 		}
 		f.users[role] = email

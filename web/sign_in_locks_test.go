@@ -9,6 +9,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/voucher"
 	"voucherd/web"
 )
@@ -23,7 +24,7 @@ func TestSignInLocks_ThePageListsTheLocksNowAndLiftsOneFromItsRow(t *testing.T) 
 	email := f.users[voucher.RoleMarketer]
 	// An IPv6 client counts by its /64, which the page lists.
 	remote := v6Peer(randomIPv6Net() + ":1")
-	ip := voucher.SignInAddress(strings.Trim(remote[:strings.LastIndex(remote, ":")], "[]"))
+	ip := accounts.SignInAddress(strings.Trim(remote[:strings.LastIndex(remote, ":")], "[]"))
 	for range 3 { // the fixture's limit per email
 		signInThroughTheForm(t, f, email, "wrong password", uniqueAddress())
 	}

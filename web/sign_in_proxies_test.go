@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/clientaddr"
 	"voucherd/internal/voucher"
 	"voucherd/web"
@@ -154,7 +155,7 @@ func TestSignIn_AnIPv6ClientCountsByItsSlash64(t *testing.T) {
 	// The locks list shows the /64, and lifting it from its row lets the
 	// /64 in again.
 	s := f.signIn(t, voucher.RoleAdmin)
-	key := voucher.SignInAddress(direct + ":1") // "2001:db8:x:y::/64"
+	key := accounts.SignInAddress(direct + ":1") // "2001:db8:x:y::/64"
 	row := doc(t, f.do(t, http.MethodGet, "/admin/sign-in-locks", &s, nil, nil)).Find(`[data-testid=lock-row][data-key="` + key + `"]`)
 	if row.Length() != 1 {
 		t.Fatalf("the locks page does not list %s", key)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/voucher"
 	"voucherd/web/components"
 )
@@ -23,7 +24,7 @@ func (d *dashboard) usersPage(w http.ResponseWriter, r *http.Request) {
 // emails, ?page= pages) and their latest changes into v and shows the page.
 func (d *dashboard) renderUsers(w http.ResponseWriter, r *http.Request, status int, v components.UsersView) {
 	q := r.URL.Query()
-	v.Query = voucher.UserQuery{Search: strings.TrimSpace(q.Get("q")), Page: pageParam(q, voucher.MaxUserPage)}
+	v.Query = accounts.UserQuery{Search: strings.TrimSpace(q.Get("q")), Page: pageParam(q, accounts.MaxUserPage)}
 	page, err := d.deps.Accounts.Users(r.Context(), v.Query)
 	if e := voucher.AsError(err); err != nil && e.Code == voucher.InvalidInput {
 		d.problem(w, r, http.StatusUnprocessableEntity, "Search not accepted", e.Message)
@@ -47,14 +48,14 @@ func (d *dashboard) inviteUser(w http.ResponseWriter, r *http.Request) {
 		Email: strings.TrimSpace(r.PostFormValue("email")), Name: strings.TrimSpace(r.PostFormValue("name")),
 		Role: r.PostFormValue("role"), Errors: map[string]string{},
 	}
-	u, link, err := d.deps.Accounts.InviteUser(r.Context(), voucher.Invite{Email: f.Email, Name: f.Name, Role: voucher.Role(f.Role)})
+	u, link, err := d.deps.Accounts.InviteUser(r.Context(), accounts.Invite{Email: f.Email, Name: f.Name, Role: voucher.Role(f.Role)})
 	switch e := voucher.AsError(err); {
 	case err == nil:
 	case e.Code == voucher.InvalidInput:
 		f.Errors["invite-"+e.Field] = inviteMessages[e.Field]
 		d.renderUsers(w, r, http.StatusUnprocessableEntity, components.UsersView{Invite: f})
 		return
-	case e.Code == voucher.UserExists:
+	case e.Code == accounts.UserExists:
 		f.Errors["invite-email"] = "A user with this email exists already."
 		d.renderUsers(w, r, http.StatusConflict, components.UsersView{Invite: f})
 		return
@@ -76,7 +77,7 @@ var inviteMessages = map[string]string{
 }
 
 // shownLink is a link with the whole URL, on the host the admin reached.
-func (d *dashboard) shownLink(r *http.Request, heading string, l voucher.PasswordLink) *components.ShownLink {
+func (d *dashboard) shownLink(r *http.Request, heading string, l accounts.PasswordLink) *components.ShownLink {
 	scheme := "http"
 	if r.TLS != nil || d.cfg.SecureCookies {
 		scheme = "https"
@@ -103,7 +104,7 @@ func (d *dashboard) refusedUserChange(w http.ResponseWriter, r *http.Request, er
 	switch voucher.ErrorCodeOf(err) {
 	case "":
 		return false
-	case voucher.LastAdmin, voucher.UserDisabled, voucher.InvalidInput:
+	case accounts.LastAdmin, accounts.UserDisabled, voucher.InvalidInput:
 		status := http.StatusConflict
 		if voucher.ErrorCodeOf(err) == voucher.InvalidInput {
 			status = http.StatusUnprocessableEntity // the request is at fault, not the users' state
@@ -197,7 +198,7 @@ func (d *dashboard) renderPassword(w http.ResponseWriter, r *http.Request, statu
 }
 
 func (d *dashboard) passwordRefused(w http.ResponseWriter, r *http.Request, err error) {
-	if voucher.ErrorCodeOf(err) == voucher.LinkInvalid {
+	if voucher.ErrorCodeOf(err) == accounts.LinkInvalid {
 		d.render(w, r, http.StatusGone, components.PasswordPage(components.PasswordView{Invalid: true}))
 		return
 	}

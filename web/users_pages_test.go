@@ -8,6 +8,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/voucher"
 	"voucherd/web"
 )
@@ -22,7 +23,7 @@ func TestUsers_PagesAndSearchReachEveryUser(t *testing.T) {
 	a := f.signIn(t, voucher.RoleAdmin)
 	// Two and a half pages: written directly, as an import would.
 	if _, err := own.Exec(context.Background(), `INSERT INTO dashboard_user (email, role, password_hash)
-		SELECT 'staff' || lpad(i::text, 4, '0') || '@example.com', 'marketer', 'x' FROM generate_series(1, 2 * $1 + $1 / 2) i`, voucher.UserPageSize); err != nil {
+		SELECT 'staff' || lpad(i::text, 4, '0') || '@example.com', 'marketer', 'x' FROM generate_series(1, 2 * $1 + $1 / 2) i`, accounts.UserPageSize); err != nil {
 		t.Fatal(err)
 	}
 	var total int
@@ -46,8 +47,8 @@ func TestUsers_PagesAndSearchReachEveryUser(t *testing.T) {
 		rows.Each(func(_ int, s *goquery.Selection) { seen[s.AttrOr("data-email", "")]++ })
 		next, hasNext := d.Find(`[data-testid=users-page-next]`).Attr("href")
 		_, hasPrev := d.Find(`[data-testid=users-page-prev]`).Attr("href")
-		if pages == 1 && (rows.Length() != voucher.UserPageSize || hasPrev || !hasNext) {
-			t.Errorf("page 1: %d rows, Previous %v, Next %v; want %d rows and only Next", rows.Length(), hasPrev, hasNext, voucher.UserPageSize)
+		if pages == 1 && (rows.Length() != accounts.UserPageSize || hasPrev || !hasNext) {
+			t.Errorf("page 1: %d rows, Previous %v, Next %v; want %d rows and only Next", rows.Length(), hasPrev, hasNext, accounts.UserPageSize)
 		}
 		if pages > 1 && !hasPrev {
 			t.Errorf("page %d has no Previous", pages)
@@ -57,7 +58,7 @@ func TestUsers_PagesAndSearchReachEveryUser(t *testing.T) {
 			target = next
 		}
 	}
-	if want := (total + voucher.UserPageSize - 1) / voucher.UserPageSize; pages != want {
+	if want := (total + accounts.UserPageSize - 1) / accounts.UserPageSize; pages != want {
 		t.Errorf("%d pages for %d users, want %d", pages, total, want)
 	}
 	if len(seen) != total {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/job"
 	"voucherd/internal/postgres"
 	"voucherd/internal/voucher"
@@ -44,8 +45,8 @@ func devAccountAllowed(cfg config) bool {
 }
 
 // accountsConfig is the sign-in settings of the dashboard's accounts.
-func accountsConfig(cfg config) voucher.AccountsConfig {
-	var ac voucher.AccountsConfig
+func accountsConfig(cfg config) accounts.AccountsConfig {
+	var ac accounts.AccountsConfig
 	if !devAccountAllowed(cfg) {
 		ac.Barred = []string{devUserEmail}
 	}
@@ -56,13 +57,13 @@ func accountsConfig(cfg config) voucher.AccountsConfig {
 // outside production on a loopback address, makes sure the development user
 // exists and prints its credentials.
 func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *voucher.Service, apiKeys *voucher.ApiKeys, logger *slog.Logger, stdout io.Writer) (dashboard, error) {
-	accounts := voucher.NewAccounts(store, accountsConfig(cfg))
+	accts := accounts.New(store, accountsConfig(cfg))
 	backoffice := voucher.NewBackoffice(svc, store)
 	if !cfg.Production && !devAccountAllowed(cfg) {
 		fmt.Fprintf(stdout, "no development dashboard user: HTTP_ADDR %s is not loopback only (%s cannot sign in here)\n", cfg.HTTPAddr, devUserEmail)
 	}
 	if devAccountAllowed(cfg) {
-		created, err := accounts.EnsureUser(ctx, voucher.NewUser{
+		created, err := accts.EnsureUser(ctx, accounts.NewUser{
 			Email: devUserEmail, Name: "Development admin", Role: voucher.RoleAdmin, Password: devUserPassword,
 		})
 		if err != nil {
@@ -74,7 +75,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		}
 		fmt.Fprintf(stdout, "development dashboard user (%s): %s, password %q; sign in at /admin (never made, and refused, with APP_ENV=production or off loopback)\n", note, devUserEmail, devUserPassword)
 	}
-	deps := web.Deps{Accounts: accounts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice, ApiKeys: apiKeys}
+	deps := web.Deps{Accounts: accts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice, ApiKeys: apiKeys}
 	// Dead-lettered events are shown only once a store counts them.
 	if dl, ok := any(store).(web.DeadLetterCounter); ok {
 		deps.DeadLetters = dl
@@ -82,7 +83,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 	return dashboard{
 		handler:    web.New(deps, web.Config{SecureCookies: cfg.Production, Logger: logger, DefaultCurrency: cfg.DefaultCurrency, ClientAddresses: cfg.TrustedProxies}),
 		backoffice: backoffice,
-		session:    web.SessionCaller(accounts),
+		session:    web.SessionCaller(accts),
 		sampler: &job.Periodic{
 			Name:     "sample-counters",
 			Interval: sampleInterval,

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/postgres"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
@@ -152,9 +153,9 @@ func TestDashboard_TheDevelopmentAccountSignsInOnlyOnALoopbackDevelopmentServer(
 	}
 	// Another user, to tell a refusal of the development account from a
 	// broken sign-in.
-	other := voucher.NewAccounts(store, voucher.AccountsConfig{})
+	other := accounts.New(store, accounts.AccountsConfig{})
 	const otherEmail, otherPassword = "mia@example.com", "a long enough password"
-	if _, err := other.AddUser(ctx, voucher.NewUser{Email: otherEmail, Role: voucher.RoleAdmin, Password: otherPassword}); err != nil {
+	if _, err := other.AddUser(ctx, accounts.NewUser{Email: otherEmail, Role: voucher.RoleAdmin, Password: otherPassword}); err != nil {
 		t.Fatal(err)
 	}
 

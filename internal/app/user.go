@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/postgres"
 	"voucherd/internal/voucher"
 )
@@ -29,7 +30,7 @@ type userSub struct {
 	flags func(fs *flag.FlagSet, o *userOpts)
 	// missing says what a command line lacks ("" when nothing).
 	missing func(o userOpts) string
-	run     func(ctx context.Context, cfg config, a *voucher.Accounts, o userOpts, stdout io.Writer) error
+	run     func(ctx context.Context, cfg config, a *accounts.Accounts, o userOpts, stdout io.Writer) error
 }
 
 // userSettings are what every user subcommand reads.
@@ -169,8 +170,8 @@ func userCommand(ctx context.Context, getenv func(string) string, args []string,
 		return err
 	}
 	defer pool.Close()
-	accounts := voucher.NewAccounts(postgres.New(pool), accountsConfig(cfg))
-	err = sub.run(voucher.WithCaller(ctx, cliCaller()), cfg, accounts, o, stdout)
+	accts := accounts.New(postgres.New(pool), accountsConfig(cfg))
+	err = sub.run(voucher.WithCaller(ctx, cliCaller()), cfg, accts, o, stdout)
 	if e := voucher.AsError(err); err != nil && voucher.IsRefusal(err) {
 		return errors.New(e.Message)
 	}
@@ -193,13 +194,13 @@ var Stdin io.Reader = os.Stdin
 
 // userAdd is `voucherd user add`: the password is the first line of
 // standard input.
-func userAdd(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, stdout io.Writer) error {
+func userAdd(ctx context.Context, _ config, a *accounts.Accounts, o userOpts, stdout io.Writer) error {
 	line, err := bufio.NewReader(Stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("reading the password from standard input: %w", err)
 	}
 	password := strings.TrimRight(line, "\r\n")
-	u, err := a.AddUser(ctx, voucher.NewUser{Email: o.email, Name: o.name, Role: voucher.Role(o.role), Password: password})
+	u, err := a.AddUser(ctx, accounts.NewUser{Email: o.email, Name: o.name, Role: voucher.Role(o.role), Password: password})
 	if err != nil {
 		return err
 	}
@@ -208,11 +209,11 @@ func userAdd(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, std
 }
 
 // userList is `voucherd user list`: every user with role and status.
-func userList(ctx context.Context, _ config, a *voucher.Accounts, _ userOpts, stdout io.Writer) error {
+func userList(ctx context.Context, _ config, a *accounts.Accounts, _ userOpts, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EMAIL\tNAME\tROLE\tSTATUS\tADDED")
 	// Every user, page after page (the dashboard shows one at a time).
-	for q := (voucher.UserQuery{Page: 1}); ; q.Page++ {
+	for q := (accounts.UserQuery{Page: 1}); ; q.Page++ {
 		page, err := a.Users(ctx, q)
 		if err != nil {
 			return err
@@ -246,7 +247,7 @@ func printable(s string) string {
 }
 
 // userRole is `voucherd user role -email E -role R`.
-func userRole(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, stdout io.Writer) error {
+func userRole(ctx context.Context, _ config, a *accounts.Accounts, o userOpts, stdout io.Writer) error {
 	before, err := a.ChangeRole(ctx, o.email, voucher.Role(o.role))
 	if err != nil {
 		return err
@@ -260,7 +261,7 @@ func userRole(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, st
 }
 
 // userDisable is `voucherd user disable -email E`.
-func userDisable(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, stdout io.Writer) error {
+func userDisable(ctx context.Context, _ config, a *accounts.Accounts, o userOpts, stdout io.Writer) error {
 	u, err := a.DisableUser(ctx, o.email)
 	if err != nil {
 		return err
@@ -270,7 +271,7 @@ func userDisable(ctx context.Context, _ config, a *voucher.Accounts, o userOpts,
 }
 
 // userEnable is `voucherd user enable -email E`.
-func userEnable(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, stdout io.Writer) error {
+func userEnable(ctx context.Context, _ config, a *accounts.Accounts, o userOpts, stdout io.Writer) error {
 	u, err := a.EnableUser(ctx, o.email)
 	if err != nil {
 		return err
@@ -281,7 +282,7 @@ func userEnable(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, 
 
 // userReset is `voucherd user reset -email E [-base-url URL]`: it prints a
 // one-time link to set a new password, for the admin to pass on.
-func userReset(ctx context.Context, cfg config, a *voucher.Accounts, o userOpts, stdout io.Writer) error {
+func userReset(ctx context.Context, cfg config, a *accounts.Accounts, o userOpts, stdout io.Writer) error {
 	base := o.baseURL
 	if base == "" {
 		base = dashboardBase(cfg.HTTPAddr)
@@ -306,7 +307,7 @@ func dashboardBase(addr string) string {
 // userUnlock is `voucherd user unlock [-email E] [-address IP]`: an admin
 // lifting the sign-in lock of an email (too many failed passwords for it)
 // or of a client address (too many from it), before the 15 minutes pass.
-func userUnlock(ctx context.Context, _ config, a *voucher.Accounts, o userOpts, stdout io.Writer) error {
+func userUnlock(ctx context.Context, _ config, a *accounts.Accounts, o userOpts, stdout io.Writer) error {
 	n, err := a.LiftLocks(ctx, o.email, o.address)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/app"
 	"voucherd/internal/postgres"
 	"voucherd/internal/voucher"
@@ -175,20 +176,20 @@ func TestSignIn_UnlockAddressLiftsTheAddressLock(t *testing.T) {
 	user := "user-" + uniqueOrder() + "@example.com"
 	const password = "the right password"
 	addUser(t, map[string]string{"DATABASE_URL": dbURL}, user, "User", "operator", password)
-	accounts := voucher.NewAccounts(postgres.New(db), voucher.AccountsConfig{MaxAddressFailures: 2})
+	accts := accounts.New(postgres.New(db), accounts.AccountsConfig{MaxAddressFailures: 2})
 	const address = "203.0.113.77"
 	for i := range 2 {
-		if _, _, _, err := accounts.SignIn(ctx, address, fmt.Sprintf("guess-%d@example.com", i), "wrong"); voucher.ErrorCodeOf(err) != voucher.BadCredentials {
+		if _, _, _, err := accts.SignIn(ctx, address, fmt.Sprintf("guess-%d@example.com", i), "wrong"); voucher.ErrorCodeOf(err) != accounts.BadCredentials {
 			t.Fatalf("wrong guess #%d: %v", i+1, err)
 		}
 	}
-	if _, _, _, err := accounts.SignIn(ctx, address, user, password); voucher.ErrorCodeOf(err) != voucher.TooManyAttempts {
+	if _, _, _, err := accts.SignIn(ctx, address, user, password); voucher.ErrorCodeOf(err) != accounts.TooManyAttempts {
 		t.Fatalf("the right password from a locked address: %v, want TOO_MANY_ATTEMPTS", err)
 	}
 	if out := voucherdCommand(t, dbURL, "user", "unlock", "-address", address); !strings.Contains(out, "lifted: 2 failed attempt(s)") {
 		t.Errorf("voucherd user unlock -address printed %q, want 2 attempts lifted", out)
 	}
-	if _, _, _, err := accounts.SignIn(ctx, address, user, password); err != nil {
+	if _, _, _, err := accts.SignIn(ctx, address, user, password); err != nil {
 		t.Errorf("the right password once the address is unlocked: %v", err)
 	}
 	if n := failedChecks(t, db, "address", address); n != 2 {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/app"
-	"voucherd/internal/voucher"
 )
 
 // voucherdRun runs a voucherd subcommand against the database and returns
@@ -63,7 +63,7 @@ func TestUsersCLI_ListRoleDisableReset(t *testing.T) {
 	}
 	// More users than the dashboard's page: the CLI lists every one.
 	if _, err := db.Exec(context.Background(), `INSERT INTO dashboard_user (email, role, password_hash)
-		SELECT 'bulk' || i || '@example.com', 'operator', 'x' FROM generate_series(1, $1) i`, voucher.UserPageSize+20); err != nil {
+		SELECT 'bulk' || i || '@example.com', 'operator', 'x' FROM generate_series(1, $1) i`, accounts.UserPageSize+20); err != nil {
 		t.Fatal(err)
 	}
 	var total int

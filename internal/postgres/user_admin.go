@@ -7,21 +7,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/voucher"
 	"voucherd/sql/db"
 )
 
-var _ voucher.UserAdminStore = (*Store)(nil)
+var _ accounts.UserAdminStore = (*Store)(nil)
 
 // ListUsers lists a page of users, enabled admins first, then by email.
-func (s *Store) ListUsers(ctx context.Context, search string, limit, offset int) ([]voucher.User, error) {
+func (s *Store) ListUsers(ctx context.Context, search string, limit, offset int) ([]accounts.User, error) {
 	rows, err := s.q.DashboardUserList(ctx, db.DashboardUserListParams{
 		Search: search, RowLimit: limit32(limit), RowOffset: limit32(offset),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
-	out := make([]voucher.User, len(rows))
+	out := make([]accounts.User, len(rows))
 	for i, r := range rows {
 		out[i] = toUser(r)
 	}
@@ -30,7 +31,7 @@ func (s *Store) ListUsers(ctx context.Context, search string, limit, offset int)
 
 // InviteUser adds a user, their password link and the audit event in one
 // transaction. Errors: USER_EXISTS.
-func (s *Store) InviteUser(ctx context.Context, u voucher.User, linkHash []byte, expiresAt time.Time, audit voucher.UserAuditEvent) (voucher.User, error) {
+func (s *Store) InviteUser(ctx context.Context, u accounts.User, linkHash []byte, expiresAt time.Time, audit accounts.UserAuditEvent) (accounts.User, error) {
 	var row db.DashboardUser
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		var err error
@@ -45,7 +46,7 @@ func (s *Store) InviteUser(ctx context.Context, u voucher.User, linkHash []byte,
 		return q.DashboardUserAuditInsert(ctx, userAudit(audit, ""))
 	})
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row), nil
 }
@@ -54,7 +55,7 @@ func (s *Store) InviteUser(ctx context.Context, u voucher.User, linkHash []byte,
 // enabled admins left (a statement of its own after the lock, so it sees
 // every change committed before): none is LAST_ADMIN, and the transaction
 // is rolled back. Errors: NOT_FOUND, LAST_ADMIN.
-func (s *Store) SetRole(ctx context.Context, email string, role voucher.Role, audit voucher.UserAuditEvent) (voucher.Role, error) {
+func (s *Store) SetRole(ctx context.Context, email string, role voucher.Role, audit accounts.UserAuditEvent) (voucher.Role, error) {
 	var before voucher.Role
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		if err := q.DashboardUserLockAdmins(ctx); err != nil {
@@ -82,7 +83,7 @@ func (s *Store) SetRole(ctx context.Context, email string, role voucher.Role, au
 // DisableUser disables a user under the admins' lock (none may be left
 // otherwise), ends their sessions and drops their password links.
 // Errors: NOT_FOUND, LAST_ADMIN.
-func (s *Store) DisableUser(ctx context.Context, email string, audit voucher.UserAuditEvent) (voucher.User, error) {
+func (s *Store) DisableUser(ctx context.Context, email string, audit accounts.UserAuditEvent) (accounts.User, error) {
 	var row db.DashboardUser
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		if err := q.DashboardUserLockAdmins(ctx); err != nil {
@@ -108,7 +109,7 @@ func (s *Store) DisableUser(ctx context.Context, email string, audit voucher.Use
 		return q.DashboardUserAuditInsert(ctx, userAudit(audit, ""))
 	})
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row), nil
 }
@@ -116,7 +117,7 @@ func (s *Store) DisableUser(ctx context.Context, email string, audit voucher.Use
 // EnableUser enables a disabled user again with its audit row, in one
 // transaction; one not disabled is returned unchanged and unrecorded.
 // Errors: NOT_FOUND.
-func (s *Store) EnableUser(ctx context.Context, email string, audit voucher.UserAuditEvent) (voucher.User, error) {
+func (s *Store) EnableUser(ctx context.Context, email string, audit accounts.UserAuditEvent) (accounts.User, error) {
 	var row db.DashboardUser
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		changed, err := q.DashboardUserEnable(ctx, email)
@@ -135,7 +136,7 @@ func (s *Store) EnableUser(ctx context.Context, email string, audit voucher.User
 		return q.DashboardUserAuditInsert(ctx, userAudit(audit, ""))
 	})
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row), nil
 }
@@ -147,14 +148,14 @@ func adminLeft(ctx context.Context, q *db.Queries) error {
 		return err
 	}
 	if n == 0 {
-		return voucher.Errorf(voucher.LastAdmin, "this would leave no admin who can sign in: make another user admin first")
+		return voucher.Errorf(accounts.LastAdmin, "this would leave no admin who can sign in: make another user admin first")
 	}
 	return nil
 }
 
 // CreatePasswordLink replaces a user's password links with a new one and
 // records it. Errors: NOT_FOUND, USER_DISABLED.
-func (s *Store) CreatePasswordLink(ctx context.Context, email string, linkHash []byte, expiresAt time.Time, audit voucher.UserAuditEvent) (voucher.User, error) {
+func (s *Store) CreatePasswordLink(ctx context.Context, email string, linkHash []byte, expiresAt time.Time, audit accounts.UserAuditEvent) (accounts.User, error) {
 	var row db.DashboardUser
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		var err error
@@ -166,7 +167,7 @@ func (s *Store) CreatePasswordLink(ctx context.Context, email string, linkHash [
 			return err
 		}
 		if row.DisabledAt != nil {
-			return voucher.Errorf(voucher.UserDisabled, "%s is disabled: a disabled user gets no password link", email)
+			return voucher.Errorf(accounts.UserDisabled, "%s is disabled: a disabled user gets no password link", email)
 		}
 		if err := q.DashboardPasswordLinkDeleteOfUser(ctx, row.ID); err != nil {
 			return err
@@ -179,20 +180,20 @@ func (s *Store) CreatePasswordLink(ctx context.Context, email string, linkHash [
 		return q.DashboardUserAuditInsert(ctx, userAudit(audit, ""))
 	})
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row), nil
 }
 
 // PasswordLinkUser reads the user of a link that can still be used.
 // Errors: NOT_FOUND.
-func (s *Store) PasswordLinkUser(ctx context.Context, linkHash []byte) (voucher.User, error) {
+func (s *Store) PasswordLinkUser(ctx context.Context, linkHash []byte) (accounts.User, error) {
 	row, err := s.q.DashboardPasswordLinkGet(ctx, linkHash)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return voucher.User{}, voucher.Errorf(voucher.NotFound, "no such link")
+		return accounts.User{}, voucher.Errorf(voucher.NotFound, "no such link")
 	}
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row.DashboardUser), nil
 }
@@ -200,7 +201,7 @@ func (s *Store) PasswordLinkUser(ctx context.Context, linkHash []byte) (voucher.
 // UsePasswordLink uses a link (the conditional update lets one of two uses
 // at once through), sets the password, ends the user's sessions and records
 // it, in one transaction. Errors: NOT_FOUND.
-func (s *Store) UsePasswordLink(ctx context.Context, linkHash []byte, passwordHash []byte) (voucher.User, error) {
+func (s *Store) UsePasswordLink(ctx context.Context, linkHash []byte, passwordHash []byte) (accounts.User, error) {
 	var row db.DashboardUser
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		id, err := q.DashboardPasswordLinkUse(ctx, linkHash)
@@ -223,25 +224,25 @@ func (s *Store) UsePasswordLink(ctx context.Context, linkHash []byte, passwordHa
 			return err
 		}
 		return q.DashboardUserAuditInsert(ctx, db.DashboardUserAuditInsertParams{
-			UserEmail: row.Email, Actor: row.Email, ActorRole: row.Role, Action: voucher.AuditPasswordSet,
+			UserEmail: row.Email, Actor: row.Email, ActorRole: row.Role, Action: accounts.AuditPasswordSet,
 			Detail: "the password was set with a one-time link; other sessions ended",
 		})
 	})
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row), nil
 }
 
 // UserAudit returns the latest changes of users, newest first.
-func (s *Store) UserAudit(ctx context.Context, limit int) ([]voucher.UserAuditEvent, error) {
+func (s *Store) UserAudit(ctx context.Context, limit int) ([]accounts.UserAuditEvent, error) {
 	rows, err := s.q.DashboardUserAuditListLatest(ctx, limit32(limit))
 	if err != nil {
 		return nil, mapError(err)
 	}
-	out := make([]voucher.UserAuditEvent, len(rows))
+	out := make([]accounts.UserAuditEvent, len(rows))
 	for i, r := range rows {
-		out[i] = voucher.UserAuditEvent{
+		out[i] = accounts.UserAuditEvent{
 			UserEmail: r.UserEmail, Actor: r.Actor, ActorRole: voucher.Role(r.ActorRole),
 			Action: r.Action, Detail: r.Detail, At: r.OccurredAt,
 		}
@@ -251,7 +252,7 @@ func (s *Store) UserAudit(ctx context.Context, limit int) ([]voucher.UserAuditEv
 
 // userAudit is the audit row of an event; detail, when given, replaces the
 // event's (the store knows what changed).
-func userAudit(e voucher.UserAuditEvent, detail string) db.DashboardUserAuditInsertParams {
+func userAudit(e accounts.UserAuditEvent, detail string) db.DashboardUserAuditInsertParams {
 	if detail == "" {
 		detail = e.Detail
 	}

@@ -7,14 +7,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/voucher"
 	"voucherd/sql/db"
 )
 
-var _ voucher.UserStore = (*Store)(nil)
+var _ accounts.UserStore = (*Store)(nil)
 
 // CreateUser adds a dashboard user and records it. Errors: USER_EXISTS.
-func (s *Store) CreateUser(ctx context.Context, u voucher.User, audit voucher.UserAuditEvent) (voucher.User, error) {
+func (s *Store) CreateUser(ctx context.Context, u accounts.User, audit accounts.UserAuditEvent) (accounts.User, error) {
 	var row db.DashboardUser
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		var err error
@@ -24,35 +25,35 @@ func (s *Store) CreateUser(ctx context.Context, u voucher.User, audit voucher.Us
 		return q.DashboardUserAuditInsert(ctx, userAudit(audit, ""))
 	})
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row), nil
 }
 
-func insertUser(ctx context.Context, q *db.Queries, u voucher.User) (db.DashboardUser, error) {
+func insertUser(ctx context.Context, q *db.Queries, u accounts.User) (db.DashboardUser, error) {
 	row, err := q.DashboardUserInsert(ctx, db.DashboardUserInsertParams{
 		Email: u.Email, Name: u.Name, Role: string(u.Role), PasswordHash: string(u.PasswordHash),
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return row, voucher.Errorf(voucher.UserExists, "a user with email %s exists", u.Email)
+		return row, voucher.Errorf(accounts.UserExists, "a user with email %s exists", u.Email)
 	}
 	return row, err
 }
 
 // UserByEmail reads a user. Errors: NOT_FOUND.
-func (s *Store) UserByEmail(ctx context.Context, email string) (voucher.User, error) {
+func (s *Store) UserByEmail(ctx context.Context, email string) (accounts.User, error) {
 	row, err := s.q.DashboardUserGetByEmail(ctx, email)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return voucher.User{}, voucher.Errorf(voucher.NotFound, "no user with email %s", email)
+		return accounts.User{}, voucher.Errorf(voucher.NotFound, "no user with email %s", email)
 	}
 	if err != nil {
-		return voucher.User{}, mapError(err)
+		return accounts.User{}, mapError(err)
 	}
 	return toUser(row), nil
 }
 
 // CreateSession stores a session and forgets expired ones.
-func (s *Store) CreateSession(ctx context.Context, sess voucher.Session) error {
+func (s *Store) CreateSession(ctx context.Context, sess accounts.Session) error {
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		if err := q.DashboardSessionDeleteExpired(ctx); err != nil {
 			return err
@@ -65,15 +66,15 @@ func (s *Store) CreateSession(ctx context.Context, sess voucher.Session) error {
 }
 
 // SessionByTokenHash reads a live session and its user. Errors: NOT_FOUND.
-func (s *Store) SessionByTokenHash(ctx context.Context, hash []byte) (voucher.Session, voucher.User, error) {
+func (s *Store) SessionByTokenHash(ctx context.Context, hash []byte) (accounts.Session, accounts.User, error) {
 	row, err := s.q.DashboardSessionGet(ctx, hash)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return voucher.Session{}, voucher.User{}, voucher.Errorf(voucher.NotFound, "no live session")
+		return accounts.Session{}, accounts.User{}, voucher.Errorf(voucher.NotFound, "no live session")
 	}
 	if err != nil {
-		return voucher.Session{}, voucher.User{}, mapError(err)
+		return accounts.Session{}, accounts.User{}, mapError(err)
 	}
-	sess := voucher.Session{
+	sess := accounts.Session{
 		TokenHash: row.DashboardSession.TokenHash, UserID: row.DashboardSession.UserID,
 		CSRFToken: row.DashboardSession.CsrfToken, ExpiresAt: row.DashboardSession.ExpiresAt,
 	}
@@ -90,7 +91,7 @@ func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
 // (advisory locks, held to the commit), so concurrent attempts count one at
 // a time, and inserts a pending attempt only while both are under their
 // limits. Errors: TOO_MANY_ATTEMPTS (Field "email" or "address").
-func (s *Store) TakeSignInAttempt(ctx context.Context, l voucher.SignInLimit) (int64, error) {
+func (s *Store) TakeSignInAttempt(ctx context.Context, l accounts.SignInLimit) (int64, error) {
 	var id int64
 	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		for _, key := range []string{"email " + l.Email, "address " + l.Address} {
@@ -109,10 +110,10 @@ func (s *Store) TakeSignInAttempt(ctx context.Context, l voucher.SignInLimit) (i
 			return err
 		}
 		if n.EmailAttempts >= int64(l.MaxPerEmail) {
-			return &voucher.Error{Code: voucher.TooManyAttempts, Field: "email", Message: "too many failed sign-ins for this email lately"}
+			return &voucher.Error{Code: accounts.TooManyAttempts, Field: "email", Message: "too many failed sign-ins for this email lately"}
 		}
 		if n.AddressAttempts >= int64(l.MaxPerAddress) {
-			return &voucher.Error{Code: voucher.TooManyAttempts, Field: "address", Message: "too many failed sign-ins from this address lately"}
+			return &voucher.Error{Code: accounts.TooManyAttempts, Field: "address", Message: "too many failed sign-ins from this address lately"}
 		}
 		id, err = q.DashboardSignInAttemptInsert(ctx, db.DashboardSignInAttemptInsertParams{Email: l.Email, Address: l.Address})
 		return err
@@ -146,22 +147,22 @@ func (s *Store) SignInLockWait(ctx context.Context, email, address string, windo
 
 // SignInLocks lists up to limit of the emails and addresses locked now
 // under l, newest first.
-func (s *Store) SignInLocks(ctx context.Context, l voucher.SignInLimit, limit int) ([]voucher.SignInLock, error) {
+func (s *Store) SignInLocks(ctx context.Context, l accounts.SignInLimit, limit int) ([]accounts.SignInLock, error) {
 	rows, err := s.q.DashboardSignInLocksList(ctx, db.DashboardSignInLocksListParams{
 		WindowSeconds: l.Window.Seconds(), MaxPerEmail: int64(l.MaxPerEmail), MaxPerAddress: int64(l.MaxPerAddress), MaxRows: limit32(limit),
 	})
 	if err != nil {
 		return nil, mapError(err)
 	}
-	out := make([]voucher.SignInLock, len(rows))
+	out := make([]accounts.SignInLock, len(rows))
 	for i, r := range rows {
-		out[i] = voucher.SignInLock{Field: r.Kind, Key: r.Key, Attempts: int(r.Attempts), Latest: r.Latest, Until: r.Until}
+		out[i] = accounts.SignInLock{Field: r.Kind, Key: r.Key, Attempts: int(r.Attempts), Latest: r.Latest, Until: r.Until}
 	}
 	return out, nil
 }
 
-func toUser(r db.DashboardUser) voucher.User {
-	return voucher.User{
+func toUser(r db.DashboardUser) accounts.User {
+	return accounts.User{
 		ID: r.ID, Email: r.Email, Name: r.Name, Role: voucher.Role(r.Role),
 		PasswordHash: []byte(r.PasswordHash), CreatedAt: r.CreatedAt, DisabledAt: r.DisabledAt,
 	}

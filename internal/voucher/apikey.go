@@ -2,7 +2,10 @@ package voucher
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -264,3 +267,17 @@ func describeKey(k ApiKey) string {
 	}
 	return s
 }
+
+// randomToken is 32 random bytes, URL-safe.
+func randomToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(errors.New("crypto/rand failed: " + err.Error()))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// RandomToken returns 32 random bytes, URL-safe: for the dashboard's
+// session and password-link tokens (package accounts) and CSRF tokens of
+// pages shown before a session exists.
+func RandomToken() string { return randomToken() }

@@ -79,6 +79,10 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
+// Authorize is authorize for the services outside this package that share
+// its roles and operations (package accounts: OpManageUsers).
+func Authorize(ctx context.Context, op Operation) error { return authorize(ctx, op) }
+
 // authorize returns FORBIDDEN when the context's caller may not perform op.
 // A context without a caller is the service itself (jobs, subcommands).
 func authorize(ctx context.Context, op Operation) error {

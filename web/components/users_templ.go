@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"voucherd/internal/voucher"
+	"voucherd/internal/accounts"
 )
 
 // UsersPage is the admin's page of dashboard users: invite one, change a
@@ -270,7 +270,7 @@ func UsersPage(p Page, v UsersView) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					for _, r := range voucher.DashboardRoles {
+					for _, r := range accounts.DashboardRoles {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<option value=\"")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
@@ -671,7 +671,7 @@ func UsersPage(p Page, v UsersView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				for _, r := range voucher.DashboardRoles {
+				for _, r := range accounts.DashboardRoles {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "<option value=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -1194,17 +1194,17 @@ func roleID(i int) string { return "role-" + strconv.Itoa(i) }
 
 func userActionLabel(action string) string {
 	switch action {
-	case voucher.AuditUserAdded:
+	case accounts.AuditUserAdded:
 		return "added"
-	case voucher.AuditRoleChanged:
+	case accounts.AuditRoleChanged:
 		return "role changed"
-	case voucher.AuditUserDisabled:
+	case accounts.AuditUserDisabled:
 		return "disabled"
-	case voucher.AuditUserEnabled:
+	case accounts.AuditUserEnabled:
 		return "enabled"
-	case voucher.AuditPasswordLink:
+	case accounts.AuditPasswordLink:
 		return "password link made"
-	case voucher.AuditPasswordSet:
+	case accounts.AuditPasswordSet:
 		return "password set"
 	}
 	return action

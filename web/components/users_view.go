@@ -5,16 +5,17 @@ import (
 	"strconv"
 	"time"
 
+	"voucherd/internal/accounts"
 	"voucherd/internal/voucher"
 )
 
 // UsersView is what the users page shows.
 type UsersView struct {
 	// Query is the search and page shown; More says a next page has more.
-	Query  voucher.UserQuery
+	Query  accounts.UserQuery
 	More   bool
-	Users  []voucher.User
-	Audit  []voucher.UserAuditEvent
+	Users  []accounts.User
+	Audit  []accounts.UserAuditEvent
 	Invite InviteForm
 	// Link is a one-time password link just made, shown once.
 	Link *ShownLink
@@ -76,9 +77,9 @@ type DeadLettersView struct {
 // when there are more than listed), the limits in force, and the lift form
 // as sent with its refusal if any.
 type SignInLocksView struct {
-	Locks          []voucher.SignInLock
+	Locks          []accounts.SignInLock
 	More           bool
-	Limits         voucher.SignInLimit
+	Limits         accounts.SignInLimit
 	Email, Address string
 	Message        string
 }

@@ -1,4 +1,4 @@
-package voucher
+package accounts
 
 import (
 	"context"
@@ -7,17 +7,19 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"voucherd/internal/voucher"
 )
 
 // Error codes of managing dashboard users.
 const (
 	// LastAdmin: the change would leave no admin who can sign in.
-	LastAdmin ErrorCode = "LAST_ADMIN"
+	LastAdmin voucher.ErrorCode = "LAST_ADMIN"
 	// UserDisabled: the user was disabled by an admin.
-	UserDisabled ErrorCode = "USER_DISABLED"
+	UserDisabled voucher.ErrorCode = "USER_DISABLED"
 	// LinkInvalid: a password link that was used, replaced, expired, or
 	// never was.
-	LinkInvalid ErrorCode = "LINK_INVALID"
+	LinkInvalid voucher.ErrorCode = "LINK_INVALID"
 )
 
 // The actions of the user audit log.
@@ -34,7 +36,7 @@ const (
 type UserAuditEvent struct {
 	UserEmail string
 	Actor     string
-	ActorRole Role
+	ActorRole voucher.Role
 	Action    string
 	Detail    string
 	At        time.Time
@@ -56,7 +58,7 @@ func (l PasswordLink) Path() string { return "/admin/password/" + l.Token }
 type Invite struct {
 	Email string
 	Name  string
-	Role  Role
+	Role  voucher.Role
 }
 
 // UserAdminStore is what managing users needs beyond UserStore. Each change
@@ -70,7 +72,7 @@ type UserAdminStore interface {
 	InviteUser(ctx context.Context, u User, linkHash []byte, expiresAt time.Time, audit UserAuditEvent) (User, error)
 	// SetRole changes a user's role and says what it was: NOT_FOUND,
 	// LAST_ADMIN (no enabled admin would be left; nothing changes).
-	SetRole(ctx context.Context, email string, role Role, audit UserAuditEvent) (before Role, err error)
+	SetRole(ctx context.Context, email string, role voucher.Role, audit UserAuditEvent) (before voucher.Role, err error)
 	// DisableUser disables a user, ends their sessions and drops their
 	// password links: NOT_FOUND, LAST_ADMIN.
 	DisableUser(ctx context.Context, email string, audit UserAuditEvent) (User, error)
@@ -116,7 +118,7 @@ type UserPage struct {
 func (a *Accounts) userAdmin() (UserAdminStore, error) {
 	s, ok := a.store.(UserAdminStore)
 	if !ok {
-		return nil, Errorf(Internal, "this store cannot manage users")
+		return nil, voucher.Errorf(voucher.Internal, "this store cannot manage users")
 	}
 	return s, nil
 }
@@ -128,14 +130,14 @@ func (a *Accounts) Users(ctx context.Context, q UserQuery) (UserPage, error) {
 	if err != nil {
 		return UserPage{}, err
 	}
-	if err := ValidateText("search", q.Search); err != nil {
+	if err := voucher.ValidateText("search", q.Search); err != nil {
 		return UserPage{}, err
 	}
 	if len(q.Search) > maxEmailLength {
-		return UserPage{}, Invalid("search", fmt.Sprintf("search for at most %d characters (an email's length)", maxEmailLength))
+		return UserPage{}, voucher.Invalid("search", fmt.Sprintf("search for at most %d characters (an email's length)", maxEmailLength))
 	}
 	if q.Page < 1 || q.Page > MaxUserPage {
-		return UserPage{}, Invalid("page", fmt.Sprintf("page must be a whole number from 1 to %d", MaxUserPage))
+		return UserPage{}, voucher.Invalid("page", fmt.Sprintf("page must be a whole number from 1 to %d", MaxUserPage))
 	}
 	// One row more than a page says whether there is a next one.
 	users, err := s.ListUsers(ctx, q.Search, UserPageSize+1, (q.Page-1)*UserPageSize)
@@ -159,7 +161,7 @@ func (a *Accounts) UserAudit(ctx context.Context) ([]UserAuditEvent, error) {
 }
 
 func (a *Accounts) manage(ctx context.Context) (UserAdminStore, error) {
-	if err := authorize(ctx, OpManageUsers); err != nil {
+	if err := voucher.Authorize(ctx, voucher.OpManageUsers); err != nil {
 		return nil, err
 	}
 	return a.userAdmin()
@@ -181,7 +183,7 @@ func (a *Accounts) InviteUser(ctx context.Context, in Invite) (User, PasswordLin
 	}
 	n = n.normalize()
 	// Nobody knows this password: the user has none until they use the link.
-	unusable, err := bcrypt.GenerateFromPassword([]byte(randomToken()[:40]), bcrypt.DefaultCost)
+	unusable, err := bcrypt.GenerateFromPassword([]byte(voucher.RandomToken()[:40]), bcrypt.DefaultCost)
 	if err != nil {
 		return User{}, PasswordLink{}, err
 	}
@@ -198,15 +200,15 @@ func (a *Accounts) InviteUser(ctx context.Context, in Invite) (User, PasswordLin
 // request (sessions read the role each time). No change leaves the
 // dashboard without an enabled admin. Errors: FORBIDDEN, INVALID_INPUT,
 // NOT_FOUND, LAST_ADMIN.
-func (a *Accounts) ChangeRole(ctx context.Context, email string, role Role) (before Role, err error) {
+func (a *Accounts) ChangeRole(ctx context.Context, email string, role voucher.Role) (before voucher.Role, err error) {
 	s, err := a.manage(ctx)
 	if err != nil {
 		return "", err
 	}
 	switch role {
-	case RoleMarketer, RoleOperator, RoleAdmin:
+	case voucher.RoleMarketer, voucher.RoleOperator, voucher.RoleAdmin:
 	default:
-		return "", Invalid("role", "role must be marketer, operator or admin")
+		return "", voucher.Invalid("role", "role must be marketer, operator or admin")
 	}
 	email = signInEmail(email)
 	return s.SetRole(ctx, email, role, userAuditOf(ctx, email, AuditRoleChanged, ""))
@@ -272,7 +274,7 @@ func (a *Accounts) PasswordLinkUser(ctx context.Context, token string) (User, er
 		return User{}, linkInvalid()
 	}
 	u, err := s.PasswordLinkUser(ctx, hashToken(token))
-	if ErrorCodeOf(err) == NotFound {
+	if voucher.ErrorCodeOf(err) == voucher.NotFound {
 		return User{}, linkInvalid()
 	}
 	return u, err
@@ -289,32 +291,32 @@ func (a *Accounts) SetPassword(ctx context.Context, token, password string) (Use
 	if !plausibleToken(token) {
 		return User{}, linkInvalid()
 	}
-	if err := ValidateText("password", password); err != nil {
+	if err := voucher.ValidateText("password", password); err != nil {
 		return User{}, err
 	}
 	if utf8.RuneCountInString(password) < MinPasswordLength {
-		return User{}, Invalid("password", "password must be at least 10 characters")
+		return User{}, voucher.Invalid("password", "password must be at least 10 characters")
 	}
 	if len(password) > 72 {
-		return User{}, Invalid("password", "password must be at most 72 bytes")
+		return User{}, voucher.Invalid("password", "password must be at most 72 bytes")
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
 	if err != nil {
 		return User{}, err
 	}
 	u, err := s.UsePasswordLink(ctx, hashToken(token), hash)
-	if ErrorCodeOf(err) == NotFound {
+	if voucher.ErrorCodeOf(err) == voucher.NotFound {
 		return User{}, linkInvalid()
 	}
 	return u, err
 }
 
 func linkInvalid() error {
-	return Errorf(LinkInvalid, "this link was used already, replaced by a newer one, or has expired; ask an admin for a new one")
+	return voucher.Errorf(LinkInvalid, "this link was used already, replaced by a newer one, or has expired; ask an admin for a new one")
 }
 
-// plausibleToken keeps what cannot be a token (randomToken: 43 URL-safe
-// characters) from reaching the store.
+// plausibleToken keeps what cannot be a token (voucher.RandomToken: 43
+// URL-safe characters) from reaching the store.
 func plausibleToken(t string) bool {
 	if len(t) != 43 {
 		return false
@@ -332,6 +334,9 @@ func plausibleToken(t string) bool {
 // userAuditOf names the context's caller as the actor of a user change; a
 // context without one is the service itself.
 func userAuditOf(ctx context.Context, email, action, detail string) UserAuditEvent {
-	e := auditOf(ctx, "", action, detail)
-	return UserAuditEvent{UserEmail: email, Actor: e.Actor, ActorRole: e.ActorRole, Action: action, Detail: detail}
+	e := UserAuditEvent{UserEmail: email, Actor: "voucherd", ActorRole: "service", Action: action, Detail: detail}
+	if c, ok := voucher.CallerFrom(ctx); ok {
+		e.Actor, e.ActorRole = c.Name, c.Role
+	}
+	return e
 }

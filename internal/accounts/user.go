@@ -1,11 +1,8 @@
-package voucher
+package accounts
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
-	"errors"
 	"net/mail"
 	"net/netip"
 	"strings"
@@ -13,30 +10,32 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"voucherd/internal/voucher"
 )
 
 // Error codes of dashboard accounts. They never reach GraphQL or REST.
 const (
 	// UserExists: another user has the email.
-	UserExists ErrorCode = "USER_EXISTS"
+	UserExists voucher.ErrorCode = "USER_EXISTS"
 	// BadCredentials: unknown email or wrong password (the two look alike).
-	BadCredentials ErrorCode = "BAD_CREDENTIALS"
+	BadCredentials voucher.ErrorCode = "BAD_CREDENTIALS"
 	// TooManyAttempts: the email, or the client's address, failed to sign
 	// in too often lately (Field says which: "email" or "address").
-	TooManyAttempts ErrorCode = "TOO_MANY_ATTEMPTS"
+	TooManyAttempts voucher.ErrorCode = "TOO_MANY_ATTEMPTS"
 	// SignedOut: no session, or an expired or unknown one.
-	SignedOut ErrorCode = "SIGNED_OUT"
+	SignedOut voucher.ErrorCode = "SIGNED_OUT"
 )
 
 // DashboardRoles are the roles a dashboard user may have.
-var DashboardRoles = []Role{RoleMarketer, RoleOperator, RoleAdmin}
+var DashboardRoles = []voucher.Role{voucher.RoleMarketer, voucher.RoleOperator, voucher.RoleAdmin}
 
 // User is a person who signs in to the dashboard.
 type User struct {
 	ID           int64
 	Email        string
 	Name         string
-	Role         Role
+	Role         voucher.Role
 	PasswordHash []byte
 	CreatedAt    time.Time
 	// DisabledAt is when an admin disabled the user; nil while enabled.
@@ -47,13 +46,13 @@ type User struct {
 func (u User) Disabled() bool { return u.DisabledAt != nil }
 
 // Caller is the user as the service sees them in a request.
-func (u User) Caller() Caller { return Caller{Role: u.Role, Name: u.Email} }
+func (u User) Caller() voucher.Caller { return voucher.Caller{Role: u.Role, Name: u.Email} }
 
 // NewUser is what `voucherd user add` gives.
 type NewUser struct {
 	Email    string
 	Name     string
-	Role     Role
+	Role     voucher.Role
 	Password string
 }
 
@@ -76,27 +75,27 @@ const maxEmailLength = 254
 func (n NewUser) Validate() error {
 	n = n.normalize()
 	for _, f := range [...]struct{ field, text string }{{"email", n.Email}, {"name", n.Name}, {"password", n.Password}} {
-		if err := ValidateText(f.field, f.text); err != nil {
+		if err := voucher.ValidateText(f.field, f.text); err != nil {
 			return err
 		}
 	}
 	if a, err := mail.ParseAddress(n.Email); err != nil || a.Address != n.Email || len(n.Email) > maxEmailLength {
-		return Invalid("email", "email must be an address such as name@example.com")
+		return voucher.Invalid("email", "email must be an address such as name@example.com")
 	}
 	if utf8.RuneCountInString(n.Name) > 100 {
-		return Invalid("name", "name must be at most 100 characters")
+		return voucher.Invalid("name", "name must be at most 100 characters")
 	}
 	switch n.Role {
-	case RoleMarketer, RoleOperator, RoleAdmin:
+	case voucher.RoleMarketer, voucher.RoleOperator, voucher.RoleAdmin:
 	default:
-		return Invalid("role", "role must be marketer, operator or admin")
+		return voucher.Invalid("role", "role must be marketer, operator or admin")
 	}
 	if utf8.RuneCountInString(n.Password) < MinPasswordLength {
-		return Invalid("password", "password must be at least 10 characters")
+		return voucher.Invalid("password", "password must be at least 10 characters")
 	}
 	if len(n.Password) > 72 {
 		// bcrypt reads 72 bytes; a longer password would be cut silently.
-		return Invalid("password", "password must be at most 72 bytes")
+		return voucher.Invalid("password", "password must be at most 72 bytes")
 	}
 	return nil
 }
@@ -194,8 +193,8 @@ type Accounts struct {
 	dummyHash []byte
 }
 
-// NewAccounts returns the accounts over a store.
-func NewAccounts(store UserStore, cfg AccountsConfig) *Accounts {
+// New returns the accounts over a store.
+func New(store UserStore, cfg AccountsConfig) *Accounts {
 	if cfg.MaxFailures <= 0 {
 		cfg.MaxFailures = 5
 	}
@@ -245,7 +244,7 @@ func (a *Accounts) AddUser(ctx context.Context, n NewUser) (User, error) {
 // says which. Errors: INVALID_INPUT.
 func (a *Accounts) EnsureUser(ctx context.Context, n NewUser) (created bool, err error) {
 	_, err = a.AddUser(ctx, n)
-	switch ErrorCodeOf(err) {
+	switch voucher.ErrorCodeOf(err) {
 	case "":
 		return true, nil
 	case UserExists:
@@ -282,7 +281,7 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 	u, err = a.store.UserByEmail(ctx, email)
 	hash := u.PasswordHash
 	if err != nil {
-		if ErrorCodeOf(err) != NotFound {
+		if voucher.ErrorCodeOf(err) != voucher.NotFound {
 			return "", Session{}, User{}, err
 		}
 		hash = a.dummyHash
@@ -291,7 +290,7 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 		if ferr := finish(true); ferr != nil {
 			return "", Session{}, User{}, ferr
 		}
-		return "", Session{}, User{}, Errorf(BadCredentials, "the email or the password is wrong")
+		return "", Session{}, User{}, voucher.Errorf(BadCredentials, "the email or the password is wrong")
 	}
 	if err := finish(false); err != nil {
 		return "", Session{}, User{}, err
@@ -299,10 +298,10 @@ func (a *Accounts) SignIn(ctx context.Context, address, email, password string) 
 	if u.Disabled() || a.barred(u) {
 		// Said only to whoever knows the password: it tells them why, and
 		// tells nobody else that the email exists.
-		return "", Session{}, User{}, Errorf(UserDisabled, "this account is disabled; ask an admin")
+		return "", Session{}, User{}, voucher.Errorf(UserDisabled, "this account is disabled; ask an admin")
 	}
 	token, hashOfToken := newSessionToken()
-	s = Session{TokenHash: hashOfToken, UserID: u.ID, CSRFToken: randomToken(), ExpiresAt: time.Now().Add(a.cfg.SessionTTL)}
+	s = Session{TokenHash: hashOfToken, UserID: u.ID, CSRFToken: voucher.RandomToken(), ExpiresAt: time.Now().Add(a.cfg.SessionTTL)}
 	if err := a.store.CreateSession(ctx, s); err != nil {
 		return "", Session{}, User{}, err
 	}
@@ -318,7 +317,7 @@ const invalidSignInEmail = "(not an email)"
 // a user's email is stored as.
 func signInEmail(email string) string {
 	email = strings.ToLower(strings.TrimSpace(email))
-	if email == "" || ValidateText("email", email) != nil || len(email) > maxEmailLength {
+	if email == "" || voucher.ValidateText("email", email) != nil || len(email) > maxEmailLength {
 		return invalidSignInEmail
 	}
 	return email
@@ -329,11 +328,11 @@ func signInEmail(email string) string {
 // counting. It says how many failed attempts were lifted.
 // Errors: FORBIDDEN (a caller other than an admin), INVALID_INPUT.
 func (a *Accounts) LiftLocks(ctx context.Context, email, address string) (int, error) {
-	if err := authorize(ctx, OpManageUsers); err != nil {
+	if err := voucher.Authorize(ctx, voucher.OpManageUsers); err != nil {
 		return 0, err
 	}
 	if strings.TrimSpace(email) == "" && strings.TrimSpace(address) == "" {
-		return 0, Invalid("email", "name an email or an address to unlock")
+		return 0, voucher.Invalid("email", "name an email or an address to unlock")
 	}
 	if strings.TrimSpace(email) != "" {
 		email = signInEmail(email)
@@ -365,7 +364,7 @@ func SignInAddress(address string) string {
 // SignInLocks lists the emails and addresses locked now, newest first (at
 // most MaxSignInLocks), for an admin to lift. Errors: FORBIDDEN.
 func (a *Accounts) SignInLocks(ctx context.Context) ([]SignInLock, error) {
-	if err := authorize(ctx, OpManageUsers); err != nil {
+	if err := voucher.Authorize(ctx, voucher.OpManageUsers); err != nil {
 		return nil, err
 	}
 	return a.store.SignInLocks(ctx, a.Limits(), MaxSignInLocks)
@@ -391,11 +390,11 @@ func (a *Accounts) LockWait(ctx context.Context, field, address, email string) (
 // Errors: SIGNED_OUT.
 func (a *Accounts) SessionUser(ctx context.Context, token string) (Session, User, error) {
 	if token == "" {
-		return Session{}, User{}, Errorf(SignedOut, "not signed in")
+		return Session{}, User{}, voucher.Errorf(SignedOut, "not signed in")
 	}
 	s, u, err := a.store.SessionByTokenHash(ctx, hashToken(token))
-	if ErrorCodeOf(err) == NotFound || (err == nil && a.barred(u)) {
-		return Session{}, User{}, Errorf(SignedOut, "the session has ended; sign in again")
+	if voucher.ErrorCodeOf(err) == voucher.NotFound || (err == nil && a.barred(u)) {
+		return Session{}, User{}, voucher.Errorf(SignedOut, "the session has ended; sign in again")
 	}
 	return s, u, err
 }
@@ -412,7 +411,7 @@ func (a *Accounts) SignOut(ctx context.Context, token string) error {
 func (a *Accounts) SessionTTL() time.Duration { return a.cfg.SessionTTL }
 
 func newSessionToken() (token string, hash []byte) {
-	token = randomToken()
+	token = voucher.RandomToken()
 	return token, hashToken(token)
 }
 
@@ -420,16 +419,3 @@ func hashToken(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
 }
-
-// randomToken is 32 random bytes, URL-safe.
-func randomToken() string {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(errors.New("crypto/rand failed: " + err.Error()))
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-// RandomToken returns 32 random bytes, URL-safe: for CSRF tokens of pages
-// shown before a session exists.
-func RandomToken() string { return randomToken() }
