@@ -135,3 +135,56 @@ func deadLetters(t testing.TB, code string) int {
 	}
 	return n
 }
+
+// TestKafka_ARefusalStandsAfterTheGateIsLost: a release (or confirm)
+// decided at the gate whose event surely failed to publish answered
+// UNAVAILABLE; the gate still holds its decision, so a confirm (or release)
+// of the order is refused by it. That refusal must stand once Redis loses
+// its data and the gate is reloaded from the database. Before, it was
+// answered at once from the gate alone: the reload held the order live and
+// the next confirm (or release) succeeded, against the refusal answered
+// (explorer seed 47).
+func TestKafka_ARefusalStandsAfterTheGateIsLost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name           string
+		first          func(api restAPI, code, order string) result
+		second         func(api restAPI, code, order string) result
+		refusal, state string
+	}{
+		{"a confirm refused by an unrecorded release",
+			func(api restAPI, code, order string) result { return api.release(t, code, order) },
+			func(api restAPI, code, order string) result { return api.confirm(t, code, order) },
+			"RESERVATION_RELEASED", "RELEASED"},
+		{"a release refused by an unrecorded confirm",
+			func(api restAPI, code, order string) result { return api.confirm(t, code, order) },
+			func(api restAPI, code, order string) result { return api.release(t, code, order) },
+			"ALREADY_CONFIRMED", "CONFIRMED"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			order := uniqueOrder()
+			decided := newFaultPoint(voucher.StepDecided, order)
+			decided.resume <- errors.New("the broker refused the event")
+			s := faultServer(t, decided, nil)
+			api := restAPI{s}
+			code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 2}))
+			if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
+				t.Fatalf("reserve: %s", r.Error)
+			}
+			waitStatus(t, order, "RESERVED")
+			if r := c.first(api, code, order); r.Error != "UNAVAILABLE" {
+				t.Fatalf("the decision whose event was not published: %q, want UNAVAILABLE", r.Error)
+			}
+			if r := c.second(api, code, order); r.Error != c.refusal {
+				t.Fatalf("the other decision: %q, want %s", r.Error, c.refusal)
+			}
+			loseGateAndRecover(t, api, code)
+			if r := c.second(api, code, order); r.Error != c.refusal {
+				t.Errorf("the other decision once the gate was reloaded: %q, want %s as answered before", r.Error, c.refusal)
+			}
+			waitStatus(t, order, c.state)
+			assertNoDeadLetters(t, database(t), code)
+		})
+	}
+}

@@ -316,32 +316,67 @@ func (k *kafkaFlash) decide(ctx context.Context, code, orderID string, kind Even
 	if done, err := k.undecided(v, orderID, decision, o); done {
 		return Reservation{}, err != nil, err
 	}
+	// The decision to record: the one asked for, or the other one the gate
+	// holds that may not be recorded yet (a refusal is an answer too).
+	record := kind
 	if err := refusal(kind, decision, o); err != nil {
-		return Reservation{}, true, err
+		other, ok := unrecorded(decision, o)
+		if !ok {
+			return Reservation{}, true, err
+		}
+		record = other
 	}
-	status := StatusConfirmed
-	if kind == EventReleased {
-		status = StatusReleased
-	}
-	res := k.reservationOf(v, o, status)
-	if err := k.recordDecision(ctx, res, kind); err != nil {
+	res := k.reservationOf(v, o, statusOf(record))
+	if err := k.recordDecision(ctx, res, record); err != nil {
 		return Reservation{}, true, err
 	}
 	decision, o, err = ask(ctx)
-	if err == nil {
-		if done, uerr := k.undecided(v, orderID, decision, o); done {
-			err = uerr
-			if err == nil {
-				err = Errorf(Unavailable, "the %s of order %s is recorded; the gate gave no answer since, retry", kind, orderID)
-			}
-			return Reservation{}, true, err
-		}
-		if err := refusal(kind, decision, o); err != nil {
-			return Reservation{}, true, err
-		}
-		return res, true, nil
+	if err != nil {
+		return Reservation{}, true, unavailable(err)
 	}
-	return Reservation{}, true, unavailable(err)
+	if done, uerr := k.undecided(v, orderID, decision, o); done {
+		err = uerr
+		if err == nil {
+			err = Errorf(Unavailable, "the %s of order %s is recorded; the gate gave no answer since, retry", record, orderID)
+		}
+		return Reservation{}, true, err
+	}
+	err = refusal(kind, decision, o)
+	if err == nil && record != kind {
+		// The gate recorded lost the other decision since (a reload) and
+		// took this one now, unrecorded: a retry records it.
+		return Reservation{}, true, Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, orderID)
+	}
+	if err != nil {
+		return Reservation{}, true, err
+	}
+	return res, true, nil
+}
+
+// unrecorded is the decision behind a refusal that the gate holds and that
+// may not be in the database yet: a release (releasing: the database has
+// not released the row) refuses a confirm, a confirm refuses a release.
+// Answered before its event is acknowledged, the refusal could be undone:
+// the gate's data lost, the reload from the database holds the order live,
+// and a confirm answered RESERVATION_RELEASED is confirmed after all
+// (explorer seed 47: the release's publish failed, the confirm was refused,
+// Redis restarted empty).
+func unrecorded(decision GateDecision, o GateOrder) (EventKind, bool) {
+	switch {
+	case decision == DecisionReleased && o.Releasing:
+		return EventReleased, true
+	case decision == DecisionConfirmed:
+		return EventConfirmed, true
+	}
+	return "", false
+}
+
+// statusOf is the status a decision gives its reservation.
+func statusOf(kind EventKind) Status {
+	if kind == EventReleased {
+		return StatusReleased
+	}
+	return StatusConfirmed
 }
 
 // refusal is the error for a gate's decision that is not the one asked for
