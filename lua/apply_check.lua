@@ -68,9 +68,9 @@ for i = 0, n - 1 do
   end
 end
 
--- decided is the verdict on a confirmed or released event (see above).
-local function decided(id, token, kind)
-  local known = redis.call('HGET', KEYS[3], id)
+-- decided is the verdict on a confirmed or released event (see above),
+-- known the gate's value of its order.
+local function decided(id, known, token, kind)
   if not known then
     return 'APPLY'
   end
@@ -104,7 +104,7 @@ for i = 0, n - 1 do
   local id, who, token = ARGV[b], ARGV[b + 1] .. ':' .. ARGV[b + 2], ARGV[b + 3]
   local known = redis.call('HGET', KEYS[3], id)
   if decision(b) then
-    out[#out + 1] = decided(id, token, ARGV[b + 7])
+    out[#out + 1] = decided(id, known, token, ARGV[b + 7])
   elseif known then
     local f = fields(known)
     local state = f[3]

@@ -334,9 +334,6 @@ func plausibleToken(t string) bool {
 // userAuditOf names the context's caller as the actor of a user change; a
 // context without one is the service itself.
 func userAuditOf(ctx context.Context, email, action, detail string) UserAuditEvent {
-	e := UserAuditEvent{UserEmail: email, Actor: "voucherd", ActorRole: "service", Action: action, Detail: detail}
-	if c, ok := voucher.CallerFrom(ctx); ok {
-		e.Actor, e.ActorRole = c.Name, c.Role
-	}
-	return e
+	actor, role := voucher.Actor(ctx)
+	return UserAuditEvent{UserEmail: email, Actor: actor, ActorRole: role, Action: action, Detail: detail}
 }

@@ -665,11 +665,8 @@ func startedError(code string) error {
 // auditOf names the context's caller as the actor; a context without one is
 // the service itself.
 func auditOf(ctx context.Context, code, action, detail string) AuditEvent {
-	e := AuditEvent{VoucherCode: code, Actor: "voucherd", ActorRole: "service", Action: action, Detail: detail}
-	if c, ok := CallerFrom(ctx); ok {
-		e.Actor, e.ActorRole = c.Name, c.Role
-	}
-	return e
+	actor, role := Actor(ctx)
+	return AuditEvent{VoucherCode: code, Actor: actor, ActorRole: role, Action: action, Detail: detail}
 }
 
 func describeTerms(v Voucher) string {

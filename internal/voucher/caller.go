@@ -79,6 +79,15 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	return c, ok
 }
 
+// Actor names who acts, for an audit record: the context's caller, or the
+// service itself (jobs, subcommands) when there is none.
+func Actor(ctx context.Context) (name string, role Role) {
+	if c, ok := CallerFrom(ctx); ok {
+		return c.Name, c.Role
+	}
+	return "voucherd", "service"
+}
+
 // Authorize is authorize for the services outside this package that share
 // its roles and operations (package accounts: OpManageUsers).
 func Authorize(ctx context.Context, op Operation) error { return authorize(ctx, op) }

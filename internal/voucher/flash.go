@@ -14,8 +14,8 @@ import (
 // voucher: chosen once in NewService, the sync write path (flash_sync.go:
 // the gate decides, the database writes in the request) or the Kafka write
 // path (flash_kafka.go: the gate decides everything, events carry it to the
-// database). Without a gate there is none and flash vouchers take the
-// database path like ordinary ones.
+// database). Without a gate it is databaseOnly (flash_database.go): flash
+// vouchers take the database path like ordinary ones.
 type flashPath interface {
 	// reserveTerms reads the terms a reserve of code takes and whether this
 	// path decides it (a flash voucher's, or a READY flash campaign's code);

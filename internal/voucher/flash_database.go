@@ -19,9 +19,7 @@ func (databaseOnly) reserveTerms(context.Context, string) (Voucher, bool, error)
 }
 
 func (d databaseOnly) reserve(ctx context.Context, _ Voucher, r ReserveRequest, _ *Path) (Reservation, error) {
-	d.s.obs.DatabaseWrite("reserve")
-	res, _, err := d.s.store.Reserve(ctx, r, d.s.ttl, PathDatabase)
-	return res, err
+	return d.s.reserveInDatabase(ctx, r)
 }
 
 func (databaseOnly) confirm(context.Context, string, string) (Reservation, bool, error) {

@@ -345,7 +345,7 @@ func (k *kafkaFlash) decide(ctx context.Context, code, orderID string, kind Even
 	if err == nil && record != kind {
 		// The gate recorded lost the other decision since (a reload) and
 		// took this one now, unrecorded: a retry records it.
-		return Reservation{}, true, Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, orderID)
+		return Reservation{}, true, notRecorded(kind, orderID)
 	}
 	if err != nil {
 		return Reservation{}, true, err
@@ -452,10 +452,10 @@ func (k *kafkaFlash) undecided(v Voucher, orderID string, decision GateDecision,
 // applying it twice changes nothing). The gate's record is the answer; no
 // database read.
 func (k *kafkaFlash) recordDecision(ctx context.Context, res Reservation, kind EventKind) error {
-	if err := k.fault(ctx, StepDecided, res.OrderID); err != nil {
-		return Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, res.OrderID)
+	err := k.fault(ctx, StepDecided, res.OrderID)
+	if err == nil {
+		err = k.publish(ctx, NewEvent(kind, res, clockNow()))
 	}
-	err := k.publish(ctx, NewEvent(kind, res, clockNow()))
 	if err == nil {
 		err = k.fault(ctx, StepPublished, res.OrderID)
 	}
@@ -463,9 +463,15 @@ func (k *kafkaFlash) recordDecision(ctx context.Context, res Reservation, kind E
 		// The gate has decided; the event did not (surely) get through. A
 		// retry publishes it again; the expiry sweep does for a confirm.
 		k.logger.WarnContext(ctx, "decision not published", "kind", kind, "code", res.VoucherCode, "order", res.OrderID, "err", err)
-		return Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, res.OrderID)
+		return notRecorded(kind, res.OrderID)
 	}
 	return nil
+}
+
+// notRecorded is the answer for a decision the gate holds and its event
+// may not: retry (the retry publishes it).
+func notRecorded(kind EventKind, orderID string) error {
+	return Errorf(Unavailable, "the %s of order %s is decided but not yet recorded; retry", kind, orderID)
 }
 
 // publish sends one event, waiting at most the publish timeout.

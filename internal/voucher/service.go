@@ -276,17 +276,24 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 		if flash {
 			return s.flashFor(gateCode(v)).reserve(ctx, v, r, &path)
 		}
-		if err := s.flash.claimOrder(ctx, r); err != nil {
-			return Reservation{}, err
-		}
-		s.obs.DatabaseWrite("reserve")
-		res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
-		if err != nil {
-			s.flash.unclaimOrder(ctx, r, err)
-		}
-		return res, err
+		return s.reserveInDatabase(ctx, r)
 	}()
 	s.obs.ReserveDone(path, ErrorCodeOf(err), time.Since(start))
+	return res, err
+}
+
+// reserveInDatabase reserves as for an ordinary voucher: the database's
+// conditional update decides, under the write path's claim of the orderId
+// across vouchers (none without a gate, or on the sync path).
+func (s *Service) reserveInDatabase(ctx context.Context, r ReserveRequest) (Reservation, error) {
+	if err := s.flash.claimOrder(ctx, r); err != nil {
+		return Reservation{}, err
+	}
+	s.obs.DatabaseWrite("reserve")
+	res, _, err := s.store.Reserve(ctx, r, s.ttl, PathDatabase)
+	if err != nil {
+		s.flash.unclaimOrder(ctx, r, err)
+	}
 	return res, err
 }
 
