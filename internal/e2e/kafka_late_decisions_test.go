@@ -28,6 +28,23 @@ func loseGateAndRecover(t *testing.T, api restAPI, code string) {
 	})
 }
 
+// reservedUnderFaults starts a kafka server with the fault points, creates a
+// flash voucher of total uses and reserves order on it (as customer 7),
+// waiting for its row; the points made later() are armed after it.
+func reservedUnderFaults(t *testing.T, order string, total int, points faultPoints) (restAPI, string) {
+	t.Helper()
+	api := restAPI{faultServer(t, points, nil)}
+	code := createVoucher(t, api.s, flash(voucherSpec{TotalLimit: total}))
+	if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
+		t.Fatalf("reserve: %s", r.Error)
+	}
+	waitStatus(t, order, "RESERVED")
+	for _, p := range points {
+		p.arm()
+	}
+	return api, code
+}
+
 // TestKafka_ALateConfirmIsTakenByTheReloadedGate: a confirm decided on the
 // lost gate, answered UNAVAILABLE (its publish outcome unknown) and written
 // behind the marker, is confirmed in the database; the reloaded gate must
@@ -40,14 +57,8 @@ func TestKafka_ALateConfirmIsTakenByTheReloadedGate(t *testing.T) {
 	decided := newFaultPoint(voucher.StepDecided, order)
 	published := newFaultPoint(voucher.StepPublished, order).later()
 	published.resume <- errors.New("the broker's answer was lost")
-	s := faultServer(t, faultPoints{decided, published}, nil)
-	api := restAPI{s}
-	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
-	if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
-		t.Fatalf("reserve: %s", r.Error)
-	}
-	waitStatus(t, order, "RESERVED")
-	published.arm()
+	api, code := reservedUnderFaults(t, order, 1, faultPoints{decided, published})
+	s := api.s
 
 	confirmed := make(chan result, 1)
 	go func() { confirmed <- api.confirm(t, code, order) }()
@@ -67,7 +78,7 @@ func TestKafka_ALateConfirmIsTakenByTheReloadedGate(t *testing.T) {
 		t.Errorf("reserve past the single use: %q, want OUT_OF_STOCK", r.Error)
 		if r.Error == "" {
 			eventually(t, "the consumer to write or refuse "+other, func() (bool, string) {
-				return dbStatus(t, other) != "" || deadLetters(t, code) > 0, "neither"
+				return dbStatus(t, other) != "" || deadLetters(t, database(t), code) > 0, "neither"
 			})
 			if got := dbStatus(t, other); got != "RESERVED" {
 				t.Errorf("the 201 of %s is %q in the database: a success lost", other, got)
@@ -93,14 +104,8 @@ func TestKafka_ADecisionIsAnsweredOnlyIfTheGateStillHoldsIt(t *testing.T) {
 	decided := newFaultPoint(voucher.StepDecided, order)
 	published := newFaultPoint(voucher.StepPublished, order).later()
 	received := newFaultPoint(voucher.StepReceived, order)
-	s := faultServer(t, faultPoints{decided, published, received}, nil)
-	api := restAPI{s}
-	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
-	if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
-		t.Fatalf("reserve: %s", r.Error)
-	}
-	waitStatus(t, order, "RESERVED")
-	published.arm()
+	api, code := reservedUnderFaults(t, order, 1, faultPoints{decided, published, received})
+	s := api.s
 
 	confirmed := make(chan result, 1)
 	go func() { confirmed <- api.confirm(t, code, order) }()
@@ -124,16 +129,6 @@ func TestKafka_ADecisionIsAnsweredOnlyIfTheGateStillHoldsIt(t *testing.T) {
 	waitCounters(t, s, code, 0, 0, 0)
 	waitGate(t, s, code, 1)
 	assertNoDeadLetters(t, database(t), code)
-}
-
-// deadLetters counts the events of a voucher the database refused.
-func deadLetters(t testing.TB, code string) int {
-	t.Helper()
-	var n int
-	if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM dead_letter WHERE voucher_code = $1`, code).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // TestKafka_ARefusalStandsAfterTheGateIsLost: a release (or confirm)
@@ -166,13 +161,7 @@ func TestKafka_ARefusalStandsAfterTheGateIsLost(t *testing.T) {
 			order := uniqueOrder()
 			decided := newFaultPoint(voucher.StepDecided, order)
 			decided.resume <- errors.New("the broker refused the event")
-			s := faultServer(t, decided, nil)
-			api := restAPI{s}
-			code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 2}))
-			if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
-				t.Fatalf("reserve: %s", r.Error)
-			}
-			waitStatus(t, order, "RESERVED")
+			api, code := reservedUnderFaults(t, order, 2, faultPoints{decided})
 			if r := c.first(api, code, order); r.Error != "UNAVAILABLE" {
 				t.Fatalf("the decision whose event was not published: %q, want UNAVAILABLE", r.Error)
 			}

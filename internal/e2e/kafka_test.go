@@ -519,13 +519,19 @@ func TestKafka_StampedesNeverOversell(t *testing.T) {
 // assertNoDeadLetters fails if the database db refused an event of the voucher.
 func assertNoDeadLetters(t testing.TB, db *pgxpool.Pool, code string) {
 	t.Helper()
+	if n := deadLetters(t, db, code); n != 0 {
+		t.Errorf("%d event(s) of %s were dead-lettered", n, code)
+	}
+}
+
+// deadLetters counts the events of a voucher the database db refused.
+func deadLetters(t testing.TB, db *pgxpool.Pool, code string) int {
+	t.Helper()
 	var n int
 	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM dead_letter WHERE voucher_code = $1`, code).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	if n != 0 {
-		t.Errorf("%d event(s) of %s were dead-lettered", n, code)
-	}
+	return n
 }
 
 // topicRecords reads every record of a topic from its start to its end now.
