@@ -138,7 +138,8 @@ func TestKafka_ADecisionIsAnsweredOnlyIfTheGateStillHoldsIt(t *testing.T) {
 // its data and the gate is reloaded from the database. Before, it was
 // answered at once from the gate alone: the reload held the order live and
 // the next confirm (or release) succeeded, against the refusal answered
-// (explorer seed 47).
+// (explorer seed 47). A reserve's retry answered from the gate's decision
+// stands the same way (explorer seed 9).
 func TestKafka_ARefusalStandsAfterTheGateIsLost(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -146,15 +147,26 @@ func TestKafka_ARefusalStandsAfterTheGateIsLost(t *testing.T) {
 		first          func(api restAPI, code, order string) result
 		second         func(api restAPI, code, order string) result
 		refusal, state string
+		answered       string // the second's reservation status, when it succeeds
 	}{
 		{"a confirm refused by an unrecorded release",
 			func(api restAPI, code, order string) result { return api.release(t, code, order) },
 			func(api restAPI, code, order string) result { return api.confirm(t, code, order) },
-			"RESERVATION_RELEASED", "RELEASED"},
+			"RESERVATION_RELEASED", "RELEASED", ""},
 		{"a release refused by an unrecorded confirm",
 			func(api restAPI, code, order string) result { return api.confirm(t, code, order) },
 			func(api restAPI, code, order string) result { return api.release(t, code, order) },
-			"ALREADY_CONFIRMED", "CONFIRMED"},
+			"ALREADY_CONFIRMED", "CONFIRMED", ""},
+		// Explorer seed 9: the retry was answered 201 CONFIRMED from the
+		// gate alone, and the database kept the row RESERVED.
+		{"a reserve retry answered from an unrecorded confirm",
+			func(api restAPI, code, order string) result { return api.confirm(t, code, order) },
+			func(api restAPI, code, order string) result { return api.reserve(t, code, 7, order, 100) },
+			"", "CONFIRMED", "CONFIRMED"},
+		{"a reserve retry refused by an unrecorded release",
+			func(api restAPI, code, order string) result { return api.release(t, code, order) },
+			func(api restAPI, code, order string) result { return api.reserve(t, code, 7, order, 100) },
+			"RESERVATION_RELEASED", "RELEASED", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -165,12 +177,12 @@ func TestKafka_ARefusalStandsAfterTheGateIsLost(t *testing.T) {
 			if r := c.first(api, code, order); r.Error != "UNAVAILABLE" {
 				t.Fatalf("the decision whose event was not published: %q, want UNAVAILABLE", r.Error)
 			}
-			if r := c.second(api, code, order); r.Error != c.refusal {
-				t.Fatalf("the other decision: %q, want %s", r.Error, c.refusal)
+			if r := c.second(api, code, order); r.Error != c.refusal || r.Error == "" && r.status() != c.answered {
+				t.Fatalf("the other request: %q %s, want %q %s", r.Error, r.status(), c.refusal, c.answered)
 			}
 			loseGateAndRecover(t, api, code)
-			if r := c.second(api, code, order); r.Error != c.refusal {
-				t.Errorf("the other decision once the gate was reloaded: %q, want %s as answered before", r.Error, c.refusal)
+			if r := c.second(api, code, order); r.Error != c.refusal || r.Error == "" && r.status() != c.answered {
+				t.Errorf("the other request once the gate was reloaded: %q %s, want %q %s as answered before", r.Error, r.status(), c.refusal, c.answered)
 			}
 			waitStatus(t, order, c.state)
 			assertNoDeadLetters(t, database(t), code)

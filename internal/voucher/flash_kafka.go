@@ -102,7 +102,7 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 		k.logger.ErrorContext(ctx, "a retry of an order whose event the database refused", "code", v.Code, "order", r.OrderID)
 		return Reservation{}, Errorf(Unavailable, "the reservation for order %s could not be recorded; operators are alerted", r.OrderID)
 	case GateReleased:
-		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
+		return k.released(ctx, v, r, a)
 	case GateOrderConflict:
 		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another customer or amount", r.OrderID)
 	case GateClaimedElsewhere:
@@ -253,11 +253,47 @@ func (k *kafkaFlash) duplicate(ctx context.Context, v Voucher, r ReserveRequest,
 	if owner, _, err := k.gate.ClaimOrder(ctx, r.OrderID, v.Code); err == nil && owner != v.Code {
 		k.logger.ErrorContext(ctx, "an order live on two vouchers' gates", "code", v.Code, "other", owner, "order", r.OrderID)
 	}
-	status := StatusReserved
 	if a.Order.Confirmed {
-		status = StatusConfirmed
+		// The confirm was decided at the gate; its event may not be
+		// written (its instance died before it published: explorer seed
+		// 9). Answered CONFIRMED, it is recorded first and the gate asked
+		// again, as a confirm's own answer is (decide): else a gate lost
+		// since reloads the order live and it expires, confirmed to
+		// this client.
+		res, _, err := k.confirm(ctx, v.Code, r.OrderID)
+		if err != nil {
+			return Reservation{}, asReserveAnswer(err, r.OrderID)
+		}
+		return res, nil
 	}
-	return k.reservationOf(v, a.Order, status), nil
+	return k.reservationOf(v, a.Order, StatusReserved), nil
+}
+
+// released answers a retry of an order the gate holds released. A release
+// still "releasing" may not be recorded (its publish failed): the refusal
+// is answered once its event is, as a refusal of a confirm is (decide);
+// else a gate lost since reloads the order live and the next retry is a
+// 201 after this RESERVATION_RELEASED.
+func (k *kafkaFlash) released(ctx context.Context, v Voucher, r ReserveRequest, a Admission) (Reservation, error) {
+	if a.Order.Releasing {
+		_, _, err := k.decide(ctx, v.Code, r.OrderID, EventReleased, func(ctx context.Context) (GateDecision, GateOrder, error) {
+			return k.gate.MarkReleased(ctx, v.Code, r.OrderID, false)
+		})
+		if err != nil {
+			return Reservation{}, asReserveAnswer(err, r.OrderID)
+		}
+	}
+	return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
+}
+
+// asReserveAnswer is a reserve retry's answer for the error of the confirm
+// or release it recorded: RESERVATION_RELEASED stands, anything else (the
+// gate gave another answer since, or none) is a retry.
+func asReserveAnswer(err error, orderID string) error {
+	if c := ErrorCodeOf(err); c == ReservationReleased || c == Unavailable {
+		return err
+	}
+	return Errorf(Unavailable, "the reservation for order %s is being decided; retry with the same orderId", orderID)
 }
 
 // reservationOf is the reservation the gate's record of an order stands for.
