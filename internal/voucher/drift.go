@@ -179,12 +179,6 @@ func (s *Service) lockReconcile(ctx context.Context, code string, wait bool) (fu
 	}
 }
 
-// leakedSince reports whether previous is old enough that an order in it and
-// in the pass now has been held by the gate alone for a whole LeakAge.
-func (s *Service) leakedSince(previous DriftReport) bool {
-	return !previous.CheckedAt.IsZero() && time.Since(previous.CheckedAt) >= s.leakAge
-}
-
 // reconcileVoucher reads the database first and the gate second, so an order
 // admitted in between shows as in flight rather than as drift, and an order
 // released in between is recognised by the gate's released mark.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -46,23 +47,61 @@ type flashPath interface {
 	// (d.OrdersOnlyInGate) and may raise d.Alert; settled is false when the
 	// writes in flight could not be waited for. It returns what it changed.
 	reconcileOrders(ctx context.Context, gateSnap GateSnapshot, d *DriftReport, previous DriftReport, settled bool) []string
-	// claimOrder takes the orderId's claim across vouchers for r.Code before
-	// a write in the request (an ordinary voucher's, a flash campaign
-	// code's): ORDER_CONFLICT when another voucher holds it; unclaimOrder
-	// gives it back after the write was refused with err.
-	claimOrder(ctx context.Context, r ReserveRequest) error
-	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
-	// heldInFlight answers, for an orderId the database does not hold (or
-	// could not say: uncertain), a reserve on code of an order another
-	// voucher holds with its write still on its way (kafka mode: the claim
-	// and the owner's gate); decided is false when the claims say nothing.
-	heldInFlight(ctx context.Context, code string, r ReserveRequest, uncertain bool) (res Reservation, err error, decided bool)
+	orderClaims
+	ordersInFlight
 	// accepts refuses (INVALID_INPUT) the terms of a flash voucher this
 	// path cannot keep.
 	accepts(n NewVoucher) error
 	// fillCampaignCodes streams a READY flash campaign's codes into this
 	// instance's routing (reserveTerms).
 	fillCampaignCodes(ctx context.Context, id int64)
+}
+
+// orderClaims is the part of a flash write path that claims an orderId
+// across vouchers.
+type orderClaims interface {
+	// claimOrder takes the orderId's claim across vouchers for r.Code before
+	// a write in the request (an ordinary voucher's, a flash campaign
+	// code's): ORDER_CONFLICT when another voucher holds it; unclaimOrder
+	// gives it back after the write was refused with err.
+	claimOrder(ctx context.Context, r ReserveRequest) error
+	unclaimOrder(ctx context.Context, r ReserveRequest, err error)
+}
+
+// ordersInFlight is the part of a flash write path that knows the orders
+// whose write is still on its way to the database.
+type ordersInFlight interface {
+	// heldInFlight answers, for an orderId the database does not hold (or
+	// could not say: uncertain), a reserve on code of an order another
+	// voucher holds with its write still on its way (kafka mode: the claim
+	// and the owner's gate); decided is false when the claims say nothing.
+	heldInFlight(ctx context.Context, code string, r ReserveRequest, uncertain bool) (res Reservation, err error, decided bool)
+}
+
+// flashBase is what the service and both flash write paths share (the store
+// and the gate, this process's memories of them, the answers every path
+// gives alike), so that each path is given these and not the whole Service.
+type flashBase struct {
+	store  Store
+	gate   Gate // nil: flash vouchers take the database path too
+	ttl    time.Duration
+	logger *slog.Logger
+	obs    Observer
+
+	meta    *metadataCache
+	soldOut *soldOutCache
+	// heldChecks paces refusedUnlessHeld's questions to the database.
+	heldChecks *pace
+	// flashCodes maps the codes of READY flash campaigns to their campaign.
+	flashCodes *flashCodes
+	// writing holds the gate-admitted orders whose database write is in
+	// flight in this process (the sync path's).
+	writing *writesInFlight
+	// inFlight is the service's flash write path (Service.flash), asked by
+	// refusedUnlessHeld about an order on its way elsewhere. It is set in
+	// NewService once that path is chosen, after the paths (which take
+	// this struct) are made; no request runs before.
+	inFlight ordersInFlight
 }
 
 // checkTerms refuses a voucher's terms that the flash write path cannot
@@ -180,24 +219,24 @@ func (w *writesInFlight) wait(ctx context.Context, orderID string) error {
 // before: the database has the answer and takes no second use for an
 // identical retry. A duplicate whose first request died before its write
 // writes it now, backed by the use the gate took then.
-func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservation, error) {
+func (b *flashBase) reserveKnown(ctx context.Context, r ReserveRequest) (Reservation, error) {
 	// An order whose first request is still being written here (a retry
 	// sent while it waits for its batch) waits for that write, then reads
 	// its row: racing it with a transaction of its own would queue on the
 	// order's key and the voucher's row behind the batch, and every winner
 	// of the next batch behind that.
-	if err := s.writing.wait(ctx, r.OrderID); err != nil {
+	if err := b.writing.wait(ctx, r.OrderID); err != nil {
 		return Reservation{}, unavailable(err)
 	}
 	// Nearly always the order's row is written already (a client's retry):
 	// the store's coalesced read answers it as Reserve would, without a
 	// transaction of its own. Only a row missing (or unreadable) goes on
 	// to Reserve, which decides it under its locks.
-	if earlier, err := s.store.Reservation(ctx, r.OrderID); err == nil {
-		return s.retryOf(ctx, r, earlier, PathGateSync)
+	if earlier, err := b.store.Reservation(ctx, r.OrderID); err == nil {
+		return b.retryOf(ctx, r, earlier, PathGateSync)
 	}
-	s.obs.DatabaseWrite("reserve")
-	res, _, err := s.store.Reserve(ctx, r, s.ttl, PathGateSync)
+	b.obs.DatabaseWrite("reserve")
+	res, _, err := b.store.Reserve(ctx, r, b.ttl, PathGateSync)
 	if err != nil && !IsRefusal(err) {
 		return Reservation{}, unavailable(err)
 	}
@@ -209,12 +248,12 @@ func (s *Service) reserveKnown(ctx context.Context, r ReserveRequest) (Reservati
 // of its expiresAt is asked again in the store's transaction, so the
 // database's clock decides it as it decides a confirm (RetryAt): this
 // instance's clock may differ from it by a few seconds.
-func (s *Service) retryOf(ctx context.Context, r ReserveRequest, earlier Reservation, path Path) (Reservation, error) {
+func (b *flashBase) retryOf(ctx context.Context, r ReserveRequest, earlier Reservation, path Path) (Reservation, error) {
 	res, err := r.Retry(earlier)
 	if err != nil || res.Status != StatusReserved || clockNow().Add(expirySkew).Before(res.ExpiresAt) {
 		return res, err
 	}
-	res, _, err = s.store.Reserve(ctx, r, s.ttl, path)
+	res, _, err = b.store.Reserve(ctx, r, b.ttl, path)
 	if err != nil && !IsRefusal(err) {
 		return Reservation{}, unavailable(err)
 	}
@@ -230,8 +269,8 @@ const expirySkew = 5 * time.Second
 // database's, so an orderId the database holds (on another voucher, or on
 // this one when the gate lacks it after a failover) gets the answer its
 // reservation gives a retry instead (refusedUnlessHeld).
-func (s *Service) refusedAtGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
-	return s.refusedUnlessHeld(ctx, v, r, gateRefusal(v, r, verdict))
+func (b *flashBase) refusedAtGate(ctx context.Context, v Voucher, r ReserveRequest, verdict GateVerdict) (Reservation, error) {
+	return b.refusedUnlessHeld(ctx, v, r, gateRefusal(v, r, verdict))
 }
 
 // gateRefusal is the error of a gate's refusal.
@@ -271,11 +310,11 @@ func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 // refusal stands: only its code can be wrong, for an orderId the caller
 // already used on another voucher; no use is taken and no success is lost
 // either way.
-func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
+func (b *flashBase) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
 	switch ErrorCodeOf(refusal) {
 	case NotEligible, AlreadyUsed, OutOfStock, BudgetExhausted: // a used-up campaign code is OUT_OF_STOCK
-		if s.heldChecks.allow() {
-			return s.refusedUnlessHeldNow(ctx, v, r, refusal)
+		if b.heldChecks.allow() {
+			return b.refusedUnlessHeldNow(ctx, v, r, refusal)
 		}
 	}
 	return Reservation{}, refusal
@@ -286,16 +325,16 @@ func (s *Service) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveReq
 // refusal of a sold-out sale, runs on a small frame (with the question's
 // locals in it, the goroutines' stacks grew again after each GC shrank
 // them: runtime.newstack was 1 % of the sold-out row's profile).
-func (s *Service) refusedUnlessHeldNow(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
-	held, found, err := s.lookupOrder(ctx, r.OrderID)
+func (b *flashBase) refusedUnlessHeldNow(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
+	held, found, err := b.lookupOrder(ctx, r.OrderID)
 	if found {
 		r.Code = v.Code
-		return s.retryOf(ctx, r, held, PathGateSync)
+		return b.retryOf(ctx, r, held, PathGateSync)
 	}
 	if err != nil {
-		s.logger.WarnContext(ctx, "a refused flash reserve's orderId not checked against the database", "order", r.OrderID, "err", err)
+		b.logger.WarnContext(ctx, "a refused flash reserve's orderId not checked against the database", "order", r.OrderID, "err", err)
 	}
-	if res, err, decided := s.flash.heldInFlight(ctx, v.Code, r, err != nil); decided {
+	if res, err, decided := b.inFlight.heldInFlight(ctx, v.Code, r, err != nil); decided {
 		return res, err
 	}
 	if err != nil {
@@ -336,10 +375,10 @@ const heldLookupTimeout = 2 * time.Second
 // was on its way; the database keeps every reservation for ever. One
 // coalesced read, briefly: without an answer (the database down or slow)
 // the caller decides with what the claims say.
-func (s *Service) heldOrder(ctx context.Context, orderID string) (Reservation, bool) {
-	res, found, err := s.lookupOrder(ctx, orderID)
+func (b *flashBase) heldOrder(ctx context.Context, orderID string) (Reservation, bool) {
+	res, found, err := b.lookupOrder(ctx, orderID)
 	if err != nil {
-		s.logger.WarnContext(ctx, "a flash reserve's orderId not checked against the database; the claims decide", "order", orderID, "err", err)
+		b.logger.WarnContext(ctx, "a flash reserve's orderId not checked against the database; the claims decide", "order", orderID, "err", err)
 	}
 	return res, found
 }
@@ -350,10 +389,10 @@ var errLookupSlow = errors.New("no answer within the lookup's bound")
 // lookupOrder reads orderID's reservation within heldLookupTimeout; err
 // is set when the database gave no answer (not for an order it lacks),
 // errLookupSlow when it ran out of time.
-func (s *Service) lookupOrder(ctx context.Context, orderID string) (res Reservation, found bool, err error) {
+func (b *flashBase) lookupOrder(ctx context.Context, orderID string) (res Reservation, found bool, err error) {
 	lctx, cancel := context.WithTimeout(ctx, heldLookupTimeout)
 	defer cancel()
-	res, err = s.store.Reservation(lctx, orderID)
+	res, err = b.store.Reservation(lctx, orderID)
 	switch {
 	case err == nil:
 		return res, true, nil
@@ -372,8 +411,8 @@ const gateGiveBackTimeout = 5 * time.Second
 
 // releaseGate gives a released flash use back to the gate. A failure leaves
 // the gate too low (undersell), which reconciliation repairs.
-func (s *Service) releaseGate(ctx context.Context, res Reservation) {
-	if s.gate == nil {
+func (b *flashBase) releaseGate(ctx context.Context, res Reservation) {
+	if b.gate == nil {
 		return
 	}
 	// The database's release has committed: the give-back is owed whatever
@@ -384,17 +423,17 @@ func (s *Service) releaseGate(ctx context.Context, res Reservation) {
 	defer cancel()
 	var v Voucher
 	err := retryBriefly(ctx, func() (err error) {
-		v, err = s.meta.get(ctx, res.VoucherCode, s.store.Voucher)
+		v, err = b.meta.get(ctx, res.VoucherCode, b.store.Voucher)
 		return err
 	})
 	if err != nil {
-		s.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
+		b.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
 		return
 	}
 	if !v.Flash {
 		return
 	}
-	s.useBack(ctx, gateCode(v), res.OrderID, res.DiscountAmount)
+	b.useBack(ctx, gateCode(v), res.OrderID, res.DiscountAmount)
 }
 
 // retryBriefly runs fn again after a transient failure, with short pauses,
@@ -421,20 +460,20 @@ func retryBriefly(ctx context.Context, fn func() error) error {
 // sellable at once: this instance drops its sold-out snapshot of the voucher
 // and the others are told to (the gate's script announces every give-back),
 // so a released use sells again now rather than when the snapshots lapse.
-func (s *Service) useBack(ctx context.Context, code, orderID string, discount int64) {
+func (b *flashBase) useBack(ctx context.Context, code, orderID string, discount int64) {
 	var back bool
 	err := retryBriefly(ctx, func() (err error) {
-		back, err = s.gate.Release(ctx, code, orderID, discount) // idempotent: once only
+		back, err = b.gate.Release(ctx, code, orderID, discount) // idempotent: once only
 		return err
 	})
 	if err != nil {
-		s.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", code, "order", orderID, "err", err)
+		b.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", code, "order", orderID, "err", err)
 		return
 	}
 	if !back {
 		return
 	}
-	s.soldOut.forget(code)
+	b.soldOut.forget(code)
 }
 
 // SoldOutLapsed drops this instance's sold-out snapshot of a voucher: another
@@ -450,20 +489,20 @@ func (s *Service) AllSoldOutLapsed() { s.soldOut.forgetAll() }
 // gate of a sold-out voucher knows, so the late crowd is answered from memory
 // with the same verdicts the gate would give (retries still find their
 // reservation, customers at their limit still get ALREADY_USED).
-func (s *Service) noteSoldOut(ctx context.Context, code string) {
-	if !s.soldOut.enabled() || s.soldOut.fresh(code) {
+func (b *flashBase) noteSoldOut(ctx context.Context, code string) {
+	if !b.soldOut.enabled() || b.soldOut.fresh(code) {
 		return
 	}
 	// One snapshot per voucher at a time, however many requests hear
 	// OUT_OF_STOCK while it is taken.
-	_, _, _ = s.soldOut.flight.Do(code, func() (any, error) {
-		if s.soldOut.fresh(code) {
+	_, _, _ = b.soldOut.flight.Do(code, func() (any, error) {
+		if b.soldOut.fresh(code) {
 			return nil, nil
 		}
-		gen := s.soldOut.generation(code)
-		snap, ok, err := s.gate.Snapshot(ctx, code)
+		gen := b.soldOut.generation(code)
+		snap, ok, err := b.gate.Snapshot(ctx, code)
 		if err == nil && ok && snap.Remaining <= 0 {
-			s.soldOut.put(snap, gen)
+			b.soldOut.put(snap, gen)
 		}
 		return nil, err
 	})

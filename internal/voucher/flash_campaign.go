@@ -99,12 +99,12 @@ func gateCode(v Voucher) string {
 // campaign's limits and counters) named by the code, CampaignID set; ok is
 // false when code takes the database path. A code of a flash campaign that
 // is not READY is NOT_FOUND, as on the database path.
-func (s *Service) reserveTerms(ctx context.Context, code string) (Voucher, bool, error) {
-	if id, ok := s.flashCodes.get(code); ok {
-		v, err := s.campaignTerms(ctx, id, code)
+func (b *flashBase) reserveTerms(ctx context.Context, code string) (Voucher, bool, error) {
+	if id, ok := b.flashCodes.get(code); ok {
+		v, err := b.campaignTerms(ctx, id, code)
 		return v, err == nil, err
 	}
-	v, err := s.meta.get(ctx, code, s.store.Voucher)
+	v, err := b.meta.get(ctx, code, b.store.Voucher)
 	if err != nil {
 		return Voucher{}, false, err
 	}
@@ -116,18 +116,18 @@ func (s *Service) reserveTerms(ctx context.Context, code string) (Voucher, bool,
 	}
 	// A code of a flash campaign this instance has not seen (its codes not
 	// streamed here yet): one lookup however many requests ask for it.
-	id, err, _ := s.flashCodes.flight.Do(code, func() (any, error) {
-		c, err := s.store.CampaignOfCode(context.WithoutCancel(ctx), code)
+	id, err, _ := b.flashCodes.flight.Do(code, func() (any, error) {
+		c, err := b.store.CampaignOfCode(context.WithoutCancel(ctx), code)
 		if err != nil {
 			return int64(0), err
 		}
 		if c.Status != CampaignReady || !c.Flash {
 			return int64(0), nil
 		}
-		s.flashCodes.add(c.ID, code)
-		if !s.flashCodes.isFilled(c.ID) {
+		b.flashCodes.add(c.ID, code)
+		if !b.flashCodes.isFilled(c.ID) {
 			// The others of its codes are likely asked for next.
-			go s.fillCampaignCodes(context.WithoutCancel(ctx), c.ID)
+			go b.fillCampaignCodes(context.WithoutCancel(ctx), c.ID)
 		}
 		return c.ID, nil
 	})
@@ -137,14 +137,14 @@ func (s *Service) reserveTerms(ctx context.Context, code string) (Voucher, bool,
 	if id.(int64) == 0 {
 		return Voucher{}, false, voucherNotFound(code)
 	}
-	v, err = s.campaignTerms(ctx, id.(int64), code)
+	v, err = b.campaignTerms(ctx, id.(int64), code)
 	return v, err == nil, err
 }
 
 // campaignTerms is the campaign's terms (its voucher row, cached as a
 // voucher's) as code reserves them.
-func (s *Service) campaignTerms(ctx context.Context, id int64, code string) (Voucher, error) {
-	v, err := s.meta.get(ctx, CampaignGateCode(id), s.store.Voucher)
+func (b *flashBase) campaignTerms(ctx context.Context, id int64, code string) (Voucher, error) {
+	v, err := b.meta.get(ctx, CampaignGateCode(id), b.store.Voucher)
 	if err != nil {
 		return Voucher{}, err
 	}
@@ -159,36 +159,36 @@ func voucherNotFound(code string) error {
 
 // fillCampaignCodes streams a READY flash campaign's codes into the map,
 // once per campaign however many callers ask.
-func (s *Service) fillCampaignCodes(ctx context.Context, id int64) {
-	if s.flashCodes.isFilled(id) {
+func (b *flashBase) fillCampaignCodes(ctx context.Context, id int64) {
+	if b.flashCodes.isFilled(id) {
 		return
 	}
-	_, _, _ = s.flashCodes.flight.Do("campaign:"+strconv.FormatInt(id, 10), func() (any, error) {
-		if s.flashCodes.isFilled(id) {
+	_, _, _ = b.flashCodes.flight.Do("campaign:"+strconv.FormatInt(id, 10), func() (any, error) {
+		if b.flashCodes.isFilled(id) {
 			return nil, nil
 		}
-		c, err := s.store.Campaign(ctx, id)
+		c, err := b.store.Campaign(ctx, id)
 		if err != nil || c.Status != CampaignReady || !c.Terms.Flash {
 			return nil, err
 		}
 		batch := make([]string, 0, fillBatch)
-		err = s.store.CampaignCodes(ctx, id, func(cc CampaignCode) error {
+		err = b.store.CampaignCodes(ctx, id, func(cc CampaignCode) error {
 			batch = append(batch, cc.Code)
 			if len(batch) == fillBatch {
-				s.flashCodes.add(id, batch...)
+				b.flashCodes.add(id, batch...)
 				batch = batch[:0]
 			}
 			return nil
 		})
 		if err != nil {
-			s.logger.WarnContext(ctx, "a flash campaign's codes were not all read; each missing one is looked up", "campaign", id, "err", err)
+			b.logger.WarnContext(ctx, "a flash campaign's codes were not all read; each missing one is looked up", "campaign", id, "err", err)
 			return nil, err
 		}
-		s.flashCodes.add(id, batch...)
-		s.flashCodes.mu.Lock()
-		s.flashCodes.filled[id] = true
-		s.flashCodes.mu.Unlock()
-		s.logger.InfoContext(ctx, "flash campaign codes ready in memory", "campaign", id, "codes", c.CodeCount)
+		b.flashCodes.add(id, batch...)
+		b.flashCodes.mu.Lock()
+		b.flashCodes.filled[id] = true
+		b.flashCodes.mu.Unlock()
+		b.logger.InfoContext(ctx, "flash campaign codes ready in memory", "campaign", id, "codes", c.CodeCount)
 		return nil, nil
 	})
 }

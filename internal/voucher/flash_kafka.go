@@ -18,9 +18,9 @@ import (
 
 // kafkaFlash is the Kafka write path and its gate recoveries.
 type kafkaFlash struct {
-	*Service
-	publisher EventPublisher
-	events    EventStore
+	*flashBase // the Service's
+	publisher  EventPublisher
+	events     EventStore
 	// pending waits for the events in flight: reconciliation must not
 	// take an order whose event is on its way for a leak.
 	pending PendingWrites
@@ -39,9 +39,9 @@ type kafkaFlash struct {
 	recovering map[string]time.Time // when this process last asked for a voucher's recovery
 }
 
-func newKafkaFlash(s *Service, k *KafkaPath) *kafkaFlash {
+func newKafkaFlash(base *flashBase, k *KafkaPath) *kafkaFlash {
 	kf := &kafkaFlash{
-		Service: s, publisher: k.Publisher, events: k.Store, pending: k.Pending,
+		flashBase: base, publisher: k.Publisher, events: k.Store, pending: k.Pending,
 		publishTimeout: k.publishTimeout(), lease: k.lease(), faults: k.Faults, decode: k.Decode,
 		recovering: map[string]time.Time{},
 	}

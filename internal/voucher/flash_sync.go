@@ -16,10 +16,24 @@ import (
 
 // syncFlash is the sync write path.
 type syncFlash struct {
-	*Service
+	*flashBase // the Service's
+	// claims takes a winner's claim of its orderId across vouchers before
+	// its write and gives it back after a refusal: the service's write path
+	// (Service.flash), so the kafka path when this path serves its flash
+	// campaigns, and this path itself (no claims) on the sync path.
+	// NewService sets it once the write path is chosen.
+	claims orderClaims
 	// rebuildGrace is how long a rebuild waits, paused, for requests that
 	// passed the gate to finish their write.
 	rebuildGrace time.Duration
+	// leakAge: Config.LeakAge (leakedSince).
+	leakAge time.Duration
+}
+
+// newSyncFlash returns the sync path over base, the Service's; NewService
+// sets its claims once the write path is chosen.
+func newSyncFlash(base *flashBase, cfg Config) *syncFlash {
+	return &syncFlash{flashBase: base, rebuildGrace: cfg.RebuildGrace, leakAge: cfg.LeakAge}
 }
 
 // reserve passes the gate first so only winners reach the database.
@@ -67,7 +81,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		// ordinary voucher's reserve takes it (Service.Reserve): the kafka
 		// path's when this path serves its flash campaigns, nothing on the
 		// sync path.
-		if err := s.flash.claimOrder(ctx, r); err != nil {
+		if err := s.claims.claimOrder(ctx, r); err != nil {
 			// Another voucher's order: the use goes back, and the order is
 			// forgotten so a retry is decided afresh.
 			if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
@@ -78,7 +92,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		s.obs.DatabaseWrite("reserve")
 		res, err := s.writeAdmitted(ctx, v, gk, r)
 		if err != nil {
-			s.flash.unclaimOrder(ctx, r, err)
+			s.claims.unclaimOrder(ctx, r, err)
 		}
 		switch {
 		case err == nil:
@@ -267,6 +281,12 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 		return nil
 	}
 	return []string{fmt.Sprintf("returned %d leaked use(s)", returned)}
+}
+
+// leakedSince reports whether previous is old enough that an order in it and
+// in the pass now has been held by the gate alone for a whole LeakAge.
+func (s *syncFlash) leakedSince(previous DriftReport) bool {
+	return !previous.CheckedAt.IsZero() && time.Since(previous.CheckedAt) >= s.leakAge
 }
 
 // The database alone decides an ordinary voucher's orderId in sync mode: it

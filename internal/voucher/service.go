@@ -100,16 +100,13 @@ type Config struct {
 
 // Service is the voucher service: every transport calls it.
 type Service struct {
-	store  Store
-	drift  DriftStore
-	gate   Gate // nil: flash vouchers take the database path too
-	ttl    time.Duration
-	logger *slog.Logger
+	// flashBase holds the store, the gate and the rest the service shares
+	// with the flash write paths: syncFlash and kafkaFlash hold a pointer
+	// to this one.
+	flashBase
+	drift DriftStore
 	// currency is a new voucher's currency when it names none.
 	currency string
-	// leakAge: Config.LeakAge.
-	leakAge time.Duration
-	obs     Observer
 	// flash is the write path of flash vouchers, chosen once: sync, kafka,
 	// or the database alone without a gate.
 	flash flashPath
@@ -120,17 +117,8 @@ type Service struct {
 	// applier is the kafka path's consumer side; nil on the other paths.
 	applier *EventApplier
 
-	meta    *metadataCache
-	soldOut *soldOutCache
-	// heldChecks paces refusedUnlessHeld's questions to the database.
-	heldChecks *pace
 	// gens are the campaign generators running in this process.
 	gens *generators
-	// flashCodes maps the codes of READY flash campaigns to their campaign.
-	flashCodes *flashCodes
-	// writing holds the gate-admitted orders whose database write is in
-	// flight in this process (the sync path's).
-	writing *writesInFlight
 }
 
 // NewService returns the service over its dependencies.
@@ -157,33 +145,45 @@ func NewService(deps Deps, cfg Config) *Service {
 		deps.Gate = observedGate{Gate: deps.Gate, obs: deps.Observer}
 	}
 	s := &Service{
-		obs:        deps.Observer,
-		store:      deps.Store,
-		drift:      deps.Store,
-		gate:       deps.Gate,
-		ttl:        cfg.ReservationTTL,
-		leakAge:    cfg.LeakAge,
-		currency:   cmp.Or(cfg.DefaultCurrency, "USD"),
-		logger:     cfg.Logger,
-		meta:       newMetadataCache(cfg.MetadataTTL),
-		soldOut:    newSoldOutCache(cfg.SoldOutTTL),
-		heldChecks: newPace(heldChecksPerSecond),
-		gens:       newGenerators(),
-
-		flashCodes: newFlashCodes(),
-		writing:    newWritesInFlight(),
+		flashBase: flashBase{
+			obs:        deps.Observer,
+			store:      deps.Store,
+			gate:       deps.Gate,
+			ttl:        cfg.ReservationTTL,
+			logger:     cfg.Logger,
+			meta:       newMetadataCache(cfg.MetadataTTL),
+			soldOut:    newSoldOutCache(cfg.SoldOutTTL),
+			heldChecks: newPace(heldChecksPerSecond),
+			flashCodes: newFlashCodes(),
+			writing:    newWritesInFlight(),
+		},
+		drift:    deps.Store,
+		currency: cmp.Or(cfg.DefaultCurrency, "USD"),
+		gens:     newGenerators(),
 	}
+	base := &s.flashBase
+	var syncPath *syncFlash // serves the flash campaigns in kafka mode too
 	switch {
 	case deps.Gate == nil:
 		s.campaigns = databaseOnly{s: s}
 		s.flash = s.campaigns
 	case deps.Kafka != nil:
-		k := newKafkaFlash(s, deps.Kafka)
+		k := newKafkaFlash(base, deps.Kafka)
 		s.flash, s.applier = k, &EventApplier{k: k}
-		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
+		syncPath = newSyncFlash(base, cfg)
+		s.campaigns = syncPath
 	default:
-		s.campaigns = &syncFlash{Service: s, rebuildGrace: cfg.RebuildGrace}
+		syncPath = newSyncFlash(base, cfg)
+		s.campaigns = syncPath
 		s.flash = s.campaigns
+	}
+	// What the paths ask of the write path chosen, known only now that the
+	// paths (made with base) are: a refusal's question about an order on
+	// its way elsewhere, and the sync path's claim of an orderId across
+	// vouchers (the kafka path's when it serves the flash campaigns there).
+	base.inFlight = s.flash
+	if syncPath != nil {
+		syncPath.claims = s.flash
 	}
 	return s
 }
@@ -353,19 +353,19 @@ func (s *Service) ExpireDue(ctx context.Context, limit int) (int, error) {
 // expireInDatabase is a step of the sweep where the database decides: a
 // batch released there, then each released reservation handed to then
 // (nil: nothing more to do).
-func (s *Service) expireInDatabase(pass context.Context, limit int, then func(context.Context, Reservation)) (int, error) {
+func (b *flashBase) expireInDatabase(pass context.Context, limit int, then func(context.Context, Reservation)) (int, error) {
 	ctx, cancel, err := sweepStep(pass)
 	if err != nil {
 		return 0, err
 	}
 	defer cancel()
-	expired, err := s.store.ExpireDue(ctx, limit)
+	expired, err := b.store.ExpireDue(ctx, limit)
 	if then != nil {
 		for _, res := range expired {
 			then(ctx, res)
 		}
 	}
-	s.obs.ReservationsExpired(len(expired))
+	b.obs.ReservationsExpired(len(expired))
 	return len(expired), err
 }
 
