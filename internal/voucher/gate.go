@@ -198,7 +198,20 @@ type GateExtension struct {
 func GateExpireAt(endsAt time.Time) time.Time { return endsAt.Add(7 * 24 * time.Hour) }
 
 // Gate is the Redis gate of flash vouchers: each call is one atomic script.
+// Its calls are grouped by who makes them: the sync write path's decisions
+// (SyncPathGate), the Kafka write path's (KafkaPathGate) and the
+// administration of a gate around either (GateAdmin).
 type Gate interface {
+	SyncPathGate
+	KafkaPathGate
+	GateAdmin
+}
+
+// SyncPathGate is the sync write path's decisions at the gate
+// (flash_sync.go): a reserve, and the use it took given back, forgotten or
+// dropped once the database has answered. Release also gives back a use
+// the database released on the Kafka write path.
+type SyncPathGate interface {
 	// Reserve decides one reserve: duplicate orderId, per-customer count,
 	// stock, then the budget, which the discount is taken from with the use.
 	// On a campaign's gate (IsCampaignGate(code)) r.Code is the campaign
@@ -219,54 +232,21 @@ type Gate interface {
 	// because its campaign code is used up: everything but the code's use
 	// goes back (the gate's count of that code was too low).
 	DropCode(ctx context.Context, code, orderID string, discount int64) (bool, error)
-	// Load installs a snapshot atomically unless the gate already holds the
-	// voucher; false when it did, so two instances warming at once load once.
-	Load(ctx context.Context, snap GateSnapshot) (bool, error)
-	// Snapshot reads what the gate holds for a voucher; ok is false when it
-	// holds nothing.
-	Snapshot(ctx context.Context, code string) (snap GateSnapshot, ok bool, err error)
-	// Remaining reads the gate's counter; ok is false when it holds nothing.
-	Remaining(ctx context.Context, code string) (n int, ok bool, err error)
-	// Availability reads, at one moment, the uses left, the customer's uses
-	// and the budget left; loaded is false when the gate holds nothing. On
-	// a campaign's gate, the uses left are at most campaignCode's.
-	Availability(ctx context.Context, code, campaignCode string, customerID int64) (a Availability, loaded bool, err error)
-	// Unload forgets a voucher so the next warm-up rebuilds it from the database.
-	Unload(ctx context.Context, code string) error
-	// Lower takes up to n uses off the counter (never below zero) and returns
-	// what remains: reconciliation's only automatic repair of the count.
-	// Only while the gate's version is version (Version, GateSnapshot):
-	// lowered is false, nothing changed, when it was loaded again or raised
-	// since the drift was reckoned.
-	Lower(ctx context.Context, code string, n int, version string) (left int, lowered bool, err error)
-	// Version reads the version of the gate's load or last raise.
-	Version(ctx context.Context, code string) (string, error)
-	// Pause makes Reserve answer PAUSED until Replace, or until ttl passes
-	// unless HoldPause extends it.
-	Pause(ctx context.Context, code string, ttl time.Duration) error
-	// HoldPause makes a pause last ttl from now, only while it is there:
-	// held is false when it was lifted or lapsed.
-	HoldPause(ctx context.Context, code string, ttl time.Duration) (held bool, err error)
-	// MarkerPending notes that the marker of a kafka-mode rebuild with
-	// epoch is about to be published: the pause then lasts until the
-	// consumer's reload at the last such marker, or ttl.
-	MarkerPending(ctx context.Context, code, epoch string, ttl time.Duration) error
-	// MarkerDropped takes back MarkerPending for a marker that was surely
-	// not published.
-	MarkerDropped(ctx context.Context, code, epoch string) error
-	// KeepPaused holds a pause for ttl every third of it until stop, while
-	// it is there.
-	KeepPaused(ctx context.Context, code string, ttl time.Duration) (stop func())
-	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
-	Replace(ctx context.Context, snap GateSnapshot) error
-	// LockReconcile takes the voucher's reconciliation lock across every
-	// instance, renewed until unlock (a holder that dies keeps it ttl at
-	// most); ok is false while another pass holds it. unlock gives it back
-	// (only this holder's).
-	LockReconcile(ctx context.Context, code string, ttl time.Duration) (unlock func(), ok bool, err error)
+}
 
-	// The calls of the Kafka write path (flash_kafka.go).
-
+// KafkaPathGate is the Kafka write path's calls (flash_kafka.go,
+// kafka_apply.go): the gate decides every reserve, confirm, release and
+// expiry, holds the orderId's claim across vouchers, judges each event
+// before the consumer writes it, and is loaded with the terms it decides
+// on.
+type KafkaPathGate interface {
+	// Admit decides a reserve in kafka mode (admit.lua).
+	// The discount is taken from the budget, if any, with the use.
+	Admit(ctx context.Context, code string, r ReserveRequest, discount int64) (Admission, error)
+	// Settle settles a pending admission made in epoch (admission.lua); the
+	// order is as the gate holds it after the call.
+	// A use given back (forget, void) gives its discount back to the budget.
+	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string, discount int64) (SettleAnswer, GateOrder, error)
 	// ReserveTimed is Reserve remembering the order as live with its times.
 	ReserveTimed(ctx context.Context, code string, perUserLimit int, discount int64, r ReserveRequest, createdAt, expiresAt time.Time) (GateVerdict, error)
 	// Order reads what the gate remembers of an order; ok is false when it
@@ -288,14 +268,6 @@ type Gate interface {
 	// OrderOwner reads the voucher holding the claim on an orderId, and the
 	// run_id of the Redis server the claim was read on.
 	OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, server string, err error)
-
-	// Admit decides a reserve in kafka mode (admit.lua).
-	// The discount is taken from the budget, if any, with the use.
-	Admit(ctx context.Context, code string, r ReserveRequest, discount int64) (Admission, error)
-	// Settle settles a pending admission made in epoch (admission.lua); the
-	// order is as the gate holds it after the call.
-	// A use given back (forget, void) gives its discount back to the budget.
-	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string, discount int64) (SettleAnswer, GateOrder, error)
 	// ApplyCheck asks the gate which events of one voucher stand
 	// (apply_check.lua), one verdict per event; a confirmed or released
 	// event's decision is taken at the gate if it holds the order live.
@@ -309,9 +281,57 @@ type Gate interface {
 	// Redis server that now serves it, and that server's id (its run_id:
 	// new with every restart and failover).
 	Healthy(ctx context.Context, code string) (ok bool, server string, err error)
-	// AnnounceReleased tells every instance that a use of the voucher was
-	// given back, so each drops its sold-out snapshot of it.
-	AnnounceReleased(ctx context.Context, code string) error
+}
+
+// GateAdmin is the administration of a gate on either write path: its loads
+// and rebuilds (and their pauses), what is read of it, reconciliation's
+// lock and repair, and an operator's changes of a voucher.
+type GateAdmin interface {
+	// Load installs a snapshot atomically unless the gate already holds the
+	// voucher; false when it did, so two instances warming at once load once.
+	Load(ctx context.Context, snap GateSnapshot) (bool, error)
+	// Replace installs a snapshot over whatever the gate holds and lifts a pause.
+	Replace(ctx context.Context, snap GateSnapshot) error
+	// Unload forgets a voucher so the next warm-up rebuilds it from the database.
+	Unload(ctx context.Context, code string) error
+	// Snapshot reads what the gate holds for a voucher; ok is false when it
+	// holds nothing.
+	Snapshot(ctx context.Context, code string) (snap GateSnapshot, ok bool, err error)
+	// Remaining reads the gate's counter; ok is false when it holds nothing.
+	Remaining(ctx context.Context, code string) (n int, ok bool, err error)
+	// Availability reads, at one moment, the uses left, the customer's uses
+	// and the budget left; loaded is false when the gate holds nothing. On
+	// a campaign's gate, the uses left are at most campaignCode's.
+	Availability(ctx context.Context, code, campaignCode string, customerID int64) (a Availability, loaded bool, err error)
+	// Version reads the version of the gate's load or last raise.
+	Version(ctx context.Context, code string) (string, error)
+	// Lower takes up to n uses off the counter (never below zero) and returns
+	// what remains: reconciliation's only automatic repair of the count.
+	// Only while the gate's version is version (Version, GateSnapshot):
+	// lowered is false, nothing changed, when it was loaded again or raised
+	// since the drift was reckoned.
+	Lower(ctx context.Context, code string, n int, version string) (left int, lowered bool, err error)
+	// LockReconcile takes the voucher's reconciliation lock across every
+	// instance, renewed until unlock (a holder that dies keeps it ttl at
+	// most); ok is false while another pass holds it. unlock gives it back
+	// (only this holder's).
+	LockReconcile(ctx context.Context, code string, ttl time.Duration) (unlock func(), ok bool, err error)
+	// Pause makes Reserve answer PAUSED until Replace, or until ttl passes
+	// unless HoldPause extends it.
+	Pause(ctx context.Context, code string, ttl time.Duration) error
+	// HoldPause makes a pause last ttl from now, only while it is there:
+	// held is false when it was lifted or lapsed.
+	HoldPause(ctx context.Context, code string, ttl time.Duration) (held bool, err error)
+	// KeepPaused holds a pause for ttl every third of it until stop, while
+	// it is there.
+	KeepPaused(ctx context.Context, code string, ttl time.Duration) (stop func())
+	// MarkerPending notes that the marker of a kafka-mode rebuild with
+	// epoch is about to be published: the pause then lasts until the
+	// consumer's reload at the last such marker, or ttl.
+	MarkerPending(ctx context.Context, code, epoch string, ttl time.Duration) error
+	// MarkerDropped takes back MarkerPending for a marker that was surely
+	// not published.
+	MarkerDropped(ctx context.Context, code, epoch string) error
 	// End closes the voucher's window at the gate now (kafka mode decides
 	// the window there).
 	End(ctx context.Context, code string) error
@@ -319,6 +339,9 @@ type Gate interface {
 	// the database: the stock gets exactly the difference, atomically;
 	// false when the gate holds nothing (its next load reads the change).
 	Extend(ctx context.Context, x GateExtension) (bool, error)
+	// AnnounceReleased tells every instance that a use of the voucher was
+	// given back, so each drops its sold-out snapshot of it.
+	AnnounceReleased(ctx context.Context, code string) error
 }
 
 // PendingWrites is the Kafka write path's view of admitted reserves whose

@@ -10,7 +10,22 @@ import (
 // EventApplier writes the events of the Kafka write path to the database,
 // asking the gate first (events.StartConsumer runs it).
 type EventApplier struct {
-	k *kafkaFlash
+	k    *kafkaFlash
+	gate applierGate // k's
+}
+
+// applierGate is what the consumer asks of the gate itself: which events
+// stand, an admission revived or lost, a use the database released given
+// back. A recovery marker's reload is the kafka path's (recoverAtMarker).
+type applierGate interface {
+	ApplyCheck(ctx context.Context, code string, evs []Event) ([]ApplyVerdict, error)
+	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string, discount int64) (SettleAnswer, GateOrder, error)
+	Release(ctx context.Context, code, orderID string, discount int64) (bool, error)
+}
+
+// newEventApplier returns the consumer's side of the kafka path k.
+func newEventApplier(k *kafkaFlash) *EventApplier {
+	return &EventApplier{k: k, gate: k.gate}
 }
 
 // EventApplier is the consumer's applier; nil in sync mode (or without a
@@ -41,7 +56,7 @@ func (a *EventApplier) apply(ctx context.Context, ev Event) (written bool, err e
 				return false, err
 			}
 		}
-		verdicts, err := k.gate.ApplyCheck(ctx, ev.Code, []Event{ev})
+		verdicts, err := a.gate.ApplyCheck(ctx, ev.Code, []Event{ev})
 		if err != nil {
 			return false, err
 		}
@@ -65,7 +80,7 @@ func (a *EventApplier) apply(ctx context.Context, ev Event) (written bool, err e
 		return false, err
 	}
 	if ev.Kind == EventReleased && status == StatusReleased {
-		if _, err := k.gate.Release(ctx, ev.Code, ev.OrderID, ev.DiscountAmount); err != nil {
+		if _, err := a.gate.Release(ctx, ev.Code, ev.OrderID, ev.DiscountAmount); err != nil {
 			// Undersell for a while: the gate holds the order as releasing,
 			// and reconciliation gives back a releasing use the database has
 			// released (kafkaFlash.reconcileOrders).
@@ -97,7 +112,7 @@ func (a *EventApplier) ApplyAgain(ctx context.Context, payload []byte) (refusal 
 	if ev.Kind == EventReserved {
 		// FAIL (not lost: voided, adopted, or reloaded without it) and
 		// STALE leave the verdict to apply_check.lua, as for the consumer.
-		if _, _, err := k.gate.Settle(ctx, ev.Code, SettleRevive, o, ev.Epoch, ev.DiscountAmount); err != nil {
+		if _, _, err := a.gate.Settle(ctx, ev.Code, SettleRevive, o, ev.Epoch, ev.DiscountAmount); err != nil {
 			return "", unavailable(err)
 		}
 	}
@@ -106,7 +121,7 @@ func (a *EventApplier) ApplyAgain(ctx context.Context, payload []byte) (refusal 
 	switch {
 	case errors.As(err, &refused):
 		if ev.Kind == EventReserved {
-			if _, _, err := k.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch, ev.DiscountAmount); err != nil {
+			if _, _, err := a.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch, ev.DiscountAmount); err != nil {
 				k.logger.ErrorContext(ctx, "dead-lettered admission not marked lost again at the gate", "code", ev.Code, "order", ev.OrderID, "err", err)
 			}
 		}
@@ -131,7 +146,7 @@ func (a *EventApplier) ApplyReservedBatch(ctx context.Context, evs []Event) ([]b
 	if len(evs) == 0 {
 		return applied, nil
 	}
-	verdicts, err := k.gate.ApplyCheck(ctx, evs[0].Code, evs)
+	verdicts, err := a.gate.ApplyCheck(ctx, evs[0].Code, evs)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +207,7 @@ func (a *EventApplier) SaveDeadLetter(ctx context.Context, dl DeadLetter) error 
 	}
 	if ev := dl.Event; ev != nil && ev.Kind == EventReserved {
 		o := GateOrder{OrderID: ev.OrderID, CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, CreatedAt: ev.CreatedAt, ExpiresAt: ev.ExpiresAt}
-		if _, _, err := k.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch, ev.DiscountAmount); err != nil {
+		if _, _, err := a.gate.Settle(ctx, ev.Code, SettleLose, o, ev.Epoch, ev.DiscountAmount); err != nil {
 			k.logger.ErrorContext(ctx, "dead-lettered admission not marked lost at the gate", "code", ev.Code, "order", ev.OrderID, "err", err)
 		}
 	}

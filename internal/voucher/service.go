@@ -169,7 +169,7 @@ func NewService(deps Deps, cfg Config) *Service {
 		s.flash = s.campaigns
 	case deps.Kafka != nil:
 		k := newKafkaFlash(base, deps.Kafka)
-		s.flash, s.applier = k, &EventApplier{k: k}
+		s.flash, s.applier = k, newEventApplier(k)
 		syncPath = newSyncFlash(base, cfg)
 		s.campaigns = syncPath
 	default:
