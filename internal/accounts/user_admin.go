@@ -183,7 +183,7 @@ func (a *Accounts) InviteUser(ctx context.Context, in Invite) (User, PasswordLin
 	}
 	n = n.normalize()
 	// Nobody knows this password: the user has none until they use the link.
-	unusable, err := bcrypt.GenerateFromPassword([]byte(voucher.RandomToken()[:40]), bcrypt.DefaultCost)
+	unusable, err := bcrypt.GenerateFromPassword([]byte(voucher.RandomToken()[:40]), HashCost)
 	if err != nil {
 		return User{}, PasswordLink{}, err
 	}
@@ -300,7 +300,7 @@ func (a *Accounts) SetPassword(ctx context.Context, token, password string) (Use
 	if len(password) > 72 {
 		return User{}, voucher.Invalid("password", "password must be at most 72 bytes")
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), HashCost)
 	if err != nil {
 		return User{}, err
 	}

@@ -3,6 +3,8 @@ package accounts
 import (
 	"testing"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"voucherd/internal/voucher"
 )
 
@@ -28,5 +30,14 @@ func TestNewUser_Validate(t *testing.T) {
 		if err := u.Validate(); voucher.AsError(err).Field != tc.field {
 			t.Errorf("%s: %v, want INVALID_INPUT on %s", tc.desc, err, tc.field)
 		}
+	}
+}
+
+// TestHashCost_IsBcryptsDefaultInTheProduct: only a test suite lowers the
+// cost of the hashes (internal/e2e's TestMain); the product hashes every
+// password at bcrypt's default.
+func TestHashCost_IsBcryptsDefaultInTheProduct(t *testing.T) {
+	if HashCost != bcrypt.DefaultCost {
+		t.Fatalf("HashCost %d, want bcrypt's default %d", HashCost, bcrypt.DefaultCost)
 	}
 }
