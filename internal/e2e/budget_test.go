@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"voucherd/internal/gate"
+	"voucherd/internal/testenv"
 )
 
 // budgetUsed reads the voucher's budgetUsed through the API.
@@ -182,7 +183,7 @@ func rebuiltGateKeepsTheBudget(t *testing.T, s *server, kafka bool) {
 	// 500 of the budget is left: a discount of 1,000 does not fit, one of
 	// 500 (an order of 500) does, once.
 	var first result
-	eventually(t, "a reserve on the rebuilt gate", func() (bool, string) {
+	testenv.Eventually(t, "a reserve on the rebuilt gate", func() (bool, string) {
 		first = api.reserve(t, code, 10, uniqueOrder(), 5000)
 		return first.Error != "UNAVAILABLE", first.Error
 	})

@@ -10,6 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/testenv"
 )
 
 // TestDeadLetters_OperatorAppliesAgainOrDiscards walks the dead letters page
@@ -48,7 +50,7 @@ func TestDeadLetters_OperatorAppliesAgainOrDiscards(t *testing.T) {
 	}
 	waitFor := func(order, want string) {
 		t.Helper()
-		eventually(t, "order "+order+" "+want+" in the database", func() (bool, string) {
+		testenv.Eventually(t, "order "+order+" "+want+" in the database", func() (bool, string) {
 			got := status(order)
 			return got == want, fmt.Sprintf("%q", got)
 		})
@@ -69,7 +71,7 @@ func TestDeadLetters_OperatorAppliesAgainOrDiscards(t *testing.T) {
 		}
 	}
 	var dlID int64
-	eventually(t, "the second order dead-lettered", func() (bool, string) {
+	testenv.Eventually(t, "the second order dead-lettered", func() (bool, string) {
 		err := db.QueryRow(ctx, `SELECT id FROM dead_letter WHERE order_id = $1`, second).Scan(&dlID)
 		return err == nil, fmt.Sprint(err)
 	})

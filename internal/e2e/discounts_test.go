@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"voucherd/internal/testenv"
 )
 
 // discountVoucher creates a voucher from spec plus the discount terms in
@@ -55,7 +57,7 @@ func reserveIn(t testing.TB, api checkoutAPI, code string, customer int64, order
 func heldDiscount(t testing.TB, order string) int64 {
 	t.Helper()
 	var d int64
-	eventually(t, "the reservation of "+order+" in the database", func() (bool, string) {
+	testenv.Eventually(t, "the reservation of "+order+" in the database", func() (bool, string) {
 		err := database(t).QueryRow(context.Background(), `SELECT discount_amount FROM voucher_redemption WHERE order_id = $1`, order).Scan(&d)
 		return err == nil, "no row"
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/gate"
+	"voucherd/internal/testenv"
 	"voucherd/internal/testredis"
 	"voucherd/internal/voucher"
 )
@@ -299,7 +300,7 @@ func TestFlashCampaign_OnTheKafkaWritePath(t *testing.T) {
 		_ = db.QueryRow(context.Background(), `SELECT status FROM voucher_redemption WHERE order_id = $1`, order).Scan(&st)
 		return st
 	}
-	eventually(t, "the campaign's reservation expired and its use back at the gate", func() (bool, string) {
+	testenv.Eventually(t, "the campaign's reservation expired and its use back at the gate", func() (bool, string) {
 		g := campaignGate(t, redisURL, id)
 		st := status(held)
 		return st == "RELEASED" && g.stock == 3 && g.codes[codes[0]] == 0, fmt.Sprintf("%s, gate stock %d codes %v", st, g.stock, g.codes)
@@ -320,13 +321,13 @@ func TestFlashCampaign_OnTheKafkaWritePath(t *testing.T) {
 	if err != nil || v != voucher.GateAdmitted {
 		t.Fatalf("a use taken at the campaign's gate with no write: %v, %v", v, err)
 	}
-	eventually(t, "reconciliation to return the leaked use", func() (bool, string) {
+	testenv.Eventually(t, "reconciliation to return the leaked use", func() (bool, string) {
 		d, ok := driftOf(t, db, "~C"+id)
 		return ok && strings.Contains(d.Repaired, "returned 1 leaked use"), fmt.Sprintf("%+v", d)
 	})
 	// The gate holds the uses the database holds: the code sold again
 	// above, unless its 3 s reservation expired meanwhile (a slow run).
-	eventually(t, "the campaign's gate to hold what the database holds", func() (bool, string) {
+	testenv.Eventually(t, "the campaign's gate to hold what the database holds", func() (bool, string) {
 		var live int
 		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM voucher_redemption WHERE voucher_code = ANY($1) AND status <> 'RELEASED'`, codes).Scan(&live); err != nil {
 			return false, err.Error()

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"voucherd/internal/testenv"
 )
 
 // TestKafka_ConfirmAndReleaseAfterTheGateWentForGoodAreTheDatabases: a
@@ -43,7 +45,7 @@ func TestKafka_ConfirmAndReleaseAfterTheGateWentForGoodAreTheDatabases(t *testin
 	}
 
 	var got result
-	eventually(t, "the confirm decided (the voucher's cached terms lapse within seconds)", func() (bool, string) {
+	testenv.Eventually(t, "the confirm decided (the voucher's cached terms lapse within seconds)", func() (bool, string) {
 		got = api.confirm(t, code, toConfirm)
 		return got.Error != "UNAVAILABLE", got.Error
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"voucherd/internal/testenv"
 )
 
 // TestReconcile_AGateWhoseTermsLagTheVoucherIsRebuilt: a change of a
@@ -54,7 +56,7 @@ func TestReconcile_AGateWhoseTermsLagTheVoucherIsRebuilt(t *testing.T) {
 			}
 
 			var got result
-			eventually(t, "the customer's second use decided on the voucher's terms", func() (bool, string) {
+			testenv.Eventually(t, "the customer's second use decided on the voucher's terms", func() (bool, string) {
 				got = api.reserve(t, code, 1, uniqueOrder(), 6000)
 				return got.Error != "UNAVAILABLE", got.Error
 			})

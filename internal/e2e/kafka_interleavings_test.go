@@ -21,6 +21,7 @@ import (
 	"voucherd/internal/app"
 	"voucherd/internal/events"
 	"voucherd/internal/gate"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 )
 
@@ -200,11 +201,11 @@ func TestKafkaInterleaving_ADeadLetterMarksItsUseLostAndReconciliationDoesNotRec
 	}
 	produce(t, brokers, &kgo.Record{Topic: events.DefaultTopic, Key: []byte(code), Value: value})
 	waitApplied(t, brokers)
-	eventually(t, "the admission marked lost", func() (bool, string) {
+	testenv.Eventually(t, "the admission marked lost", func() (bool, string) {
 		o, ok, err := g.Order(context.Background(), code, order)
 		return err == nil && ok && o.Lost, fmt.Sprintf("%+v %v %v", o, ok, err)
 	})
-	eventually(t, "an alert for the lost use", func() (bool, string) {
+	testenv.Eventually(t, "an alert for the lost use", func() (bool, string) {
 		d, ok := driftOf(t, db, code)
 		return ok && d.Alert, fmt.Sprintf("%+v", d)
 	})
@@ -246,7 +247,7 @@ func TestKafkaInterleaving_AnAdmissionPublishedAfterARecoveryIsSettledAgainstThe
 	}
 	// The next reserve asks for the recovery; retried until the gate is back.
 	other := uniqueOrder()
-	eventually(t, "a reserve after the recovery", func() (bool, string) {
+	testenv.Eventually(t, "a reserve after the recovery", func() (bool, string) {
 		r := api.reserve(t, code, 2, other, 100)
 		return r.Error == "", r.Error
 	})
@@ -260,7 +261,7 @@ func TestKafkaInterleaving_AnAdmissionPublishedAfterARecoveryIsSettledAgainstThe
 	}
 	// Whatever A heard, gate and database agree and nothing is oversold.
 	st := readVoucher(t, s, code)
-	eventually(t, "gate in step with the database", func() (bool, string) {
+	testenv.Eventually(t, "gate in step with the database", func() (bool, string) {
 		st = readVoucher(t, s, code)
 		return st.GateRemaining != nil && *st.GateRemaining == 2-st.Used, fmt.Sprintf("%+v gate %s", st, deref(st.GateRemaining))
 	})
@@ -303,7 +304,7 @@ func TestKafkaInterleaving_AGateOnAnotherRedisServerIsRebuiltBeforeItAdmits(t *t
 	if r := api.reserve(t, code, 2, uniqueOrder(), 100); r.Error != "UNAVAILABLE" {
 		t.Errorf("a reserve on the stale gate: %q, want UNAVAILABLE", r.Error)
 	}
-	eventually(t, "the gate rebuilt from the database", func() (bool, string) {
+	testenv.Eventually(t, "the gate rebuilt from the database", func() (bool, string) {
 		st := readVoucher(t, s, code)
 		return st.GateRemaining != nil && *st.GateRemaining == 2, deref(st.GateRemaining)
 	})

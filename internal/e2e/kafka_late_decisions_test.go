@@ -9,6 +9,7 @@ import (
 	"errors"
 	"testing"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 )
 
@@ -22,7 +23,7 @@ func loseGateAndRecover(t *testing.T, api restAPI, code string) {
 		t.Fatalf("a reserve on the lost gate: %q, want UNAVAILABLE", r.Error)
 	}
 	g := testGate(t)
-	eventually(t, "the gate of "+code+" reloaded", func() (bool, string) {
+	testenv.Eventually(t, "the gate of "+code+" reloaded", func() (bool, string) {
 		ok, _, err := g.Healthy(context.Background(), code)
 		return ok && err == nil, "not healthy"
 	})
@@ -77,7 +78,7 @@ func TestKafka_ALateConfirmIsTakenByTheReloadedGate(t *testing.T) {
 	if r := api.reserve(t, code, 8, other, 100); r.Error != "OUT_OF_STOCK" {
 		t.Errorf("reserve past the single use: %q, want OUT_OF_STOCK", r.Error)
 		if r.Error == "" {
-			eventually(t, "the consumer to write or refuse "+other, func() (bool, string) {
+			testenv.Eventually(t, "the consumer to write or refuse "+other, func() (bool, string) {
 				return dbStatus(t, other) != "" || deadLetters(t, database(t), code) > 0, "neither"
 			})
 			if got := dbStatus(t, other); got != "RESERVED" {

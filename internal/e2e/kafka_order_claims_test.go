@@ -9,6 +9,7 @@ import (
 
 	"voucherd/internal/gate"
 	"voucherd/internal/postgres"
+	"voucherd/internal/testenv"
 	"voucherd/internal/testredis"
 	"voucherd/internal/voucher"
 )
@@ -43,7 +44,7 @@ func TestKafka_AnOrderIDHeldOnAnotherVoucherIsAConflictAfterRedisLostItsData(t *
 	}
 	for i, order := range orders {
 		var got result
-		eventually(t, "an answer other than UNAVAILABLE (the gate is rebuilt)", func() (bool, string) {
+		testenv.Eventually(t, "an answer other than UNAVAILABLE (the gate is rebuilt)", func() (bool, string) {
 			got = api.reserve(t, flashCode, int64(i+1), order, 100)
 			return got.Error != "UNAVAILABLE", got.Error
 		})
@@ -88,7 +89,7 @@ func TestKafka_AnOrderInFlightWhenRedisRestartedEmptyIsAConflictOnAnotherVoucher
 	}
 	f.resume <- nil
 	var got result
-	eventually(t, "an answer other than UNAVAILABLE once X's event is applied", func() (bool, string) {
+	testenv.Eventually(t, "an answer other than UNAVAILABLE once X's event is applied", func() (bool, string) {
 		got = api.reserve(t, ordinary, 1, order, 100)
 		return got.Error != "UNAVAILABLE", got.Error
 	})
@@ -168,7 +169,7 @@ func TestKafka_AnOrderInFlightWhenRedisRestartedEmptyIsNeverRefusedOnAnotherVouc
 	}
 	f.resume <- nil
 	var got result
-	eventually(t, "an answer other than UNAVAILABLE once X's event is applied", func() (bool, string) {
+	testenv.Eventually(t, "an answer other than UNAVAILABLE once X's event is applied", func() (bool, string) {
 		got = api.reserve(t, soldOut, 1, order, 100)
 		return got.Error != "UNAVAILABLE", got.Error
 	})
@@ -207,7 +208,7 @@ func TestKafka_AReleaseWhoseGiveBackNeverRanIsGivenBackByReconciliation(t *testi
 	if _, released, err := postgres.New(db).Release(ctx, code, order, voucher.PathKafka); err != nil || !released {
 		t.Fatalf("release in the database: %v %v", released, err)
 	}
-	eventually(t, "the released use sold again", func() (bool, string) {
+	testenv.Eventually(t, "the released use sold again", func() (bool, string) {
 		r := api.reserve(t, code, 2, uniqueOrder(), 100)
 		return r.Error == "", r.Error
 	})

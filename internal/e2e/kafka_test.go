@@ -25,6 +25,7 @@ import (
 
 	"voucherd/internal/events"
 	"voucherd/internal/gate"
+	"voucherd/internal/testenv"
 	"voucherd/internal/testredis"
 	"voucherd/internal/voucher"
 )
@@ -52,29 +53,12 @@ func testBroker(t testing.TB) (*kfake.Cluster, string) {
 	return c, strings.Join(c.ListenAddrs(), ",")
 }
 
-// eventually polls cond until it holds, failing after a bounded wait with
-// cond's last description of what it saw.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, saw := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s", what, saw)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitCounters waits until the database's counters of a voucher are
 // used/reserved/confirmed (the consumer's delay).
 func waitCounters(t testing.TB, s *server, code string, used, reserved, confirmed int) voucherState {
 	t.Helper()
 	var st voucherState
-	eventually(t, fmt.Sprintf("voucher %s to show used %d, reserved %d, confirmed %d", code, used, reserved, confirmed), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("voucher %s to show used %d, reserved %d, confirmed %d", code, used, reserved, confirmed), func() (bool, string) {
 		st = readVoucher(t, s, code)
 		return st.Used == used && st.Reserved == reserved && st.Confirmed == confirmed, fmt.Sprintf("%+v", st)
 	})
@@ -84,7 +68,7 @@ func waitCounters(t testing.TB, s *server, code string, used, reserved, confirme
 // waitGate waits until the gate's counter of a voucher is n.
 func waitGate(t testing.TB, s *server, code string, n int) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("the gate of %s at %d", code, n), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("the gate of %s at %d", code, n), func() (bool, string) {
 		st := readVoucher(t, s, code)
 		return st.GateRemaining != nil && *st.GateRemaining == n, deref(st.GateRemaining)
 	})
@@ -103,7 +87,7 @@ func dbStatus(t testing.TB, order string) string {
 
 func waitStatus(t testing.TB, order, status string) {
 	t.Helper()
-	eventually(t, "order "+order+" "+status+" in the database", func() (bool, string) {
+	testenv.Eventually(t, "order "+order+" "+status+" in the database", func() (bool, string) {
 		got := dbStatus(t, order)
 		return got == status, fmt.Sprintf("%q", got)
 	})
@@ -298,7 +282,7 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 			// The released use goes back to the customer once the database
 			// has released it: too few for a while, never too many.
 			again := uniqueOrder()
-			eventually(t, "the customer reserving again after a release", func() (bool, string) {
+			testenv.Eventually(t, "the customer reserving again after a release", func() (bool, string) {
 				r := api.reserve(t, code, 7, again, 5000)
 				return r.Error == "", r.Error
 			})
@@ -323,7 +307,7 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 				t.Fatalf("release: %s", r.Error)
 			}
 			order := uniqueOrder()
-			eventually(t, "the released use sold again", func() (bool, string) {
+			testenv.Eventually(t, "the released use sold again", func() (bool, string) {
 				r := api.reserve(t, code, 4, order, 5000)
 				return r.Error == "", r.Error
 			})
@@ -591,7 +575,7 @@ func waitApplied(t testing.TB, brokers string) {
 	}
 	defer cl.Close()
 	offsets := events.NewOffsets(events.Config{}, cl)
-	eventually(t, "the consumer to commit every event", func() (bool, string) {
+	testenv.Eventually(t, "the consumer to commit every event", func() (bool, string) {
 		lag, err := offsets.Lag(context.Background())
 		return err == nil && lag == 0, fmt.Sprintf("lag %d (%v)", lag, err)
 	})
@@ -925,7 +909,7 @@ func TestKafka_DeadLetteredEventRaisesTheAlert(t *testing.T) {
 		&kgo.Record{Topic: events.DefaultTopic, Key: []byte(code), Value: []byte("not an event")})
 	waitApplied(t, brokers)
 
-	eventually(t, "the dead-letter counter", func() (bool, string) {
+	testenv.Eventually(t, "the dead-letter counter", func() (bool, string) {
 		n := metricValue(t, s, `voucher_dead_letters_total{kind="reserved"}`)
 		return n >= 1, fmt.Sprint(n)
 	})
@@ -984,7 +968,7 @@ func waitPasses(t testing.TB, db *pgxpool.Pool, code string, n int) {
 	if err := db.QueryRow(context.Background(), `SELECT coalesce(max(id), 0) FROM drift_report WHERE voucher_code = $1`, code).Scan(&last); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, fmt.Sprintf("%d more reconciliation passes of %s", n, code), func() (bool, string) {
+	testenv.Eventually(t, fmt.Sprintf("%d more reconciliation passes of %s", n, code), func() (bool, string) {
 		var more int
 		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM drift_report WHERE voucher_code = $1 AND id > $2`, code, last).Scan(&more); err != nil {
 			return false, err.Error()
@@ -1024,7 +1008,7 @@ func TestKafka_LeakedUseIsFoundByReconciliationAndReturned(t *testing.T) {
 		t.Fatalf("gate with a leaked use = %s, want 3", deref(st.GateRemaining))
 	}
 
-	eventually(t, "reconciliation to return the leaked use", func() (bool, string) {
+	testenv.Eventually(t, "reconciliation to return the leaked use", func() (bool, string) {
 		d, ok := driftOf(t, db, code)
 		return ok && strings.Contains(d.Repaired, "voided 1 admission"), fmt.Sprintf("%+v", d)
 	})
@@ -1058,7 +1042,7 @@ func TestKafka_GateTamperingShowsAsDriftAndAPersistingUndersellIsRebuilt(t *test
 		}
 	}
 	waitCounters(t, s, code, 2, 2, 0)
-	eventually(t, "a clean reconciliation", func() (bool, string) {
+	testenv.Eventually(t, "a clean reconciliation", func() (bool, string) {
 		d, ok := driftOf(t, db, code)
 		return ok && d.Drift == 0 && !d.Alert, fmt.Sprintf("%+v (found %v)", d, ok)
 	})
@@ -1072,7 +1056,7 @@ func TestKafka_GateTamperingShowsAsDriftAndAPersistingUndersellIsRebuilt(t *test
 	if err := rdb.DecrBy(context.Background(), "voucher:{"+code+"}:stock", 3).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the persisting drift alerted and the gate rebuilt", func() (bool, string) {
+	testenv.Eventually(t, "the persisting drift alerted and the gate rebuilt", func() (bool, string) {
 		var drifts []int
 		var alerts []bool
 		var repaired []string
@@ -1096,7 +1080,7 @@ func TestKafka_GateTamperingShowsAsDriftAndAPersistingUndersellIsRebuilt(t *test
 		return ok, fmt.Sprintf("drifts %v, alerts %v, repaired %q", drifts, alerts, repaired)
 	})
 	waitGate(t, s, code, 8)
-	eventually(t, "a clean pass after the rebuild", func() (bool, string) {
+	testenv.Eventually(t, "a clean pass after the rebuild", func() (bool, string) {
 		d, _ := driftOf(t, db, code)
 		return d.Drift == 0 && !d.Alert, fmt.Sprintf("%+v", d)
 	})
@@ -1268,7 +1252,7 @@ func TestKafka_RedisLosingItsDataMidSaleNeverOversells(t *testing.T) {
 	if r := api.reserve(t, code, 100, uniqueOrder(), 100); r.Error != "UNAVAILABLE" {
 		t.Errorf("reserve right after the gate lost its data = %q, want UNAVAILABLE while it recovers", r.Error)
 	}
-	eventually(t, "the gate to be rebuilt", func() (bool, string) {
+	testenv.Eventually(t, "the gate to be rebuilt", func() (bool, string) {
 		r := api.reserve(t, code, 4, won[3], 100)
 		return r.Error == "", r.Error
 	})
@@ -1331,11 +1315,11 @@ func TestKafka_DecisionWhosePublishFailsIsRecordedByItsRetry(t *testing.T) {
 	silent.Store(false)
 	// The caller retries while it hears UNAVAILABLE (franz-go is still
 	// resending the unanswered batches for a few seconds).
-	eventually(t, "the confirm's retry to succeed", func() (bool, string) {
+	testenv.Eventually(t, "the confirm's retry to succeed", func() (bool, string) {
 		r := api.confirm(t, code, toConfirm)
 		return r.Error == "" && r.status() == "CONFIRMED", r.Error
 	})
-	eventually(t, "the release's retry to succeed", func() (bool, string) {
+	testenv.Eventually(t, "the release's retry to succeed", func() (bool, string) {
 		r := api.release(t, code, toRelease)
 		return r.Error == "" && r.status() == "RELEASED", r.Error
 	})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"voucherd/internal/testenv"
 )
 
 // TestFlash_AnOrderHeldElsewhereIsAConflictBeforeAnyRefusal: the contract's
@@ -104,7 +106,7 @@ func TestKafka_AClaimWhoseWriteIsUndecidedIsNoConflict(t *testing.T) {
 	order := uniqueOrder()
 	first := make(chan result, 1)
 	go func() { first <- api.reserve(t, ordinary, 1, order, 100) }()
-	eventually(t, "the ordinary reserve to wait for the voucher's row", func() (bool, string) {
+	testenv.Eventually(t, "the ordinary reserve to wait for the voucher's row", func() (bool, string) {
 		var waiting int
 		err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&waiting)
 		return err == nil && waiting > 0, "no backend waits for a lock"

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"voucherd/internal/testenv"
 )
 
 // TestRebuild_AbandonedHalfWayLiftsItsPauseInSeconds: an operator's
@@ -35,7 +37,7 @@ func TestRebuild_AbandonedHalfWayLiftsItsPauseInSeconds(t *testing.T) {
 				t.Fatalf("reserve while the abandoned rebuild's pause holds: %q, want UNAVAILABLE (paused)", r.Error)
 			}
 			began := time.Now()
-			eventually(t, "a reserve sold after the abandoned rebuild", func() (bool, string) {
+			testenv.Eventually(t, "a reserve sold after the abandoned rebuild", func() (bool, string) {
 				r := api.reserve(t, code, 3, uniqueOrder(), 100)
 				return r.Error == "", r.Error
 			})

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/gate"
+	"voucherd/internal/testenv"
 	"voucherd/internal/testredis"
 	"voucherd/internal/voucher"
 )
@@ -60,7 +61,7 @@ func TestFlash_AReleasedUseSellsAgainAtOnceOnEveryInstance(t *testing.T) {
 			// B's snapshot would answer OUT_OF_STOCK for a minute: only the
 			// announcement makes it ask the gate again.
 			order := uniqueOrder()
-			eventually(t, "the released use sold on the other instance", func() (bool, string) {
+			testenv.Eventually(t, "the released use sold on the other instance", func() (bool, string) {
 				r := b.reserve(t, code, 12, order, 100)
 				return r.Error == "", fmt.Sprint(r.Error)
 			})
@@ -102,7 +103,7 @@ func TestFlash_AUseGivenBackByReconciliationSellsOnEveryInstance(t *testing.T) {
 	// Reconciliation gives the ghost's use back; B sells it.
 	order := uniqueOrder()
 	var won result
-	eventually(t, "the ghost's use sold on B", func() (bool, string) {
+	testenv.Eventually(t, "the ghost's use sold on B", func() (bool, string) {
 		won = b.reserve(t, code, 4, order, 100)
 		return won.Error == "", won.Error
 	})
@@ -141,7 +142,7 @@ func TestFlash_ARetryOfAReleasedOrderIsReleasedAfterTheGateIsReloaded(t *testing
 	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the released order's retry answered from the reloaded gate", func() (bool, string) {
+	testenv.Eventually(t, "the released order's retry answered from the reloaded gate", func() (bool, string) {
 		r := api.reserve(t, code, 1, released, 100)
 		return r.Error != "UNAVAILABLE", r.Error
 	})
