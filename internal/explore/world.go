@@ -296,12 +296,19 @@ func (w *World) gateAndDatabase(code string) (gate, remaining int, loaded bool, 
 // waitApplied waits until the consumer group has committed every event on
 // the topic (kafka mode), at most bound.
 func (w *World) waitApplied(bound time.Duration) error {
+	_, err := w.waitCaughtUp(bound)
+	return err
+}
+
+// waitCaughtUp is waitApplied that also says when the consumer group had
+// committed every event (now, when it had at the first look).
+func (w *World) waitCaughtUp(bound time.Duration) (time.Time, error) {
 	if w.broker == nil {
-		return nil
+		return time.Now(), nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(w.broker.Addr))
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	defer cl.Close()
 	offsets := events.NewOffsets(events.Config{}, cl)
@@ -311,10 +318,10 @@ func (w *World) waitApplied(bound time.Duration) error {
 		lag, err := offsets.Lag(ctx)
 		cancel()
 		if err == nil && lag == 0 {
-			return nil
+			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the consumer group did not commit every event within %s: %d not committed (%v)", bound, lag, err)
+			return time.Time{}, fmt.Errorf("the consumer group did not commit every event within %s: %d not committed (%v)", bound, lag, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
