@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -181,13 +180,6 @@ func (o *onceT) Fatalf(format string, args ...any) {
 	panic(o.msg)
 }
 
-// flagSet reports whether the command line set the flag.
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
 func TestMain(m *testing.M) {
 	// Every server this package starts runs in its process under the race
 	// detector, where a bcrypt hash at the product's cost takes about a
@@ -195,14 +187,6 @@ func TestMain(m *testing.M) {
 	// checks must overlap as in the product, gives its victim a hash at
 	// the product's cost (TestSignIn_ConcurrentGuessesAreCheckedAtMostFivePerEmail).
 	accounts.HashCost = bcrypt.MinCost
-	// Its tests wait on servers, brokers and consumers more than they
-	// compute: four at a time unless -test.parallel says otherwise (the
-	// default is the two cores). More would run past PostgreSQL's 100
-	// connections: a test starts up to three servers of four each.
-	flag.Parse()
-	if !flagSet("test.parallel") {
-		_ = flag.Set("test.parallel", "4")
-	}
 	code := m.Run()
 	if shared != nil {
 		shared.stop()
