@@ -276,9 +276,7 @@ func (k *kafkaFlash) duplicate(ctx context.Context, v Voucher, r ReserveRequest,
 // 201 after this RESERVATION_RELEASED.
 func (k *kafkaFlash) released(ctx context.Context, v Voucher, r ReserveRequest, a Admission) (Reservation, error) {
 	if a.Order.Releasing {
-		_, _, err := k.decide(ctx, v.Code, r.OrderID, EventReleased, func(ctx context.Context) (GateDecision, GateOrder, error) {
-			return k.gate.MarkReleased(ctx, v.Code, r.OrderID, false)
-		})
+		_, _, err := k.decide(ctx, v.Code, r.OrderID, EventReleased, k.askRelease(v.Code, r.OrderID))
 		if err != nil {
 			return Reservation{}, asReserveAnswer(err, r.OrderID)
 		}
@@ -316,9 +314,7 @@ func (k *kafkaFlash) confirm(ctx context.Context, code, orderID string) (res Res
 // release decides a release of a flash reservation at the gate; see
 // confirm.
 func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
-	res, decided, err = k.decide(ctx, code, orderID, EventReleased, func(ctx context.Context) (GateDecision, GateOrder, error) {
-		return k.gate.MarkReleased(ctx, code, orderID, false)
-	})
+	res, decided, err = k.decide(ctx, code, orderID, EventReleased, k.askRelease(code, orderID))
 	if decided && err == nil {
 		// The released event is acknowledged: any admission from now on
 		// publishes after it, in the voucher's partition, so the database
@@ -327,6 +323,14 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 		k.useBack(ctx, code, orderID, res.DiscountAmount)
 	}
 	return res, decided, err
+}
+
+// askRelease is decide's question for a release of the order (not an
+// expiry): the release's own, and a reserve retry's that finds it releasing.
+func (k *kafkaFlash) askRelease(code, orderID string) func(context.Context) (GateDecision, GateOrder, error) {
+	return func(ctx context.Context) (GateDecision, GateOrder, error) {
+		return k.gate.MarkReleased(ctx, code, orderID, false)
+	}
 }
 
 // decide asks the gate for a confirm or a release (ask), publishes the
