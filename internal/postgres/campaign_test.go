@@ -25,16 +25,31 @@ func newCampaign(t *testing.T, s *Store, count int) voucher.Campaign {
 	return c
 }
 
+// holdGeneration takes a campaign's generation lease for the test, so no
+// other process's generator on the shared database writes its codes.
+func holdGeneration(t *testing.T, s *Store, id int64) {
+	t.Helper()
+	ok, err := s.TakeLease(context.Background(), voucher.CampaignGenerationLease(id), "test", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("taking campaign %d's generation lease: %v %v", id, ok, err)
+	}
+}
+
 // A batch whose codes include one a voucher (or another campaign) has
 // stores the others only, and the next batch makes up for it: the registry
-// of codes decides, not a check before the insert.
+// of codes decides, not a check before the insert. The test holds each
+// campaign's own generation lease from its creation: the database is
+// shared with the other packages' servers, whose generators would otherwise
+// complete the campaigns under it (a CI run failed so).
 func TestAddCampaignCodes_ACodeTakenByAVoucherIsSkippedAndMadeAgain(t *testing.T) {
 	ctx := context.Background()
 	s := New(testPool)
 	taken := newFlashVoucher(t, s, 1, 1, 0)
 	c := newCampaign(t, s, 3)
+	holdGeneration(t, s, c.ID)
 	other := newCampaign(t, s, 1)
-	lease := voucher.Lease{Name: unique("gen"), Holder: "test", TTL: time.Minute}
+	holdGeneration(t, s, other.ID)
+	lease := voucher.Lease{Name: voucher.CampaignGenerationLease(other.ID), Holder: "test", TTL: time.Minute}
 	fixed := func(codes ...string) func(string, int, int) ([]string, error) {
 		return func(_ string, _, n int) ([]string, error) {
 			if n != len(codes) {
@@ -47,7 +62,7 @@ func TestAddCampaignCodes_ACodeTakenByAVoucherIsSkippedAndMadeAgain(t *testing.T
 	if _, err := s.AddCampaignCodes(ctx, other.ID, lease, 10, fixed(b)); err != nil {
 		t.Fatal(err)
 	}
-	lease.Name = unique("gen")
+	lease.Name = voucher.CampaignGenerationLease(c.ID)
 	step, err := s.AddCampaignCodes(ctx, c.ID, lease, 10, fixed(taken, a, b))
 	if err != nil {
 		t.Fatal(err)

@@ -427,13 +427,19 @@ func (s *Service) RunCampaignGeneration(ctx context.Context, holder string) {
 	}
 }
 
+// CampaignGenerationLease names the lease a campaign's generator holds: one
+// name per campaign, so generators on every instance exclude each other.
+func CampaignGenerationLease(id int64) string {
+	return "campaign-generation:" + strconv.FormatInt(id, 10)
+}
+
 // GenerateCampaign makes the codes a GENERATING campaign still lacks, batch
 // by batch, under the campaign's lease; it returns nil when the campaign is
 // not GENERATING (any more) or another holder generates it. A code already
 // taken by a voucher or another campaign is left out of its batch and made
 // again in the next.
 func (s *Service) GenerateCampaign(ctx context.Context, id int64, holder string) error {
-	lease := Lease{Name: "campaign-generation:" + strconv.FormatInt(id, 10), Holder: holder, TTL: generationLease}
+	lease := Lease{Name: CampaignGenerationLease(id), Holder: holder, TTL: generationLease}
 	defer func() {
 		// Let another holder take over at once rather than after the lease.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
