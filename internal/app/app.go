@@ -223,8 +223,11 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		DefaultCurrency: cfg.DefaultCurrency,
 		// Half an interval: the job's passes, an interval apart give or take
 		// a timer's jitter, still return a leak within two intervals, and an
-		// operator's pass a moment after the job's does not.
-		LeakAge: cfg.ReconcileInterval / 2,
+		// operator's pass a moment after the job's does not. Never less than
+		// a winner's write may take: with a short interval a slow write's
+		// order was taken for a leak and forgotten (a use missing from the
+		// gate for good).
+		LeakAge: max(cfg.ReconcileInterval/2, postgres.WinnerWriteLimit+2*time.Second),
 		Logger:  logger,
 	})
 	// Another instance's release makes a sold-out voucher sellable here too.

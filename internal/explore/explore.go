@@ -132,6 +132,12 @@ func Run(t testing.TB, seed uint64, short bool, dir, sharedDatabaseURL string) R
 		violate("consumer stuck: %v", err)
 	}
 	settle := quiet.Add(admissionLease + time.Second)
+	// The sync path's leaked uses: seen by the job's passes for a leak age
+	// (from a pass after the kill, perhaps on the instance that takes the
+	// job over), then returned.
+	if s := quiet.Add(leakAge + 3*reconcileInterval + time.Second); s.After(settle) {
+		settle = s
+	}
 	if plan.TTL < time.Minute {
 		// Every reservation answered (or sent) may expire: let the sweep
 		// have run after the last expiresAt.

@@ -31,6 +31,11 @@ const (
 	reconcileInterval = 2 * time.Second
 	expiryInterval    = time.Second
 	admissionLease    = 5 * time.Second
+	// leakAge is the servers' leak age on the sync path (app.go: at least
+	// postgres.WinnerWriteLimit plus 2 s): a use the gate holds for an
+	// order the database lacks (an instance killed between the two) is
+	// returned by the reconciliation job once it has seen it so that long.
+	leakAge = 12 * time.Second
 )
 
 // World is the processes of one seed.

@@ -51,6 +51,10 @@ const (
 	reconcileInterval = 2 * time.Second
 	// admissionLease is the servers' ADMISSION_LEASE (voucherd's default).
 	admissionLease = 11 * time.Second
+	// leakAge is how long the sync path's reconciliation sees an order only
+	// in the gate before it returns its use (app.go: at least
+	// postgres.WinnerWriteLimit plus 2 s).
+	leakAge = 12 * time.Second
 )
 
 var databaseURL = testenv.DatabaseURL()
@@ -888,8 +892,10 @@ func waitGateEqualsDatabase(t testing.TB, base, code string, db *pgxpool.Pool) {
 	t.Helper()
 	// An admission whose owner never heard its outcome (a reply lost in a
 	// failover, a client that gave up) holds its use until its lease (the
-	// default 11 s) runs out and a pass voids it: the bound includes it.
-	bound := admissionLease + 3*reconcileInterval + 5*time.Second
+	// default 11 s) runs out and a pass voids it; on the sync path a use
+	// whose write never came is returned after the leak age: the bound
+	// includes both.
+	bound := max(admissionLease, leakAge) + 3*reconcileInterval + 5*time.Second
 	deadline := time.Now().Add(bound)
 	var gate, remaining int
 	for time.Now().Before(deadline) {

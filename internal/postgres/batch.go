@@ -29,8 +29,13 @@ const (
 	// winnerBatchTimeout bounds one batch's transaction. The requests keep
 	// their own deadlines; one that gives up first answers UNAVAILABLE, and
 	// its retry finds the row if the batch committed.
-	winnerBatchTimeout = 10 * time.Second
+	winnerBatchTimeout = WinnerWriteLimit
 )
+
+// WinnerWriteLimit is the longest a flash winner's write may take; an order
+// the gate holds and the database lacks for longer than this was lost, not
+// slow (reconciliation's leak age is longer).
+const WinnerWriteLimit = 10 * time.Second
 
 type pendingWinner struct {
 	ctx context.Context

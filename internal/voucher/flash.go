@@ -199,6 +199,14 @@ func (w *writesInFlight) begin(orderID string) (end func()) {
 	}
 }
 
+// has reports whether a write of orderID is in flight in this process.
+func (w *writesInFlight) has(orderID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.orders[orderID]
+	return ok
+}
+
 // wait returns once no write of orderID is in flight, or with ctx's error.
 func (w *writesInFlight) wait(ctx context.Context, orderID string) error {
 	w.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -26,8 +27,47 @@ type syncFlash struct {
 	// rebuildGrace is how long a rebuild waits, paused, for requests that
 	// passed the gate to finish their write.
 	rebuildGrace time.Duration
-	// leakAge: Config.LeakAge (leakedSince).
+	// leakAge: Config.LeakAge (reconcileOrders).
 	leakAge time.Duration
+	// onlyInGate is when this instance's reconciliation first saw each
+	// order held by the gate alone (gate code and orderId): a leak is an
+	// order held so for a whole leakAge, measured per order, since a
+	// slow write of a winner looks the same for a while.
+	onlyInGate onlyInGateSince
+}
+
+// onlyInGateSince remembers since when each order has been seen only in
+// its gate, pass after pass.
+type onlyInGateSince struct {
+	mu    sync.Mutex
+	since map[[2]string]time.Time
+}
+
+// observe records the orders a pass over code saw only in the gate, forgets
+// those of code it no longer sees, and returns since when each seen has
+// been seen.
+func (o *onlyInGateSince) observe(code string, orders []string, now time.Time) map[string]time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.since == nil {
+		o.since = map[[2]string]time.Time{}
+	}
+	seen := make(map[string]time.Time, len(orders))
+	for _, id := range orders {
+		k := [2]string{code, id}
+		t, ok := o.since[k]
+		if !ok {
+			t = now
+			o.since[k] = t
+		}
+		seen[id] = t
+	}
+	for k := range o.since {
+		if _, still := seen[k[1]]; k[0] == code && !still {
+			delete(o.since, k)
+		}
+	}
+	return seen
 }
 
 // newSyncFlash returns the sync path over base, the Service's; NewService
@@ -242,8 +282,8 @@ func (s *syncFlash) rebuild(ctx context.Context, code string) error {
 func (s *syncFlash) settle(context.Context) error { return nil }
 
 // reconcileOrders gives back leaked uses: an order the gate admitted that
-// the database still lacks a whole interval later (the process died between
-// the gate and the write).
+// the database has lacked, pass after pass, for longer than LeakAge (the
+// process died between the gate and the write).
 func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, d *DriftReport, previous DriftReport, settled bool) []string {
 	if !settled {
 		return nil
@@ -257,15 +297,24 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 	for _, o := range gateSnap.Orders {
 		amounts[o.OrderID] = o.OrderAmount
 	}
-	// Leaked for a whole interval: in the previous report too, and that
-	// one at least LeakAge ago (an operator's pass just after the job's
-	// would otherwise take a write still on its way for a leak).
-	if !s.leakedSince(previous) {
-		return nil
-	}
+	since := s.onlyInGate.observe(d.VoucherCode, d.OrdersOnlyInGate, time.Now())
 	returned := 0
 	for _, id := range d.OrdersOnlyInGate {
 		if !slices.Contains(previous.OrdersOnlyInGate, id) {
+			continue
+		}
+		// Held by the gate alone for a whole LeakAge, seen so by this
+		// instance's passes (an operator's pass on another instance, or
+		// just after the job's, sees it for the first time): a winner's
+		// write may take up to the database's write limit, and LeakAge is
+		// longer (app.go); forgetting a slow write's order would leave the
+		// gate a use short of the database for good.
+		if time.Since(since[id]) < s.leakAge || s.writing.has(id) {
+			continue
+		}
+		// A write that committed after this pass's database snapshot is
+		// there now.
+		if _, found, err := s.lookupOrder(ctx, id); found || err != nil {
 			continue
 		}
 		// Forgotten, not released: the order holds no reservation, so a
@@ -281,12 +330,6 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 		return nil
 	}
 	return []string{fmt.Sprintf("returned %d leaked use(s)", returned)}
-}
-
-// leakedSince reports whether previous is old enough that an order in it and
-// in the pass now has been held by the gate alone for a whole LeakAge.
-func (s *syncFlash) leakedSince(previous DriftReport) bool {
-	return !previous.CheckedAt.IsZero() && time.Since(previous.CheckedAt) >= s.leakAge
 }
 
 // The database alone decides an ordinary voucher's orderId in sync mode: it
