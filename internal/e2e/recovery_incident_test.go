@@ -26,8 +26,13 @@ func TestKafka_ARecoveryMarkerReloadsTheGateOnlyForItsOwnIncident(t *testing.T) 
 	t.Parallel()
 	_, brokers := testBroker(t)
 	rs := testredis.Start(t)
+	// A Redis of its own needs a database of its own (ownDatabase): on the
+	// shared one its warm-up would publish a marker for every other test's
+	// flash voucher, the consumer reload each into this Redis, and the
+	// lag waited on below count them.
+	dbURL, _ := ownDatabase(t)
 	s := kafkaServer(t, map[string]string{
-		"KAFKA_BROKERS": brokers, "REDIS_URL": rs.URL,
+		"KAFKA_BROKERS": brokers, "REDIS_URL": rs.URL, "DATABASE_URL": dbURL,
 		"WARMUP_INTERVAL": "1h", "RECONCILE_INTERVAL": "1h",
 	})
 	api := restAPI{s}

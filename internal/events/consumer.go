@@ -97,10 +97,16 @@ func (c *Consumer) run(ctx context.Context) {
 				c.log.WarnContext(ctx, "fetch failed", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		// Partitions in parallel, each in order.
+		// Partitions in parallel, each in order. A partition whose event
+		// keeps failing gives up its turn after maxTurn: what it applied is
+		// committed with the other partitions', and it is fetched again from
+		// its first unapplied record, so one voucher's stuck event holds up
+		// its own partition only.
+		turn, endTurn := context.WithTimeout(ctx, maxTurn)
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		var applied []*kgo.Record
+		rewind := map[string]map[int32]kgo.EpochOffset{}
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) == 0 {
 				return
@@ -108,25 +114,33 @@ func (c *Consumer) run(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				var last *kgo.Record
+				var last, next *kgo.Record
 				for recs := p.Records; len(recs) > 0; {
-					n, err := c.applyNext(ctx, recs)
+					n, err := c.applyNext(ctx, turn, recs)
 					if n > 0 {
 						last = recs[n-1]
 					}
 					if err != nil {
-						break // stopping: the rest are applied again later
+						next = recs[n] // stopping, or its turn is over: applied again later
+						break
 					}
 					recs = recs[n:]
 				}
+				mu.Lock()
+				defer mu.Unlock()
 				if last != nil {
-					mu.Lock()
 					applied = append(applied, last)
-					mu.Unlock()
+				}
+				if next != nil && ctx.Err() == nil {
+					if rewind[next.Topic] == nil {
+						rewind[next.Topic] = map[int32]kgo.EpochOffset{}
+					}
+					rewind[next.Topic][next.Partition] = kgo.EpochOffset{Epoch: next.LeaderEpoch, Offset: next.Offset}
 				}
 			}()
 		})
 		wg.Wait()
+		endTurn()
 		if len(applied) > 0 {
 			// After the transactions: a crash before this line replays them.
 			commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -135,6 +149,8 @@ func (c *Consumer) run(ctx context.Context) {
 			}
 			cancel()
 		}
+		// Before AllowRebalance, as franz-go asks of a group consumer.
+		c.cl.SetOffsets(rewind)
 		c.cl.AllowRebalance()
 	}
 }
@@ -142,15 +158,19 @@ func (c *Consumer) run(ctx context.Context) {
 // maxBatch bounds the reserved events applied in one transaction.
 const maxBatch = 500
 
+// maxTurn bounds how long a poll waits for a partition whose event keeps
+// failing before the other partitions' progress is committed.
+const maxTurn = 2 * time.Second
+
 // applyNext applies the records at the head of recs and says how many it
 // applied (or dead-lettered). A run of reserved events of one voucher, the
 // bulk of a sale, goes in one transaction; anything else, and a run the
 // database does not take whole, one record at a time, in order. An error
 // means ctx ended: recs[n:] are not applied.
-func (c *Consumer) applyNext(ctx context.Context, recs []*kgo.Record) (int, error) {
+func (c *Consumer) applyNext(ctx, turn context.Context, recs []*kgo.Record) (int, error) {
 	head, err := Decode(recs[0].Value)
 	if err != nil {
-		return c.one(c.deadLetter(ctx, recs[0], head, "malformed event: "+err.Error()))
+		return c.one(c.deadLetter(ctx, turn, recs[0], head, "malformed event: "+err.Error()))
 	}
 	run := []voucher.Event{head}
 	if head.Kind == voucher.EventReserved {
@@ -163,7 +183,7 @@ func (c *Consumer) applyNext(ctx context.Context, recs []*kgo.Record) (int, erro
 		}
 	}
 	if len(run) == 1 {
-		return c.one(c.handle(ctx, recs[0], head))
+		return c.one(c.handle(ctx, turn, recs[0], head))
 	}
 	applied, err := c.applier.ApplyReservedBatch(ctx, run)
 	for i, rec := range recs[:len(run)] {
@@ -173,7 +193,7 @@ func (c *Consumer) applyNext(ctx context.Context, recs []*kgo.Record) (int, erro
 		}
 		// Held already (ApplyEvent checks it is the same order), or the
 		// batch failed: this one alone, retried or dead-lettered.
-		if herr := c.handle(ctx, rec, run[i]); herr != nil {
+		if herr := c.handle(ctx, turn, rec, run[i]); herr != nil {
 			return i, herr
 		}
 	}
@@ -188,9 +208,9 @@ func (c *Consumer) one(err error) (int, error) {
 	return 1, nil
 }
 
-// handle applies one record's event, retrying transient failures until ctx
+// handle applies one record's event, retrying transient failures until turn
 // ends (returning its error: the record is not committed).
-func (c *Consumer) handle(ctx context.Context, rec *kgo.Record, ev voucher.Event) error {
+func (c *Consumer) handle(ctx, turn context.Context, rec *kgo.Record, ev voucher.Event) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := c.applier.ApplyEvent(ctx, ev)
@@ -200,15 +220,15 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record, ev voucher.Event
 		}
 		var refused *voucher.EventRefusedError
 		if errors.As(err, &refused) {
-			return c.deadLetter(ctx, rec, ev, refused.Reason)
+			return c.deadLetter(ctx, turn, rec, ev, refused.Reason)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if turn.Err() != nil {
+			return turn.Err()
 		}
 		if attempt == 1 || attempt%20 == 0 {
 			c.log.WarnContext(ctx, "event not applied; retrying", "event", ev.String(), "attempt", attempt, "err", err)
 		}
-		if err := sleep(ctx, backoff); err != nil {
+		if err := sleep(turn, backoff); err != nil {
 			return err
 		}
 		backoff = min(2*backoff, 5*time.Second)
@@ -217,7 +237,7 @@ func (c *Consumer) handle(ctx context.Context, rec *kgo.Record, ev voucher.Event
 
 // deadLetter sends a refused event to the dead-letter topic and the
 // dead_letter table, retrying until both hold it or ctx ends.
-func (c *Consumer) deadLetter(ctx context.Context, rec *kgo.Record, ev voucher.Event, reason string) error {
+func (c *Consumer) deadLetter(ctx, turn context.Context, rec *kgo.Record, ev voucher.Event, reason string) error {
 	kind := string(ev.Kind)
 	if kind == "" {
 		kind = "unknown"
@@ -249,11 +269,11 @@ func (c *Consumer) deadLetter(ctx context.Context, rec *kgo.Record, ev voucher.E
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if turn.Err() != nil {
+			return turn.Err()
 		}
 		c.log.WarnContext(ctx, "dead letter not stored yet; retrying", "event", ev.String(), "err", err)
-		if err := sleep(ctx, backoff); err != nil {
+		if err := sleep(turn, backoff); err != nil {
 			return err
 		}
 		backoff = min(2*backoff, 5*time.Second)
