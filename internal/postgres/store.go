@@ -774,6 +774,7 @@ func toReservation(r db.VoucherRedemption) voucher.Reservation {
 		ExpiresAt:      r.ExpiresAt,
 		ConfirmedAt:    r.ConfirmedAt,
 		ReleasedAt:     r.ReleasedAt,
+		Position:       int(r.Position),
 	}
 }
 
