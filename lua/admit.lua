@@ -17,12 +17,19 @@
 --                                   STATE pending, live, confirmed, releasing,
 --                                   released, void or lost; times in Unix ms
 --                                   on the gate's clock; createdAt is the
---                                   admission's token (unique per order)
+--                                   admission's token (unique per order);
+--                                   then ":position", the order's place among
+--                                   the voucher's admitted reserves (absent
+--                                   in a value written before they were kept)
 -- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, epoch, server, startsAt,
 --                                   endsAt, minOrder, ttl, lease (load.lua),
 --                                   budget (left) for a voucher with one,
 --                                   room (voucher.MoneyRoom; absent in a
---                                   gate loaded before it was kept)
+--                                   gate loaded before it was kept),
+--                                   admitted: the last position given (the
+--                                   database's admitted_count at the load,
+--                                   raised by one at each admission; never
+--                                   lowered, so a number is never given twice)
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
 -- KEYS[6..] order:{ORDERID}        (on a single Redis: the orderIds' claims
 --                                   across vouchers, one per admission below,
@@ -117,7 +124,8 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
         return 'PENDING', known
       end
       local created = math.max(now, tonumber(f[4]) + 1)
-      local adopted = who .. ':pending:' .. created .. ':' .. (created + ttl)
+      -- The same admission, a new owner: its place stays.
+      local adopted = who .. ':pending:' .. created .. ':' .. (created + ttl) .. placed(f)
       redis.call('HSET', KEYS[3], orderId, adopted)
       return 'ADOPTED', adopted
     elseif state ~= 'void' then
@@ -157,7 +165,11 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   end
 
   local created = math.max(now, after)
-  local value = who .. ':pending:' .. created .. ':' .. (created + ttl)
+  -- Its place: the next number of the voucher's admitted reserves (a
+  -- voided admission, never answered, keeps the one it had; a new one of
+  -- the same order gets the next).
+  local position = redis.call('HINCRBY', KEYS[4], 'admitted', 1)
+  local value = who .. ':pending:' .. created .. ':' .. (created + ttl) .. ':' .. position
   redis.call('DECR', KEYS[1])
   stock = stock - 1
   if budget and discount > 0 then

@@ -223,10 +223,10 @@ func settleAnswer(code string, op voucher.SettleOp, orderID, answer, value strin
 // (apply_check.lua): one verdict per event, in order.
 func (g *Gate) ApplyCheck(ctx context.Context, code string, evs []voucher.Event) ([]voucher.ApplyVerdict, error) {
 	k := keysOf(code)
-	args := make([]any, 0, 1+8*len(evs))
+	args := make([]any, 0, 1+9*len(evs))
 	args = append(args, len(evs))
 	for _, ev := range evs {
-		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount, string(ev.Kind))
+		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount, string(ev.Kind), ev.Position)
 	}
 	reply, err := applyCheckScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
 	if err != nil {

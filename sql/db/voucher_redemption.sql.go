@@ -413,7 +413,7 @@ func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRe
 }
 
 const voucherRedemptionListAllWithTimes = `-- name: VoucherRedemptionListAllWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1
 `
 
@@ -424,6 +424,7 @@ type VoucherRedemptionListAllWithTimesRow struct {
 	Status      string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+	Position    int32
 }
 
 // VoucherRedemptionListAllWithTimes lists every order of a voucher,
@@ -446,6 +447,7 @@ func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucher
 			&i.Status,
 			&i.CreatedAt,
 			&i.ExpiresAt,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
@@ -546,7 +548,7 @@ func (q *Queries) VoucherRedemptionListLive(ctx context.Context, voucherCode str
 }
 
 const voucherRedemptionListLiveWithTimes = `-- name: VoucherRedemptionListLiveWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
 `
 
@@ -557,6 +559,7 @@ type VoucherRedemptionListLiveWithTimesRow struct {
 	Status      string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+	Position    int32
 }
 
 // VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
@@ -577,6 +580,7 @@ func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, vouche
 			&i.Status,
 			&i.CreatedAt,
 			&i.ExpiresAt,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
