@@ -247,4 +247,3 @@ func TestPosition_CampaignCodesAreNumberedInTheCampaignsOrder(t *testing.T) {
 		})
 	}
 }
-
