@@ -270,6 +270,10 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 	if err != nil || len(made) == 0 {
 		return nil, err
 	}
+	orders := make(map[string]bool, len(made))
+	for _, m := range made {
+		orders[m.OrderID] = true
+	}
 	u := usesOf(len(made), func(i int) (string, int64) { return made[i].OrderID, made[i].CustomerID })
 	if err := q.VoucherCustomerUsesRecord(ctx, db.VoucherCustomerUsesRecordParams{Code: code, CustomerIds: u.customers, Uses: u.uses}); err != nil {
 		return nil, err
@@ -298,7 +302,7 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 		highest = max(highest, m.Position)
 	}
 	for _, ev := range evs {
-		if ev.Position == 0 && slices.ContainsFunc(made, func(m db.VoucherRedemptionInsertManyRow) bool { return m.OrderID == ev.OrderID }) {
+		if ev.Position == 0 && orders[ev.OrderID] && !slices.Contains(unnumbered, ev.OrderID) {
 			unnumbered = append(unnumbered, ev.OrderID)
 		}
 	}
@@ -308,10 +312,6 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 		return nil, errSumTooLarge
 	} else if err != nil {
 		return nil, err
-	}
-	orders := make(map[string]bool, len(made))
-	for _, m := range made {
-		orders[m.OrderID] = true
 	}
 	return orders, nil
 }
