@@ -738,13 +738,15 @@ func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt" {
+	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt,position" {
 		t.Fatalf("export has %d lines (header %v), want a header and %d rows", len(records), records[0], n)
 	}
 	ids := map[string]bool{}
+	positions := map[string]bool{}
 	confirmedRows := 0
 	for _, r := range records[1:] {
 		ids[r[0]] = true
+		positions[r[9]] = true
 		if r[2] == "CONFIRMED" {
 			confirmedRows++
 			if r[7] == "" {
@@ -754,6 +756,9 @@ func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
 	}
 	if len(ids) != n || confirmedRows != 105 {
 		t.Errorf("export: %d distinct orders, %d confirmed; want %d and 105", len(ids), confirmedRows, n)
+	}
+	if len(positions) != n || !positions["1"] || !positions[strconv.Itoa(n)] {
+		t.Errorf("export: %d distinct positions, want %d (1..%d)", len(positions), n, n)
 	}
 	if !ids["'=HYPERLINK("+code+")"] {
 		t.Error("an orderId starting with = is not kept from being a formula")
