@@ -29,7 +29,10 @@
 --                                   admitted: the last position given (the
 --                                   database's admitted_count at the load,
 --                                   raised by one at each admission; never
---                                   lowered, so a number is never given twice)
+--                                   lowered, so a number is never given
+--                                   twice); absent in a gate loaded before
+--                                   positions were kept, which then gives
+--                                   none (the consumer numbers the rows)
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
 -- KEYS[6..] order:{ORDERID}        (on a single Redis: the orderIds' claims
 --                                   across vouchers, one per admission below,
@@ -81,7 +84,7 @@ if not stock then
   return answerAll('NOT_LOADED', '')
 end
 stock = tonumber(stock)
-local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room')
+local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room', 'admitted')
 local epoch = m[2] or ''
 local server = run_id()
 if m[3] ~= server then
@@ -167,9 +170,14 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   local created = math.max(now, after)
   -- Its place: the next number of the voucher's admitted reserves (a
   -- voided admission, never answered, keeps the one it had; a new one of
-  -- the same order gets the next).
-  local position = redis.call('HINCRBY', KEYS[4], 'admitted', 1)
-  local value = who .. ':pending:' .. created .. ':' .. (created + ttl) .. ':' .. position
+  -- the same order gets the next). A gate loaded before the numbers were
+  -- kept does not know where they stand: it gives none, rather than
+  -- numbers the database gave already.
+  local place = ''
+  if m[11] then
+    place = ':' .. redis.call('HINCRBY', KEYS[4], 'admitted', 1)
+  end
+  local value = who .. ':pending:' .. created .. ':' .. (created + ttl) .. place
   redis.call('DECR', KEYS[1])
   stock = stock - 1
   if budget and discount > 0 then

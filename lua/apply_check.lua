@@ -139,7 +139,9 @@ for i = 0, n - 1 do
       local position = tonumber(ARGV[b + 8])
       if position > 0 then
         place = ':' .. ARGV[b + 8]
-        if position > tonumber(redis.call('HGET', KEYS[4], 'admitted') or '0') then
+        -- (A gate without the count gives no numbers: left so.)
+        local count = redis.call('HGET', KEYS[4], 'admitted')
+        if count and position > tonumber(count) then
           redis.call('HSET', KEYS[4], 'admitted', ARGV[b + 8])
         end
       end

@@ -192,7 +192,7 @@ func TestOpenAPI_AnAnswerTheFileDoesNotAllowIsCaught(t *testing.T) {
 	}{
 		{"a reservation as documented", reserve, 201, good, true},
 		{"an unknown status", reserve, 201, strings.Replace(good, "RESERVED", "PENDING", 1), false},
-		{"a position below 1", reserve, 201, strings.Replace(good, `"position":1`, `"position":0`, 1), false},
+		{"a negative position", reserve, 201, strings.Replace(good, `"position":1`, `"position":-1`, 1), false},
 		{"a missing field", reserve, 201, strings.Replace(good, `"voucherCode":"SPRING10",`, "", 1), false},
 		{"an extra field", reserve, 201, strings.Replace(good, `{`, `{"sql":"select 1",`, 1), false},
 		{"a status the operation does not list", confirm, 418, `{"error":"INTERNAL","message":"x"}`, false},

@@ -537,9 +537,6 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 	if snap.Total > 0 {
 		meta = append(meta, "total", snap.Total)
 	}
-	if snap.Admitted > 0 {
-		meta = append(meta, "admitted", snap.Admitted)
-	}
 	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders, len(meta) / 2}, meta...)
 	args = append(args, last.args()...)
 	n, err := loadScript.Run(ctx, g.rdb,

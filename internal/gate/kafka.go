@@ -257,6 +257,9 @@ func (g *Gate) Recover(ctx context.Context, snap voucher.GateSnapshot, terms vou
 		"epoch", terms.Epoch, "startsAt", terms.StartsAt.UnixMilli(), "endsAt", terms.EndsAt.UnixMilli(),
 		"dbNow", terms.DatabaseNow.UnixMilli(), "minOrder", terms.MinOrderAmount,
 		"ttl", terms.TTL.Milliseconds(), "lease", terms.Lease.Milliseconds(),
+		// Even 0: a gate without it is one loaded before positions were
+		// kept, which gives none (admit.lua).
+		"admitted", snap.Admitted,
 	}
 	return g.install(ctx, snap, mode, extra...)
 }

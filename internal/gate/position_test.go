@@ -17,6 +17,7 @@ import (
 // settle keeps it, and a gate loaded again continues from the count it is
 // given, with the orders it holds keeping theirs.
 func TestAdmit_NumbersEachAdmissionOnceAfterTheLoadedCount(t *testing.T) {
+	t.Parallel()
 	g, _ := newGate(t)
 	ctx := context.Background()
 	code := newCode(t)
@@ -91,5 +92,27 @@ func TestAdmit_NumbersEachAdmissionOnceAfterTheLoadedCount(t *testing.T) {
 	next, err := g.Admit(ctx, code, voucher.ReserveRequest{Code: code, OrderID: code + "-next", CustomerID: 999, OrderAmount: 5000}, 100)
 	if err != nil || next.Verdict != voucher.GateAdmitted || next.Order.Position != 61 {
 		t.Fatalf("an admission on the reloaded gate: %+v %v, want position 61", next, err)
+	}
+}
+
+// A kafka-mode gate loaded before positions were kept (no count in its
+// meta) gives no numbers rather than start at 1 again over the ones the
+// database gave: the consumer numbers those rows; the next load brings the
+// count.
+func TestAdmit_AGateLoadedWithoutTheCountGivesNoNumbers(t *testing.T) {
+	t.Parallel()
+	g, rdb := newGate(t)
+	ctx := context.Background()
+	code := newCode(t)
+	loadKafkaGate(t, g, voucher.GateSnapshot{Code: code, Remaining: 5, PerUserLimit: 1, Admitted: 7}, 15*time.Minute)
+	if err := rdb.HDel(ctx, "voucher:{"+code+"}:meta", "admitted").Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := g.Admit(ctx, code, voucher.ReserveRequest{Code: code, OrderID: code + "-a", CustomerID: 1, OrderAmount: 5000}, 100)
+	if err != nil || a.Verdict != voucher.GateAdmitted || a.Order.Position != 0 {
+		t.Fatalf("an admission on a gate without the count: %+v %v, want ADMITTED without a position", a, err)
+	}
+	if n, err := rdb.HExists(ctx, "voucher:{"+code+"}:meta", "admitted").Result(); err != nil || n {
+		t.Fatalf("the gate's count after it: exists %v (%v), want still absent", n, err)
 	}
 }
