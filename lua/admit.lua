@@ -169,8 +169,8 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
 
   local created = math.max(now, after)
   -- Its place: the next number of the voucher's admitted reserves (a
-  -- voided admission, never answered, keeps the one it had; a new one of
-  -- the same order gets the next). A gate loaded before the numbers were
+  -- voided admission, never answered, leaves its number unused; the same
+  -- order admitted again gets the next). A gate loaded before the numbers were
   -- kept does not know where they stand: it gives none, rather than
   -- numbers the database gave already.
   local place = ''
