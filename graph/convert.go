@@ -46,6 +46,7 @@ func toReservation(r voucher.Reservation) *model.Reservation {
 		Status:         model.ReservationStatus(r.Status),
 		CreatedAt:      r.CreatedAt,
 		ExpiresAt:      r.ExpiresAt,
+		Position:       r.Position,
 	}
 }
 

@@ -91,6 +91,7 @@ const (
 	kindStatus
 	kindCreatedAt
 	kindExpiresAt
+	kindPosition
 	kindCode
 	kindMessage
 	kindField
@@ -120,7 +121,7 @@ var payloadFields = map[string]fastKind{"__typename": kindTypename, "reservation
 var reservationFields = map[string]fastKind{
 	"__typename": kindTypename, "orderId": kindOrderID, "voucherCode": kindVoucherCode, "customerId": kindCustomerID,
 	"orderAmount": kindOrderAmount, "discountAmount": kindDiscountAmount, "status": kindStatus,
-	"createdAt": kindCreatedAt, "expiresAt": kindExpiresAt,
+	"createdAt": kindCreatedAt, "expiresAt": kindExpiresAt, "position": kindPosition,
 }
 
 var errorFields = map[string]fastKind{"__typename": kindTypename, "code": kindCode, "message": kindMessage, "field": kindField}
@@ -463,6 +464,8 @@ func renderReservation(ctx context.Context, b *bytes.Buffer, fields []fastField,
 			_ = model.MarshalTime(r.CreatedAt).MarshalGQLContext(ctx, b)
 		case kindExpiresAt:
 			_ = model.MarshalTime(r.ExpiresAt).MarshalGQLContext(ctx, b)
+		case kindPosition:
+			b.WriteString(strconv.Itoa(r.Position))
 		}
 	}
 	b.WriteByte('}')

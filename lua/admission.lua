@@ -94,7 +94,7 @@ local function settle(op, orderId, token, epoch, who, discount)
     return 'FAIL', known
   end
   local function with(s)
-    return f[1] .. ':' .. f[2] .. ':' .. s .. ':' .. f[4] .. ':' .. f[5]
+    return f[1] .. ':' .. f[2] .. ':' .. s .. ':' .. f[4] .. ':' .. f[5] .. placed(f)
   end
 
   if op == 'finalize' then

@@ -17,12 +17,22 @@
 --                                   STATE pending, live, confirmed, releasing,
 --                                   released, void or lost; times in Unix ms
 --                                   on the gate's clock; createdAt is the
---                                   admission's token (unique per order)
+--                                   admission's token (unique per order);
+--                                   then ":position", the order's place among
+--                                   the voucher's admitted reserves (absent
+--                                   in a value written before they were kept)
 -- KEYS[4] voucher:{CODE}:meta       hash perUserLimit, epoch, server, startsAt,
 --                                   endsAt, minOrder, ttl, lease (load.lua),
 --                                   budget (left) for a voucher with one,
 --                                   room (voucher.MoneyRoom; absent in a
---                                   gate loaded before it was kept)
+--                                   gate loaded before it was kept),
+--                                   admitted: the last position given (the
+--                                   database's admitted_count at the load,
+--                                   raised by one at each admission; never
+--                                   lowered, so a number is never given
+--                                   twice); absent in a gate loaded before
+--                                   positions were kept, which then gives
+--                                   none (the consumer numbers the rows)
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
 -- KEYS[6..] order:{ORDERID}        (on a single Redis: the orderIds' claims
 --                                   across vouchers, one per admission below,
@@ -74,7 +84,7 @@ if not stock then
   return answerAll('NOT_LOADED', '')
 end
 stock = tonumber(stock)
-local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room')
+local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room', 'admitted')
 local epoch = m[2] or ''
 local server = run_id()
 if m[3] ~= server then
@@ -117,7 +127,8 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
         return 'PENDING', known
       end
       local created = math.max(now, tonumber(f[4]) + 1)
-      local adopted = who .. ':pending:' .. created .. ':' .. (created + ttl)
+      -- The same admission, a new owner: its place stays.
+      local adopted = who .. ':pending:' .. created .. ':' .. (created + ttl) .. placed(f)
       redis.call('HSET', KEYS[3], orderId, adopted)
       return 'ADOPTED', adopted
     elseif state ~= 'void' then
@@ -157,7 +168,16 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   end
 
   local created = math.max(now, after)
-  local value = who .. ':pending:' .. created .. ':' .. (created + ttl)
+  -- Its place: the next number of the voucher's admitted reserves (a
+  -- voided admission, never answered, leaves its number unused; the same
+  -- order admitted again gets the next). A gate loaded before the numbers were
+  -- kept does not know where they stand: it gives none, rather than
+  -- numbers the database gave already.
+  local place = ''
+  if m[11] then
+    place = ':' .. redis.call('HINCRBY', KEYS[4], 'admitted', 1)
+  end
+  local value = who .. ':pending:' .. created .. ':' .. (created + ttl) .. place
   redis.call('DECR', KEYS[1])
   stock = stock - 1
   if budget and discount > 0 then

@@ -33,7 +33,9 @@
 -- ARGV[1] n, then n times: orderId, customerId, orderAmount, createdAt,
 -- expiresAt, epoch, discount (a re-admission takes it from the budget, if
 -- the voucher has one, with the use, or is voided when it does not fit),
--- kind (reserved, confirmed or released)
+-- kind (reserved, confirmed or released), position (the place the gate
+-- gave the admission, 0 if none: a re-admission keeps it, and the gate's
+-- count of admitted reserves is raised to at least it)
 --
 -- Returns n answers: APPLY, SKIP, or UNCHECKED (then all are).
 
@@ -49,7 +51,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return all('UNCHECKED')
 end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'perUserLimit')
-local width = 8 -- ARGV values per event
+local width = 9 -- ARGV values per event
 local function decision(b)
   return ARGV[b + 7] == 'confirmed' or ARGV[b + 7] == 'released'
 end
@@ -94,7 +96,7 @@ local function decided(id, known, token, kind)
     end
     to = 'confirmed'
   end
-  redis.call('HSET', KEYS[3], id, f[1] .. ':' .. f[2] .. ':' .. to .. ':' .. f[4] .. ':' .. f[5])
+  redis.call('HSET', KEYS[3], id, f[1] .. ':' .. f[2] .. ':' .. to .. ':' .. f[4] .. ':' .. f[5] .. placed(f))
   return 'APPLY'
 end
 
@@ -112,7 +114,7 @@ for i = 0, n - 1 do
       out[#out + 1] = 'SKIP'
     else
       if state == 'pending' then
-        redis.call('HSET', KEYS[3], id, f[1] .. ':' .. f[2] .. ':live:' .. f[4] .. ':' .. f[5])
+        redis.call('HSET', KEYS[3], id, f[1] .. ':' .. f[2] .. ':live:' .. f[4] .. ':' .. f[5] .. placed(f))
       end
       out[#out + 1] = 'APPLY'
     end
@@ -133,7 +135,17 @@ for i = 0, n - 1 do
         redis.call('HINCRBY', KEYS[4], 'room', '-' .. ARGV[b + 6])
       end
       redis.call('HINCRBY', KEYS[2], ARGV[b + 1], 1)
-      redis.call('HSET', KEYS[3], id, who .. ':live:' .. token .. ':' .. ARGV[b + 4])
+      local place = ''
+      local position = tonumber(ARGV[b + 8])
+      if position > 0 then
+        place = ':' .. ARGV[b + 8]
+        -- (A gate without the count gives no numbers: left so.)
+        local count = redis.call('HGET', KEYS[4], 'admitted')
+        if count and position > tonumber(count) then
+          redis.call('HSET', KEYS[4], 'admitted', ARGV[b + 8])
+        end
+      end
+      redis.call('HSET', KEYS[3], id, who .. ':live:' .. token .. ':' .. ARGV[b + 4] .. place)
       out[#out + 1] = 'APPLY'
     else
       redis.call('HSET', KEYS[3], id, who .. ':void:' .. token .. ':' .. ARGV[b + 4])

@@ -37,6 +37,6 @@ local now = now_ms()
 if now >= tonumber(f[5]) then
   return {'EXPIRED', known}
 end
-local confirmed = f[1] .. ':' .. f[2] .. ':confirmed:' .. f[4] .. ':' .. f[5]
+local confirmed = f[1] .. ':' .. f[2] .. ':confirmed:' .. f[4] .. ':' .. f[5] .. placed(f)
 redis.call('HSET', KEYS[2], ARGV[1], confirmed)
 return {'CONFIRMED_NOW', confirmed}

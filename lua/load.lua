@@ -150,6 +150,12 @@ end
 if extra['usesPerCode'] then
   redis.call('HSET', meta, 'usesPerCode', extra['usesPerCode'])
 end
+if extra['admitted'] then
+  -- The database's admitted_count (the last position it holds; kafka mode):
+  -- admit.lua numbers from it, so a reloaded gate continues and never
+  -- starts at 1 again.
+  redis.call('HSET', meta, 'admitted', extra['admitted'])
+end
 if extra['total'] then
   -- The total the stock stands for, so extend.lua raises it by the difference.
   redis.call('HSET', meta, 'total', extra['total'])

@@ -44,6 +44,6 @@ local now = now_ms()
 if ARGV[2] == 'expire' and now < tonumber(f[5]) then
   return {'NOT_DUE', known}
 end
-local releasing = f[1] .. ':' .. f[2] .. ':releasing:' .. f[4] .. ':' .. f[5]
+local releasing = f[1] .. ':' .. f[2] .. ':releasing:' .. f[4] .. ':' .. f[5] .. placed(f)
 redis.call('HSET', KEYS[2], ARGV[1], releasing)
 return {'RELEASED_NOW', releasing}

@@ -20,13 +20,23 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- fields splits an order's value on ':': customerId, amount[, STATE, createdAt, expiresAt].
+-- fields splits an order's value on ':': customerId, amount[, STATE, createdAt, expiresAt[, position]].
 local function fields(value)
   local f = {}
   for part in string.gmatch(value, '[^:]+') do
     f[#f + 1] = part
   end
   return f
+end
+
+-- placed is the ':position' an order's value ends with in kafka mode (its
+-- place among the voucher's admitted reserves, given by admit.lua), '' for
+-- a value without one; every script that rewrites a value keeps it.
+local function placed(f)
+  if f[6] then
+    return ':' .. f[6]
+  end
+  return ''
 end
 
 -- settled runs confirm.lua's and mark_released.lua's shared checks, in order:

@@ -59,7 +59,7 @@ end
 if mode == 'forget' or mode == 'drop' or mode == 'dropcode' then
   redis.call('HDEL', KEYS[3], ARGV[1])
 elseif f[4] then
-  redis.call('HSET', KEYS[3], ARGV[1], f[1] .. ':' .. f[2] .. ':released:' .. f[4] .. ':' .. f[5])
+  redis.call('HSET', KEYS[3], ARGV[1], f[1] .. ':' .. f[2] .. ':released:' .. f[4] .. ':' .. f[5] .. placed(f))
 else
   redis.call('HSET', KEYS[3], ARGV[1], known .. ':released')
 end

@@ -124,3 +124,37 @@ func TestUpperCaseCodes_TwoCodesDifferingOnlyInCaseStopTheMigrationWithTheirName
 		t.Errorf("lower-case codes after the refused migration = %d (%v), want 4 (winter25, Spring, spring, other)", n, err)
 	}
 }
+
+// The reservations made before positions were kept are numbered in the
+// order they were made, per voucher row, and each voucher's count of them
+// continues from there.
+func TestReservationPosition_ExistingReservationsAreNumberedInTheirOrder(t *testing.T) {
+	db := freshDatabase(t)
+	migrateTo(t, db, 74)
+	for _, code := range []string{"A", "B"} {
+		mustExec(t, db, `INSERT INTO voucher (code, discount_amount, currency, total_limit, used_count, reserved_count, starts_at, ends_at)
+			VALUES ($1, 500, 'USD', 10, 0, 0, now() - interval '1 hour', now() + interval '1 day')`, code)
+	}
+	for i, o := range []struct{ id, code, status string }{
+		{"o-3", "A", "RELEASED"}, {"o-1", "A", "RESERVED"}, {"o-9", "B", "CONFIRMED"}, {"o-2", "A", "RESERVED"},
+	} {
+		mustExec(t, db, `INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+			VALUES ($1, $2, 7, 1000, 500, $3, now() + $4 * interval '1 second', now() + interval '15 minutes')`, o.id, o.code, o.status, i)
+	}
+	if _, err := Up(context.Background(), db); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	want := map[string]int{"o-3": 1, "o-1": 2, "o-9": 1, "o-2": 3}
+	for id, p := range want {
+		var got int
+		if err := db.QueryRow(`SELECT position FROM voucher_redemption WHERE order_id = $1`, id).Scan(&got); err != nil || got != p {
+			t.Errorf("order %s: position %d (%v), want %d", id, got, err, p)
+		}
+	}
+	for code, n := range map[string]int{"A": 3, "B": 1} {
+		var got int
+		if err := db.QueryRow(`SELECT admitted_count FROM voucher WHERE code = $1`, code).Scan(&got); err != nil || got != n {
+			t.Errorf("voucher %s: admitted_count %d (%v), want %d", code, got, err, n)
+		}
+	}
+}

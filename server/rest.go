@@ -40,6 +40,7 @@ type reservationJSON struct {
 	Status         string    `json:"status"`
 	CreatedAt      time.Time `json:"createdAt"`
 	ExpiresAt      time.Time `json:"expiresAt"`
+	Position       int       `json:"position"`
 }
 
 func toReservationJSON(r voucher.Reservation) reservationJSON {
@@ -52,6 +53,7 @@ func toReservationJSON(r voucher.Reservation) reservationJSON {
 		Status:         string(r.Status),
 		CreatedAt:      r.CreatedAt.UTC(),
 		ExpiresAt:      r.ExpiresAt.UTC(),
+		Position:       r.Position,
 	}
 }
 

@@ -738,13 +738,15 @@ func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt" {
+	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt,position" {
 		t.Fatalf("export has %d lines (header %v), want a header and %d rows", len(records), records[0], n)
 	}
 	ids := map[string]bool{}
+	positions := map[string]bool{}
 	confirmedRows := 0
 	for _, r := range records[1:] {
 		ids[r[0]] = true
+		positions[r[9]] = true
 		if r[2] == "CONFIRMED" {
 			confirmedRows++
 			if r[7] == "" {
@@ -754,6 +756,9 @@ func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
 	}
 	if len(ids) != n || confirmedRows != 105 {
 		t.Errorf("export: %d distinct orders, %d confirmed; want %d and 105", len(ids), confirmedRows, n)
+	}
+	if len(positions) != n || !positions["1"] || !positions[strconv.Itoa(n)] {
+		t.Errorf("export: %d distinct positions, want %d (1..%d)", len(positions), n, n)
 	}
 	if !ids["'=HYPERLINK("+code+")"] {
 		t.Error("an orderId starting with = is not kept from being a formula")
@@ -858,5 +863,38 @@ func TestRebuildConfirm_NamesACampaignsGate(t *testing.T) {
 	}
 	if rec := f.do(t, http.MethodGet, "/admin/drift/"+url.PathEscape("no such code!")+"/rebuild", &op, nil, nil); rec.Code != http.StatusNotFound {
 		t.Errorf("confirm page of a malformed code: HTTP %d, want 404", rec.Code)
+	}
+}
+
+// The order lookup shows a reservation's position among its voucher's
+// admitted reserves, of the voucher's total limit (issue 29), and the
+// voucher's reservation rows show it too; a released reservation keeps it.
+func TestReservationLookup_ShowsThePositionOfTheTotal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	ctx := voucher.WithCaller(context.Background(), voucher.Caller{Name: "test", Role: voucher.RoleAdmin})
+	code := "POS_" + strings.ToUpper(unique())
+	if _, err := f.svc.CreateVoucher(ctx, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: 1500, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := f.svc.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: int64(1 + i), OrderID: fmt.Sprintf("%s-%d", code, i), OrderAmount: 500}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.svc.Release(ctx, code, code+"-2"); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.do(t, http.MethodGet, "/admin/reservations?orderId="+code+"-2", &m, nil, nil)
+	if got := strings.TrimSpace(doc(t, rec).Find(`[data-testid=lookup-position]`).Text()); got != "#3 of 1,500" {
+		t.Errorf("the lookup's position = %q, want #3 of 1,500", got)
+	}
+	rec = f.do(t, http.MethodGet, "/admin/vouchers/"+code, &m, nil, nil)
+	var rows []string
+	doc(t, rec).Find(`[data-testid=reservation-position]`).Each(func(_ int, s *goquery.Selection) { rows = append(rows, s.Text()) })
+	if fmt.Sprint(rows) != "[#3 #2 #1]" {
+		t.Errorf("the voucher page's reservation rows show positions %v, want [#3 #2 #1] (newest first)", rows)
 	}
 }

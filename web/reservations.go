@@ -104,13 +104,14 @@ func (d *dashboard) reservationsCSV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", `attachment; filename="reservations-`+rq.Code+`.csv"`)
 	out := csv.NewWriter(w)
 	flusher, _ := w.(http.Flusher)
-	_ = out.Write([]string{"orderId", "customerId", "status", "orderAmount", "discountAmount", "createdAt", "expiresAt", "confirmedAt", "releasedAt"})
+	_ = out.Write([]string{"orderId", "customerId", "status", "orderAmount", "discountAmount", "createdAt", "expiresAt", "confirmedAt", "releasedAt", "position"})
 	n := 0
 	err := d.deps.Vouchers.ExportReservations(r.Context(), rq.Code, f, func(res voucher.Reservation) error {
 		if err := out.Write([]string{
 			csvCell(res.OrderID), strconv.FormatInt(res.CustomerID, 10), string(res.Status),
 			strconv.FormatInt(res.OrderAmount, 10), strconv.FormatInt(res.DiscountAmount, 10),
 			stampOf(&res.CreatedAt), stampOf(&res.ExpiresAt), stampOf(res.ConfirmedAt), stampOf(res.ReleasedAt),
+			strconv.Itoa(res.Position),
 		}); err != nil {
 			return err
 		}

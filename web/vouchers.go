@@ -444,6 +444,7 @@ func (d *dashboard) endVoucher(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) reservationLookup(w http.ResponseWriter, r *http.Request) {
 	orderID := strings.TrimSpace(r.URL.Query().Get("orderId"))
 	var found *voucher.Reservation
+	of := 0 // the voucher's total limit, shown with the position
 	if orderID != "" {
 		res, err := d.deps.Reservations.Reservation(r.Context(), orderID)
 		switch voucher.ErrorCodeOf(err) {
@@ -455,7 +456,14 @@ func (d *dashboard) reservationLookup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	d.render(w, r, http.StatusOK, components.ReservationPage(d.page(r, "Reservation lookup", ""), orderID, found))
+	if found != nil {
+		// A campaign code is no voucher of its own (NOT_FOUND): its
+		// position is shown without the total.
+		if v, err := d.deps.Vouchers.Voucher(r.Context(), found.VoucherCode); err == nil {
+			of = v.TotalLimit
+		}
+	}
+	d.render(w, r, http.StatusOK, components.ReservationPage(d.page(r, "Reservation lookup", ""), orderID, found, of))
 }
 
 // optionalInt shows a figure for a form field; 0 (none) is empty.

@@ -90,8 +90,9 @@ type pgCounters struct {
 	// VoucherUpdates counts rows updated in voucher: the uses taken.
 	VoucherUpdates int64
 	// UseTakeCalls and UseTakeRows are pg_stat_statements' calls and rows of
-	// the reserve UPDATE (VoucherUsesTake: a reserve or a batch of them),
-	// when the extension answers.
+	// the reserve UPDATE (VoucherUsesTake: a reserve or a batch of them;
+	// a WITH statement since it numbers the rows too), when the extension
+	// answers.
 	UseTakeCalls, UseTakeRows int64
 	own                       int64 // the harness's statements so far
 }
@@ -120,7 +121,7 @@ FROM pg_stat_user_tables WHERE schemaname = current_schema()`).Scan(&c.Redemptio
 		err := p.conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(rows), 0)::bigint
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND query ILIKE 'UPDATE voucher%' AND query ILIKE '%used_count = used_count + $%' AND query ILIKE '%<= total_limit%'`).Scan(&c.UseTakeCalls, &c.UseTakeRows)
+  AND (query ILIKE 'UPDATE voucher%' OR query ILIKE 'WITH taken AS%') AND query ILIKE '%used_count = used_count + $%' AND query ILIKE '%<= total_limit%'`).Scan(&c.UseTakeCalls, &c.UseTakeRows)
 		p.own++
 		if err != nil {
 			return c, fmt.Errorf("pg_stat_statements: %w", err)

@@ -154,6 +154,7 @@ type ComplexityRoot struct {
 		ExpiresAt      func(childComplexity int) int
 		OrderAmount    func(childComplexity int) int
 		OrderID        func(childComplexity int) int
+		Position       func(childComplexity int) int
 		Status         func(childComplexity int) int
 		VoucherCode    func(childComplexity int) int
 	}
@@ -835,6 +836,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Reservation.OrderID(childComplexity), true
+	case "Reservation.position":
+		if e.ComplexityRoot.Reservation.Position == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.Position(childComplexity), true
 	case "Reservation.status":
 		if e.ComplexityRoot.Reservation.Status == nil {
 			break
@@ -1586,6 +1593,8 @@ type Reservation {
   createdAt: Time!
   "When a RESERVED reservation is released unless confirmed first."
   expiresAt: Time!
+  "Its place among the voucher's admitted reserves: 1 for the first use ever taken."
+  position: Int!
 }
 
 type Voucher {
@@ -1834,6 +1843,8 @@ func (ec *executionContext) childFields_Reservation(ctx context.Context, field g
 		return ec.fieldContext_Reservation_createdAt(ctx, field)
 	case "expiresAt":
 		return ec.fieldContext_Reservation_expiresAt(ctx, field)
+	case "position":
+		return ec.fieldContext_Reservation_position(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Reservation", field.Name)
 }

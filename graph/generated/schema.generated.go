@@ -1663,6 +1663,29 @@ func (ec *executionContext) fieldContext_Reservation_expiresAt(_ context.Context
 	return graphql.NewScalarFieldContext("Reservation", field, false, false, "Time")
 }
 
+func (ec *executionContext) _Reservation_position(ctx context.Context, field graphql.CollectedField, obj *model.Reservation) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Reservation_position(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Position, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Reservation_position(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Reservation", field, false, false, "Int")
+}
+
 func (ec *executionContext) _ReservationPayload_reservation(ctx context.Context, field graphql.CollectedField, obj *model.ReservationPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3090,6 +3113,11 @@ func (ec *executionContext) _Reservation(ctx context.Context, sel ast.SelectionS
 			}
 		case "expiresAt":
 			out.Values[i] = ec._Reservation_expiresAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "position":
+			out.Values[i] = ec._Reservation_position(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

@@ -207,6 +207,8 @@ type Reservation struct {
 	CreatedAt      time.Time         `json:"createdAt"`
 	// When a RESERVED reservation is released unless confirmed first.
 	ExpiresAt time.Time `json:"expiresAt"`
+	// Its place among the voucher's admitted reserves: 1 for the first use ever taken.
+	Position int `json:"position"`
 }
 
 type ReservationInput struct {

@@ -23,7 +23,7 @@ func (r result) status() string { return str(r.Reservation["status"]) }
 // first's in a field an identical retry must keep.
 func assertSameReservation(t testing.TB, first, retry result) {
 	t.Helper()
-	for _, k := range []string{"orderId", "status", "createdAt", "expiresAt", "discountAmount"} {
+	for _, k := range []string{"orderId", "status", "createdAt", "expiresAt", "discountAmount", "position"} {
 		if str(first.Reservation[k]) != str(retry.Reservation[k]) {
 			t.Errorf("retry changed %s: %v -> %v", k, first.Reservation[k], retry.Reservation[k])
 		}
@@ -47,7 +47,7 @@ type graphqlAPI struct{ s *server }
 
 func (graphqlAPI) name() string { return "graphql" }
 
-const reservationFields = `reservation { orderId voucherCode customerId orderAmount discountAmount status createdAt expiresAt } error { code message field }`
+const reservationFields = `reservation { orderId voucherCode customerId orderAmount discountAmount status createdAt expiresAt position } error { code message field }`
 
 func (g graphqlAPI) payload(t testing.TB, op string, r response) result {
 	t.Helper()

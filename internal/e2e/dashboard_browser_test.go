@@ -230,6 +230,9 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 	if got := text(`[data-testid=lookup-status]`); got != "CONFIRMED" {
 		t.Errorf("looked-up status = %q, want CONFIRMED", got)
 	}
+	if got := text(`[data-testid=lookup-position]`); got != "#1 of 40" {
+		t.Errorf("looked-up position = %q, want #1 of 40 (the first of three reserves one after another)", got)
+	}
 	shots.take(ctx, "06-reservation-lookup")
 
 	// A marketer has no drift page.

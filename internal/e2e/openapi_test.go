@@ -182,7 +182,7 @@ func TestOpenAPI_AnAnswerTheFileDoesNotAllowIsCaught(t *testing.T) {
 	confirm := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:1/vouchers/SPRING10/reservations/o-1/confirm", nil)
 	unknown := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:1/vouchers", nil)
 	json := http.Header{"Content-Type": {"application/json"}}
-	good := `{"orderId":"o-1","voucherCode":"SPRING10","customerId":42,"orderAmount":25000,"discountAmount":10000,"status":"RESERVED","createdAt":"2026-01-01T00:00:00Z","expiresAt":"2026-01-01T00:15:00Z"}`
+	good := `{"orderId":"o-1","voucherCode":"SPRING10","customerId":42,"orderAmount":25000,"discountAmount":10000,"status":"RESERVED","createdAt":"2026-01-01T00:00:00Z","expiresAt":"2026-01-01T00:15:00Z","position":1}`
 	for _, tc := range []struct {
 		desc   string
 		req    *http.Request
@@ -192,6 +192,7 @@ func TestOpenAPI_AnAnswerTheFileDoesNotAllowIsCaught(t *testing.T) {
 	}{
 		{"a reservation as documented", reserve, 201, good, true},
 		{"an unknown status", reserve, 201, strings.Replace(good, "RESERVED", "PENDING", 1), false},
+		{"a negative position", reserve, 201, strings.Replace(good, `"position":1`, `"position":-1`, 1), false},
 		{"a missing field", reserve, 201, strings.Replace(good, `"voucherCode":"SPRING10",`, "", 1), false},
 		{"an extra field", reserve, 201, strings.Replace(good, `{`, `{"sql":"select 1",`, 1), false},
 		{"a status the operation does not list", confirm, 418, `{"error":"INTERNAL","message":"x"}`, false},

@@ -21,6 +21,9 @@ type wireEvent struct {
 	CreatedAt      int64  `json:"createdAt"`
 	ExpiresAt      int64  `json:"expiresAt"`
 	DecidedAt      int64  `json:"decidedAt"`
+	// Position is the reservation's place among its voucher's admitted
+	// reserves, given by the gate; absent in events published before.
+	Position int `json:"position,omitempty"`
 	// Epoch is the gate load a reserved event's admission was made in; for
 	// a recovery marker, the epoch a rebuild installs.
 	Epoch   string `json:"epoch,omitempty"`
@@ -35,7 +38,7 @@ func Encode(ev voucher.Event) ([]byte, error) {
 		EventID: ev.ID, Kind: string(ev.Kind), OrderID: ev.OrderID, Code: ev.Code,
 		CustomerID: ev.CustomerID, OrderAmount: ev.OrderAmount, DiscountAmount: ev.DiscountAmount,
 		CreatedAt: ev.CreatedAt.UnixMilli(), ExpiresAt: ev.ExpiresAt.UnixMilli(), DecidedAt: ev.DecidedAt.UnixMilli(),
-		Epoch: ev.Epoch, Rebuild: ev.Rebuild, Incident: ev.Incident,
+		Position: ev.Position, Epoch: ev.Epoch, Rebuild: ev.Rebuild, Incident: ev.Incident,
 	})
 }
 
@@ -50,7 +53,7 @@ func Decode(b []byte) (voucher.Event, error) {
 		ID: w.EventID, Kind: voucher.EventKind(w.Kind), OrderID: w.OrderID, Code: w.Code,
 		CustomerID: w.CustomerID, OrderAmount: w.OrderAmount, DiscountAmount: w.DiscountAmount,
 		CreatedAt: time.UnixMilli(w.CreatedAt), ExpiresAt: time.UnixMilli(w.ExpiresAt), DecidedAt: time.UnixMilli(w.DecidedAt),
-		Epoch: w.Epoch, Rebuild: w.Rebuild, Incident: w.Incident,
+		Position: w.Position, Epoch: w.Epoch, Rebuild: w.Rebuild, Incident: w.Incident,
 	}
 	switch ev.Kind {
 	case voucher.EventRecover:
@@ -78,6 +81,8 @@ func Decode(b []byte) (voucher.Event, error) {
 		return ev, fmt.Errorf("no eventId")
 	case ev.CustomerID <= 0, ev.OrderAmount < 0, ev.DiscountAmount < 0:
 		return ev, fmt.Errorf("customerId, orderAmount or discountAmount out of range")
+	case ev.Position < 0 || ev.Position > voucher.MaxLimit:
+		return ev, fmt.Errorf("position out of range")
 	case w.CreatedAt <= 0 || w.ExpiresAt <= w.CreatedAt:
 		return ev, fmt.Errorf("createdAt and expiresAt out of order")
 	}

@@ -20,7 +20,7 @@ func event(kind voucher.EventKind, order, code string) voucher.Event {
 	at := time.UnixMilli(time.Now().UnixMilli())
 	return voucher.NewEvent(kind, voucher.Reservation{
 		OrderID: order, VoucherCode: code, CustomerID: 42, OrderAmount: 25000, DiscountAmount: 1000,
-		CreatedAt: at, ExpiresAt: at.Add(15 * time.Minute),
+		CreatedAt: at, ExpiresAt: at.Add(15 * time.Minute), Position: 317,
 	}, at.Add(time.Second))
 }
 
@@ -61,6 +61,7 @@ func TestCodec_RefusesWhatTheServiceCouldNotHaveSent(t *testing.T) {
 		{desc: "a zero customer", change: func(e *voucher.Event) { e.CustomerID = 0 }},
 		{desc: "a negative discount (0 is one: 1 % of 99)", change: func(e *voucher.Event) { e.DiscountAmount = -1 }},
 		{desc: "expiresAt before createdAt", change: func(e *voucher.Event) { e.ExpiresAt = e.CreatedAt }},
+		{desc: "a negative position", change: func(e *voucher.Event) { e.Position = -1 }},
 	}
 	for _, tt := range tests {
 		b := []byte(tt.raw)

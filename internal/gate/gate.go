@@ -770,7 +770,11 @@ func orderValue(o voucher.GateOrder) string {
 	case o.Confirmed:
 		state = "confirmed"
 	}
-	return v + ":" + state + ":" + strconv.FormatInt(o.CreatedAt.UnixMilli(), 10) + ":" + strconv.FormatInt(o.ExpiresAt.UnixMilli(), 10)
+	v += ":" + state + ":" + strconv.FormatInt(o.CreatedAt.UnixMilli(), 10) + ":" + strconv.FormatInt(o.ExpiresAt.UnixMilli(), 10)
+	if o.Position > 0 {
+		v += ":" + strconv.Itoa(o.Position)
+	}
+	return v
 }
 
 func parseSnapshot(code, stock string, meta, customers, orders map[string]string) (voucher.GateSnapshot, error) {
@@ -791,6 +795,11 @@ func parseSnapshot(code, stock string, meta, customers, orders map[string]string
 	}
 	snap.Epoch = meta["epoch"]
 	snap.Version = meta["version"]
+	if a, ok := meta["admitted"]; ok {
+		if snap.Admitted, err = strconv.Atoi(a); err != nil {
+			return snap, fmt.Errorf("admitted %q: %w", a, err)
+		}
+	}
 	if b, ok := meta["budget"]; ok {
 		left, err := strconv.ParseInt(b, 10, 64)
 		if err != nil {
@@ -846,13 +855,20 @@ func parseTerms(meta map[string]string) (voucher.GateTerms, error) {
 }
 
 // parseOrder reads "customerId:amount", "customerId:amount:released" or
-// "customerId:amount:STATE:createdAt:expiresAt".
+// "customerId:amount:STATE:createdAt:expiresAt[:position]".
 func parseOrder(id, v string) (voucher.GateOrder, error) {
 	o := voucher.GateOrder{OrderID: id}
 	malformed := fmt.Errorf("order %q: malformed value %q", id, v)
 	f := strings.Split(v, ":")
-	if len(f) != 2 && len(f) != 3 && len(f) != 5 {
+	if len(f) != 2 && len(f) != 3 && len(f) != 5 && len(f) != 6 {
 		return o, malformed
+	}
+	if len(f) == 6 {
+		p, err := strconv.Atoi(f[5])
+		if err != nil || p < 1 {
+			return o, malformed
+		}
+		o.Position, f = p, f[:5]
 	}
 	cid, err1 := strconv.ParseInt(f[0], 10, 64)
 	amt, err2 := strconv.ParseInt(f[1], 10, 64)

@@ -223,10 +223,10 @@ func settleAnswer(code string, op voucher.SettleOp, orderID, answer, value strin
 // (apply_check.lua): one verdict per event, in order.
 func (g *Gate) ApplyCheck(ctx context.Context, code string, evs []voucher.Event) ([]voucher.ApplyVerdict, error) {
 	k := keysOf(code)
-	args := make([]any, 0, 1+8*len(evs))
+	args := make([]any, 0, 1+9*len(evs))
 	args = append(args, len(evs))
 	for _, ev := range evs {
-		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount, string(ev.Kind))
+		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount, string(ev.Kind), ev.Position)
 	}
 	reply, err := applyCheckScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
 	if err != nil {
@@ -257,6 +257,9 @@ func (g *Gate) Recover(ctx context.Context, snap voucher.GateSnapshot, terms vou
 		"epoch", terms.Epoch, "startsAt", terms.StartsAt.UnixMilli(), "endsAt", terms.EndsAt.UnixMilli(),
 		"dbNow", terms.DatabaseNow.UnixMilli(), "minOrder", terms.MinOrderAmount,
 		"ttl", terms.TTL.Milliseconds(), "lease", terms.Lease.Milliseconds(),
+		// Even 0: a gate without it is one loaded before positions were
+		// kept, which gives none (admit.lua).
+		"admitted", snap.Admitted,
 	}
 	return g.install(ctx, snap, mode, extra...)
 }

@@ -162,10 +162,24 @@ func takeUses(ctx context.Context, q *db.Queries, owner string, campaign bool, v
 		}
 		return nil, &takeRefused{rule: bySum, suspects: all}
 	}
-	if _, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: owner, N: limit32(len(claimed)), Discount: held, MaxMoney: voucher.MaxMoney}); errors.Is(err, pgx.ErrNoRows) {
+	// The rows are numbered in the claims' order (a batch's is its queue's)
+	// by the statement that takes their uses, under the row's lock.
+	numbered := make([]string, 0, len(claimed))
+	for _, c := range claims {
+		if _, ok := rows[c.orderID]; ok && !slices.Contains(numbered, c.orderID) {
+			numbered = append(numbered, c.orderID)
+		}
+	}
+	last, err := q.VoucherUsesTake(ctx, db.VoucherUsesTakeParams{Code: owner, N: limit32(len(claimed)), Discount: held, MaxMoney: voucher.MaxMoney, OrderIds: numbered})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &takeRefused{rule: byVoucher}
 	} else if err != nil {
 		return nil, err
+	}
+	for i, id := range numbered {
+		row := rows[id]
+		row.Position = last - limit32(len(numbered)) + limit32(i+1)
+		rows[id] = row
 	}
 	return rows, nil
 }
@@ -242,6 +256,7 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 		DiscountAmounts: make([]int64, len(evs)),
 		CreatedAts:      make([]time.Time, len(evs)),
 		ExpiresAts:      make([]time.Time, len(evs)),
+		Positions:       make([]int32, len(evs)),
 	}
 	for i, ev := range evs {
 		if ev.Code != code {
@@ -249,10 +264,15 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 		}
 		p.OrderIds[i], p.CustomerIds[i], p.OrderAmounts[i] = ev.OrderID, ev.CustomerID, ev.OrderAmount
 		p.DiscountAmounts[i], p.CreatedAts[i], p.ExpiresAts[i] = ev.DiscountAmount, ev.CreatedAt, ev.ExpiresAt
+		p.Positions[i] = limit32(ev.Position)
 	}
 	made, err := q.VoucherRedemptionInsertMany(ctx, p)
 	if err != nil || len(made) == 0 {
 		return nil, err
+	}
+	orders := make(map[string]bool, len(made))
+	for _, m := range made {
+		orders[m.OrderID] = true
 	}
 	u := usesOf(len(made), func(i int) (string, int64) { return made[i].OrderID, made[i].CustomerID })
 	if err := q.VoucherCustomerUsesRecord(ctx, db.VoucherCustomerUsesRecordParams{Code: code, CustomerIds: u.customers, Uses: u.uses}); err != nil {
@@ -273,14 +293,25 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 	if !ok {
 		return nil, errSumTooLarge
 	}
-	if n, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{Code: code, N: limit32(len(made)), Discount: discounts, MaxMoney: voucher.MaxMoney}); err != nil {
-		return nil, err
-	} else if n == 0 {
-		return nil, errSumTooLarge
-	}
-	orders := make(map[string]bool, len(made))
+	// The gate's places are kept; the rows of events that carry none (made
+	// before the gate kept them) are numbered after the highest, in the
+	// events' order.
+	var highest int32
+	var unnumbered []string
 	for _, m := range made {
-		orders[m.OrderID] = true
+		highest = max(highest, m.Position)
+	}
+	for _, ev := range evs {
+		if ev.Position == 0 && orders[ev.OrderID] && !slices.Contains(unnumbered, ev.OrderID) {
+			unnumbered = append(unnumbered, ev.OrderID)
+		}
+	}
+	if _, err := q.VoucherUsesRecord(ctx, db.VoucherUsesRecordParams{
+		Code: code, N: limit32(len(made)), Discount: discounts, MaxMoney: voucher.MaxMoney, Highest: highest, Unnumbered: unnumbered,
+	}); errors.Is(err, pgx.ErrNoRows) {
+		return nil, errSumTooLarge
+	} else if err != nil {
+		return nil, err
 	}
 	return orders, nil
 }

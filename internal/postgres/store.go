@@ -586,6 +586,7 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 			Customers:    map[int64]int{},
 			ExpireAt:     voucher.GateExpireAt(v.EndsAt),
 			Total:        v.TotalLimit,
+			Admitted:     int(row.AdmittedCount),
 		}
 		if v.BudgetAmount != nil {
 			left := *v.BudgetAmount - v.BudgetUsed
@@ -627,7 +628,7 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 			snap.Orders = append(snap.Orders, voucher.GateOrder{
 				OrderID: o.OrderID, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
 				Confirmed: o.Status == string(voucher.StatusConfirmed), Released: o.Status == string(voucher.StatusReleased),
-				CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
+				CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt, Position: int(o.Position),
 			})
 		}
 		return nil
@@ -774,6 +775,7 @@ func toReservation(r db.VoucherRedemption) voucher.Reservation {
 		ExpiresAt:      r.ExpiresAt,
 		ConfirmedAt:    r.ConfirmedAt,
 		ReleasedAt:     r.ReleasedAt,
+		Position:       int(r.Position),
 	}
 }
 

@@ -299,6 +299,7 @@ func (k *kafkaFlash) reservationOf(v Voucher, o GateOrder, status Status) Reserv
 	return Reservation{
 		OrderID: o.OrderID, VoucherCode: v.Code, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
 		DiscountAmount: v.DiscountFor(o.OrderAmount), Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
+		Position: o.Position,
 	}
 }
 

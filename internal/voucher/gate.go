@@ -63,6 +63,10 @@ type GateOrder struct {
 	// order, it names which admission a settle or an event is about.
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// Position is the order's place among the voucher's admitted reserves
+	// (Reservation.Position), kept by a kafka-mode gate from the admission
+	// on; 0 in sync mode and in a value written before it was kept.
+	Position int
 }
 
 // decidedAtGate reports whether the gate holds the order with its state and
@@ -181,6 +185,10 @@ type GateSnapshot struct {
 	// database's clock) and the minimum it decides on; nil on the sync
 	// path, whose gate decides neither.
 	Terms *GateTerms
+	// Admitted is the last position given among the voucher's admitted
+	// reserves (the database's admitted_count): a kafka-mode gate numbers
+	// its admissions after it, so a reloaded gate continues the count.
+	Admitted int
 }
 
 // GateExtension is a change of a flash voucher's total or end, already made

@@ -42,6 +42,10 @@ type Event struct {
 	ExpiresAt      time.Time
 	// DecidedAt is when the gate decided (confirmedAt or releasedAt).
 	DecidedAt time.Time
+	// Position is the reservation's place the gate gave at its admission
+	// (Reservation.Position); 0 in an event published before the gate
+	// kept them: the database numbers it then.
+	Position int
 	// Epoch is the gate load a reserved event's admission was made in (for
 	// a rebuild's marker: the epoch it installs); CreatedAt is its token.
 	Epoch string
@@ -63,6 +67,7 @@ func NewEvent(kind EventKind, res Reservation, decidedAt time.Time) Event {
 		OrderID: res.OrderID, Code: res.VoucherCode, CustomerID: res.CustomerID,
 		OrderAmount: res.OrderAmount, DiscountAmount: res.DiscountAmount,
 		CreatedAt: res.CreatedAt, ExpiresAt: res.ExpiresAt, DecidedAt: decidedAt,
+		Position: res.Position,
 	}
 }
 

@@ -182,6 +182,12 @@ type Reservation struct {
 	ExpiresAt      time.Time
 	ConfirmedAt    *time.Time
 	ReleasedAt     *time.Time
+	// Position is its place among the voucher's admitted reserves (a
+	// campaign's, for a campaign code): 1 for the first use ever taken,
+	// fixed when the use is taken, never reused after a release. 0: not
+	// known (a reservation answered from a gate loaded before positions
+	// were kept).
+	Position int
 }
 
 // ReserveRequest asks to hold one use of a voucher for an order.

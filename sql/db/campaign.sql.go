@@ -11,7 +11,7 @@ import (
 )
 
 const campaignCodeGet = `-- name: CampaignCodeGet :one
-SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, now()::timestamptz AS db_now,
+SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, now()::timestamptz AS db_now,
        vc.code AS campaign_code, vc.use_limit, vc.used_count AS code_used, vc.confirmed_count AS code_confirmed,
        c.id AS campaign_id, c.status AS campaign_status
 FROM voucher_code vc
@@ -55,6 +55,7 @@ func (q *Queries) CampaignCodeGet(ctx context.Context, code string) (CampaignCod
 		&i.Voucher.Currency,
 		&i.Voucher.BudgetAmount,
 		&i.Voucher.BudgetUsed,
+		&i.Voucher.AdmittedCount,
 		&i.DbNow,
 		&i.CampaignCode,
 		&i.UseLimit,
@@ -280,7 +281,7 @@ func (q *Queries) CampaignGateTerms(ctx context.Context, voucherCode string) (Ca
 }
 
 const campaignGet = `-- name: CampaignGet :one
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 WHERE campaign.id = $1
 `
@@ -323,6 +324,7 @@ func (q *Queries) CampaignGet(ctx context.Context, id int64) (CampaignGetRow, er
 		&i.Voucher.Currency,
 		&i.Voucher.BudgetAmount,
 		&i.Voucher.BudgetUsed,
+		&i.Voucher.AdmittedCount,
 	)
 	return i, err
 }
@@ -371,7 +373,7 @@ func (q *Queries) CampaignInsert(ctx context.Context, arg CampaignInsertParams) 
 }
 
 const campaignListAfter = `-- name: CampaignListAfter :many
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 WHERE (campaign.created_at, campaign.id) < ($2::timestamptz, $3::bigint)
 ORDER BY campaign.created_at DESC, campaign.id DESC
@@ -428,6 +430,7 @@ func (q *Queries) CampaignListAfter(ctx context.Context, arg CampaignListAfterPa
 			&i.Voucher.Currency,
 			&i.Voucher.BudgetAmount,
 			&i.Voucher.BudgetUsed,
+			&i.Voucher.AdmittedCount,
 		); err != nil {
 			return nil, err
 		}
@@ -440,7 +443,7 @@ func (q *Queries) CampaignListAfter(ctx context.Context, arg CampaignListAfterPa
 }
 
 const campaignListFirst = `-- name: CampaignListFirst :many
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 ORDER BY campaign.created_at DESC, campaign.id DESC
 LIMIT $1
@@ -490,6 +493,7 @@ func (q *Queries) CampaignListFirst(ctx context.Context, limit int32) ([]Campaig
 			&i.Voucher.Currency,
 			&i.Voucher.BudgetAmount,
 			&i.Voucher.BudgetUsed,
+			&i.Voucher.AdmittedCount,
 		); err != nil {
 			return nil, err
 		}
@@ -624,9 +628,9 @@ func (q *Queries) CampaignProgress(ctx context.Context, arg CampaignProgressPara
 }
 
 const campaignRedemptionClaimEligible = `-- name: CampaignRedemptionClaimEligible :many
-INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
 SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + $1::bigint * interval '1 millisecond'
+       now() + $1::bigint * interval '1 millisecond', 0
 FROM (SELECT unnest($2::text[]) AS order_id,
              unnest($3::text[]) AS campaign_code,
              unnest($4::bigint[]) AS customer_id,
@@ -639,7 +643,7 @@ WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
 `
 
 type CampaignRedemptionClaimEligibleParams struct {
@@ -685,6 +689,7 @@ func (q *Queries) CampaignRedemptionClaimEligible(ctx context.Context, arg Campa
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
 			&i.CampaignCode,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}

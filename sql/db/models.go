@@ -162,6 +162,7 @@ type Voucher struct {
 	Currency          string
 	BudgetAmount      *int64
 	BudgetUsed        int64
+	AdmittedCount     int32
 }
 
 type VoucherAudit struct {
@@ -202,6 +203,7 @@ type VoucherRedemption struct {
 	ConfirmedAt    *time.Time
 	ReleasedAt     *time.Time
 	CampaignCode   *string
+	Position       int32
 }
 
 type VoucherSample struct {

@@ -25,7 +25,7 @@ func (q *Queries) VoucherClock(ctx context.Context) (time.Time, error) {
 }
 
 const voucherGetByCode = `-- name: VoucherGetByCode :one
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher WHERE code = $1
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher WHERE code = $1
 `
 
 func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, error) {
@@ -50,12 +50,13 @@ func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, e
 		&i.Currency,
 		&i.BudgetAmount,
 		&i.BudgetUsed,
+		&i.AdmittedCount,
 	)
 	return i, err
 }
 
 const voucherGetForReserve = `-- name: VoucherGetForReserve :one
-SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, now()::timestamptz AS db_now
+SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, now()::timestamptz AS db_now
 FROM voucher WHERE code = $1
 `
 
@@ -88,6 +89,7 @@ func (q *Queries) VoucherGetForReserve(ctx context.Context, code string) (Vouche
 		&i.Voucher.Currency,
 		&i.Voucher.BudgetAmount,
 		&i.Voucher.BudgetUsed,
+		&i.Voucher.AdmittedCount,
 		&i.DbNow,
 	)
 	return i, err
@@ -98,7 +100,7 @@ INSERT INTO voucher (code, discount_type, discount_amount, discount_percent, max
                      budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (code) DO NOTHING
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count
 `
 
 type VoucherInsertParams struct {
@@ -153,12 +155,13 @@ func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (V
 		&i.Currency,
 		&i.BudgetAmount,
 		&i.BudgetUsed,
+		&i.AdmittedCount,
 	)
 	return i, err
 }
 
 const voucherListAfter = `-- name: VoucherListAfter :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher
 WHERE (created_at, code) < ($2::timestamptz, $3::text)
   AND code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
@@ -199,6 +202,7 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 			&i.Currency,
 			&i.BudgetAmount,
 			&i.BudgetUsed,
+			&i.AdmittedCount,
 		); err != nil {
 			return nil, err
 		}
@@ -211,7 +215,7 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 }
 
 const voucherListFirst = `-- name: VoucherListFirst :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher
 WHERE code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
 LIMIT $1
@@ -247,6 +251,7 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 			&i.Currency,
 			&i.BudgetAmount,
 			&i.BudgetUsed,
+			&i.AdmittedCount,
 		); err != nil {
 			return nil, err
 		}
@@ -259,7 +264,7 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 }
 
 const voucherListFlash = `-- name: VoucherListFlash :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used FROM voucher WHERE flash ORDER BY code
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher WHERE flash ORDER BY code
 `
 
 func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
@@ -290,6 +295,7 @@ func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
 			&i.Currency,
 			&i.BudgetAmount,
 			&i.BudgetUsed,
+			&i.AdmittedCount,
 		); err != nil {
 			return nil, err
 		}
@@ -332,19 +338,31 @@ func (q *Queries) VoucherUsesGiveBack(ctx context.Context, arg VoucherUsesGiveBa
 	return err
 }
 
-const voucherUsesRecord = `-- name: VoucherUsesRecord :execrows
-UPDATE voucher
-SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,
-    budget_used = budget_used + $2::bigint
-WHERE code = $3
-  AND $2::bigint <= $4::bigint - budget_used
+const voucherUsesRecord = `-- name: VoucherUsesRecord :one
+WITH counted AS (
+    UPDATE voucher
+    SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,
+        budget_used = budget_used + $2::bigint,
+        admitted_count = greatest(admitted_count, $3::integer) + coalesce(cardinality($4::text[]), 0)
+    WHERE code = $5
+      AND $2::bigint <= $6::bigint - budget_used
+    RETURNING admitted_count
+), numbered AS (
+    UPDATE voucher_redemption r
+    SET position = counted.admitted_count - coalesce(cardinality($4::text[]), 0) + o.ord::integer
+    FROM counted, unnest($4::text[]) WITH ORDINALITY AS o(order_id, ord)
+    WHERE r.order_id = o.order_id
+)
+SELECT admitted_count FROM counted
 `
 
 type VoucherUsesRecordParams struct {
-	N        int32
-	Discount int64
-	Code     string
-	MaxMoney int64
+	N          int32
+	Discount   int64
+	Highest    int32
+	Unnumbered []string
+	Code       string
+	MaxMoney   int64
 }
 
 // VoucherUsesRecord counts n uses held that the gate already took (the
@@ -352,30 +370,43 @@ type VoucherUsesRecordParams struct {
 // limit the CHECK voucher_used_within_limit fires. No row back: the
 // discounts would take budget_used past max_money (voucher.MaxMoney), which
 // the gate refuses first; the consumer treats it as a refusal, never as a
-// fault to retry.
-func (q *Queries) VoucherUsesRecord(ctx context.Context, arg VoucherUsesRecordParams) (int64, error) {
-	result, err := q.db.Exec(ctx, voucherUsesRecord,
+// fault to retry. The rows came with the places the gate gave them;
+// admitted_count is raised to at least the highest (a reloaded gate
+// continues from it), and the rows that came without one (unnumbered, in
+// that order) are numbered after it. It returns the last number given.
+func (q *Queries) VoucherUsesRecord(ctx context.Context, arg VoucherUsesRecordParams) (int32, error) {
+	row := q.db.QueryRow(ctx, voucherUsesRecord,
 		arg.N,
 		arg.Discount,
+		arg.Highest,
+		arg.Unnumbered,
 		arg.Code,
 		arg.MaxMoney,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var admitted_count int32
+	err := row.Scan(&admitted_count)
+	return admitted_count, err
 }
 
 const voucherUsesTake = `-- name: VoucherUsesTake :one
-UPDATE voucher
-SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,
-    budget_used = budget_used + $2::bigint
-WHERE code = $3
-  AND used_count + $1::integer <= total_limit
-  AND $2::bigint <= $4::bigint - budget_used
-  AND (budget_amount IS NULL OR $2::bigint <= budget_amount - budget_used)
-  AND now() BETWEEN starts_at AND ends_at
-RETURNING used_count
+WITH taken AS (
+    UPDATE voucher
+    SET used_count = used_count + $1::integer, reserved_count = reserved_count + $1::integer,
+        budget_used = budget_used + $2::bigint,
+        admitted_count = admitted_count + $1::integer
+    WHERE code = $3
+      AND used_count + $1::integer <= total_limit
+      AND $2::bigint <= $4::bigint - budget_used
+      AND (budget_amount IS NULL OR $2::bigint <= budget_amount - budget_used)
+      AND now() BETWEEN starts_at AND ends_at
+    RETURNING admitted_count
+), numbered AS (
+    UPDATE voucher_redemption r
+    SET position = taken.admitted_count - $1::integer + o.ord::integer
+    FROM taken, unnest($5::text[]) WITH ORDINALITY AS o(order_id, ord)
+    WHERE r.order_id = o.order_id
+)
+SELECT admitted_count FROM taken
 `
 
 type VoucherUsesTakeParams struct {
@@ -383,6 +414,7 @@ type VoucherUsesTakeParams struct {
 	Discount int64
 	Code     string
 	MaxMoney int64
+	OrderIds []string
 }
 
 // VoucherUsesTake holds n uses (a reserve, or a batch of them) with the sum
@@ -392,15 +424,20 @@ type VoucherUsesTakeParams struct {
 // large a sum, over budget or outside the window (a batch is then written
 // one by one, so the uses left go to some of it and the others hear their
 // refusal). The sums are compared as differences, which cannot overflow
-// bigint whatever a row stored before the bound holds.
+// bigint whatever a row stored before the bound holds. The same statement
+// numbers the orders' rows (order_ids, n of them, claimed before in this
+// transaction) in the order given, after the last number the voucher gave:
+// under the row's lock, so concurrent writers get consecutive numbers and
+// never the same one. It returns the last number given.
 func (q *Queries) VoucherUsesTake(ctx context.Context, arg VoucherUsesTakeParams) (int32, error) {
 	row := q.db.QueryRow(ctx, voucherUsesTake,
 		arg.N,
 		arg.Discount,
 		arg.Code,
 		arg.MaxMoney,
+		arg.OrderIds,
 	)
-	var used_count int32
-	err := row.Scan(&used_count)
-	return used_count, err
+	var admitted_count int32
+	err := row.Scan(&admitted_count)
+	return admitted_count, err
 }

@@ -11,9 +11,9 @@ import (
 )
 
 const voucherRedemptionClaimEligible = `-- name: VoucherRedemptionClaimEligible :many
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
 SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + $1::bigint * interval '1 millisecond'
+       now() + $1::bigint * interval '1 millisecond', 0
 FROM (SELECT unnest($2::text[]) AS order_id,
              unnest($3::bigint[]) AS customer_id,
              unnest($4::bigint[]) AS order_amount,
@@ -23,7 +23,7 @@ WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
 `
 
 type VoucherRedemptionClaimEligibleParams struct {
@@ -38,7 +38,9 @@ type VoucherRedemptionClaimEligibleParams struct {
 // VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
 // admit by the database's clock (window, minimum) for a batch of reserves,
 // each with the discount the domain reckoned for it (Voucher.DiscountFor);
-// an order already held, or not eligible, gets no row back.
+// an order already held, or not eligible, gets no row back. The rows are
+// numbered (position 0 until then) by VoucherUsesTake, which takes their
+// uses under the voucher row's lock.
 func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg VoucherRedemptionClaimEligibleParams) ([]VoucherRedemption, error) {
 	rows, err := q.db.Query(ctx, voucherRedemptionClaimEligible,
 		arg.TtlMs,
@@ -67,6 +69,7 @@ func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg Vouche
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
 			&i.CampaignCode,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
@@ -82,7 +85,7 @@ const voucherRedemptionConfirm = `-- name: VoucherRedemptionConfirm :one
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = clock_timestamp()
 WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = $2::text AND status = 'RESERVED' AND expires_at > now()
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
 `
 
 type VoucherRedemptionConfirmParams struct {
@@ -108,6 +111,7 @@ func (q *Queries) VoucherRedemptionConfirm(ctx context.Context, arg VoucherRedem
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
 		&i.CampaignCode,
+		&i.Position,
 	)
 	return i, err
 }
@@ -116,7 +120,7 @@ const voucherRedemptionConfirmDecided = `-- name: VoucherRedemptionConfirmDecide
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = $2
 WHERE order_id = $1 AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
 `
 
 type VoucherRedemptionConfirmDecidedParams struct {
@@ -141,6 +145,7 @@ func (q *Queries) VoucherRedemptionConfirmDecided(ctx context.Context, arg Vouch
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
 		&i.CampaignCode,
+		&i.Position,
 	)
 	return i, err
 }
@@ -149,7 +154,7 @@ const voucherRedemptionExpire = `-- name: VoucherRedemptionExpire :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
 WHERE order_id = $1 AND status = 'RESERVED' AND expires_at <= now()
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
 `
 
 // VoucherRedemptionExpire releases a reservation only if it is still live and
@@ -169,6 +174,7 @@ func (q *Queries) VoucherRedemptionExpire(ctx context.Context, orderID string) (
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
 		&i.CampaignCode,
+		&i.Position,
 	)
 	return i, err
 }
@@ -185,7 +191,7 @@ UPDATE voucher_redemption r
 SET status = 'RELEASED', released_at = clock_timestamp()
 FROM due
 WHERE r.order_id = due.order_id AND r.status = 'RESERVED'
-RETURNING r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status, r.created_at, r.expires_at, r.confirmed_at, r.released_at, r.campaign_code
+RETURNING r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status, r.created_at, r.expires_at, r.confirmed_at, r.released_at, r.campaign_code, r.position
 `
 
 // VoucherRedemptionExpireDue releases up to n reservations past their
@@ -213,6 +219,7 @@ func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]Vo
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
 			&i.CampaignCode,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
@@ -226,7 +233,7 @@ func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]Vo
 
 const voucherRedemptionGetByOrderID = `-- name: VoucherRedemptionGetByOrderID :one
 
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption WHERE order_id = $1
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption WHERE order_id = $1
 `
 
 // Taking a use writes, in every path, in one lock order: the order's row
@@ -257,12 +264,13 @@ func (q *Queries) VoucherRedemptionGetByOrderID(ctx context.Context, orderID str
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
 		&i.CampaignCode,
+		&i.Position,
 	)
 	return i, err
 }
 
 const voucherRedemptionGetByOrderIDs = `-- name: VoucherRedemptionGetByOrderIDs :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption WHERE order_id = ANY($1::text[])
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption WHERE order_id = ANY($1::text[])
 `
 
 // VoucherRedemptionGetByOrderIDs reads the rows of several orders at once
@@ -288,6 +296,7 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
 			&i.CampaignCode,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
@@ -301,7 +310,7 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 
 const voucherRedemptionGetForUpdate = `-- name: VoucherRedemptionGetForUpdate :one
 
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
 `
 
 // The Kafka write path's consumer applies the gate's decisions to the
@@ -325,22 +334,24 @@ func (q *Queries) VoucherRedemptionGetForUpdate(ctx context.Context, orderID str
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
 		&i.CampaignCode,
+		&i.Position,
 	)
 	return i, err
 }
 
 const voucherRedemptionInsertMany = `-- name: VoucherRedemptionInsertMany :many
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
-SELECT o.order_id, $1, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
+SELECT o.order_id, $1, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at, o.position
 FROM (SELECT unnest($2::text[]) AS order_id,
              unnest($3::bigint[]) AS customer_id,
              unnest($4::bigint[]) AS order_amount,
              unnest($5::bigint[]) AS discount_amount,
              unnest($6::timestamptz[]) AS created_at,
-             unnest($7::timestamptz[]) AS expires_at) AS o
+             unnest($7::timestamptz[]) AS expires_at,
+             unnest($8::integer[]) AS position) AS o
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, customer_id, discount_amount
+RETURNING order_id, customer_id, discount_amount, position
 `
 
 type VoucherRedemptionInsertManyParams struct {
@@ -351,18 +362,22 @@ type VoucherRedemptionInsertManyParams struct {
 	DiscountAmounts []int64
 	CreatedAts      []time.Time
 	ExpiresAts      []time.Time
+	Positions       []int32
 }
 
 type VoucherRedemptionInsertManyRow struct {
 	OrderID        string
 	CustomerID     int64
 	DiscountAmount int64
+	Position       int32
 }
 
 // VoucherRedemptionInsertMany makes the rows of a batch of reserved events
 // (the consumer's batch) with the times the gate gave them, only for orders
 // the database does not hold; the events of the others are applied one by
-// one afterwards (they change nothing, or are refused).
+// one afterwards (they change nothing, or are refused). positions[i] is the
+// place the gate gave the order; 0 (an event published before the gate
+// kept them) leaves the row to VoucherUsesRecord to number.
 func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRedemptionInsertManyParams) ([]VoucherRedemptionInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, voucherRedemptionInsertMany,
 		arg.Code,
@@ -372,6 +387,7 @@ func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRe
 		arg.DiscountAmounts,
 		arg.CreatedAts,
 		arg.ExpiresAts,
+		arg.Positions,
 	)
 	if err != nil {
 		return nil, err
@@ -380,7 +396,12 @@ func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRe
 	var items []VoucherRedemptionInsertManyRow
 	for rows.Next() {
 		var i VoucherRedemptionInsertManyRow
-		if err := rows.Scan(&i.OrderID, &i.CustomerID, &i.DiscountAmount); err != nil {
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.CustomerID,
+			&i.DiscountAmount,
+			&i.Position,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -392,7 +413,7 @@ func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRe
 }
 
 const voucherRedemptionListAllWithTimes = `-- name: VoucherRedemptionListAllWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1
 `
 
@@ -403,6 +424,7 @@ type VoucherRedemptionListAllWithTimesRow struct {
 	Status      string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+	Position    int32
 }
 
 // VoucherRedemptionListAllWithTimes lists every order of a voucher,
@@ -425,6 +447,7 @@ func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucher
 			&i.Status,
 			&i.CreatedAt,
 			&i.ExpiresAt,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
@@ -437,7 +460,7 @@ func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucher
 }
 
 const voucherRedemptionListDueWithFlash = `-- name: VoucherRedemptionListDueWithFlash :many
-SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, voucher_redemption.campaign_code, v.flash
+SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, voucher_redemption.campaign_code, voucher_redemption.position, v.flash
 FROM voucher_redemption
 JOIN voucher v ON v.code = voucher_redemption.voucher_code
 WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
@@ -480,6 +503,7 @@ func (q *Queries) VoucherRedemptionListDueWithFlash(ctx context.Context, arg Vou
 			&i.VoucherRedemption.ConfirmedAt,
 			&i.VoucherRedemption.ReleasedAt,
 			&i.VoucherRedemption.CampaignCode,
+			&i.VoucherRedemption.Position,
 			&i.Flash,
 		); err != nil {
 			return nil, err
@@ -524,7 +548,7 @@ func (q *Queries) VoucherRedemptionListLive(ctx context.Context, voucherCode str
 }
 
 const voucherRedemptionListLiveWithTimes = `-- name: VoucherRedemptionListLiveWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
 `
 
@@ -535,6 +559,7 @@ type VoucherRedemptionListLiveWithTimesRow struct {
 	Status      string
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+	Position    int32
 }
 
 // VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
@@ -555,6 +580,7 @@ func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, vouche
 			&i.Status,
 			&i.CreatedAt,
 			&i.ExpiresAt,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
@@ -567,7 +593,7 @@ func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, vouche
 }
 
 const voucherRedemptionListRecent = `-- name: VoucherRedemptionListRecent :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code FROM voucher_redemption
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption
 WHERE voucher_code = $1
 ORDER BY created_at DESC
 LIMIT $2
@@ -599,6 +625,7 @@ func (q *Queries) VoucherRedemptionListRecent(ctx context.Context, arg VoucherRe
 			&i.ConfirmedAt,
 			&i.ReleasedAt,
 			&i.CampaignCode,
+			&i.Position,
 		); err != nil {
 			return nil, err
 		}
@@ -614,7 +641,7 @@ const voucherRedemptionRelease = `-- name: VoucherRedemptionRelease :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
 WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = $2::text AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
 `
 
 type VoucherRedemptionReleaseParams struct {
@@ -639,6 +666,7 @@ func (q *Queries) VoucherRedemptionRelease(ctx context.Context, arg VoucherRedem
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
 		&i.CampaignCode,
+		&i.Position,
 	)
 	return i, err
 }
@@ -647,7 +675,7 @@ const voucherRedemptionReleaseDecided = `-- name: VoucherRedemptionReleaseDecide
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = $2
 WHERE order_id = $1 AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
 `
 
 type VoucherRedemptionReleaseDecidedParams struct {
@@ -670,6 +698,7 @@ func (q *Queries) VoucherRedemptionReleaseDecided(ctx context.Context, arg Vouch
 		&i.ConfirmedAt,
 		&i.ReleasedAt,
 		&i.CampaignCode,
+		&i.Position,
 	)
 	return i, err
 }

@@ -120,9 +120,9 @@ WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED') AND campaign_cod
 -- order_ids[i]): a row names the campaign's voucher row and the code; an
 -- order whose code is not of this READY campaign gets no row back either.
 -- name: CampaignRedemptionClaimEligible :many
-INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
 SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', 0
 FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
              unnest(sqlc.arg(campaign_codes)::text[]) AS campaign_code,
              unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,

@@ -33,30 +33,56 @@ SELECT * FROM voucher WHERE flash ORDER BY code;
 -- large a sum, over budget or outside the window (a batch is then written
 -- one by one, so the uses left go to some of it and the others hear their
 -- refusal). The sums are compared as differences, which cannot overflow
--- bigint whatever a row stored before the bound holds.
+-- bigint whatever a row stored before the bound holds. The same statement
+-- numbers the orders' rows (order_ids, n of them, claimed before in this
+-- transaction) in the order given, after the last number the voucher gave:
+-- under the row's lock, so concurrent writers get consecutive numbers and
+-- never the same one. It returns the last number given.
 -- name: VoucherUsesTake :one
-UPDATE voucher
-SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
-    budget_used = budget_used + sqlc.arg(discount)::bigint
-WHERE code = sqlc.arg(code)
-  AND used_count + sqlc.arg(n)::integer <= total_limit
-  AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used
-  AND (budget_amount IS NULL OR sqlc.arg(discount)::bigint <= budget_amount - budget_used)
-  AND now() BETWEEN starts_at AND ends_at
-RETURNING used_count;
+WITH taken AS (
+    UPDATE voucher
+    SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
+        budget_used = budget_used + sqlc.arg(discount)::bigint,
+        admitted_count = admitted_count + sqlc.arg(n)::integer
+    WHERE code = sqlc.arg(code)
+      AND used_count + sqlc.arg(n)::integer <= total_limit
+      AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used
+      AND (budget_amount IS NULL OR sqlc.arg(discount)::bigint <= budget_amount - budget_used)
+      AND now() BETWEEN starts_at AND ends_at
+    RETURNING admitted_count
+), numbered AS (
+    UPDATE voucher_redemption r
+    SET position = taken.admitted_count - sqlc.arg(n)::integer + o.ord::integer
+    FROM taken, unnest(sqlc.arg(order_ids)::text[]) WITH ORDINALITY AS o(order_id, ord)
+    WHERE r.order_id = o.order_id
+)
+SELECT admitted_count FROM taken;
 
 -- VoucherUsesRecord counts n uses held that the gate already took (the
 -- Kafka consumer's event or batch), whatever the clock; past the total
 -- limit the CHECK voucher_used_within_limit fires. No row back: the
 -- discounts would take budget_used past max_money (voucher.MaxMoney), which
 -- the gate refuses first; the consumer treats it as a refusal, never as a
--- fault to retry.
--- name: VoucherUsesRecord :execrows
-UPDATE voucher
-SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
-    budget_used = budget_used + sqlc.arg(discount)::bigint
-WHERE code = sqlc.arg(code)
-  AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used;
+-- fault to retry. The rows came with the places the gate gave them;
+-- admitted_count is raised to at least the highest (a reloaded gate
+-- continues from it), and the rows that came without one (unnumbered, in
+-- that order) are numbered after it. It returns the last number given.
+-- name: VoucherUsesRecord :one
+WITH counted AS (
+    UPDATE voucher
+    SET used_count = used_count + sqlc.arg(n)::integer, reserved_count = reserved_count + sqlc.arg(n)::integer,
+        budget_used = budget_used + sqlc.arg(discount)::bigint,
+        admitted_count = greatest(admitted_count, sqlc.arg(highest)::integer) + coalesce(cardinality(sqlc.arg(unnumbered)::text[]), 0)
+    WHERE code = sqlc.arg(code)
+      AND sqlc.arg(discount)::bigint <= sqlc.arg(max_money)::bigint - budget_used
+    RETURNING admitted_count
+), numbered AS (
+    UPDATE voucher_redemption r
+    SET position = counted.admitted_count - coalesce(cardinality(sqlc.arg(unnumbered)::text[]), 0) + o.ord::integer
+    FROM counted, unnest(sqlc.arg(unnumbered)::text[]) WITH ORDINALITY AS o(order_id, ord)
+    WHERE r.order_id = o.order_id
+)
+SELECT admitted_count FROM counted;
 
 -- VoucherUsesGiveBack gives n released reserved uses back at once, with the
 -- sum of their discounts.

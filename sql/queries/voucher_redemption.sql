@@ -76,11 +76,13 @@ SELECT * FROM voucher_redemption WHERE order_id = ANY(sqlc.arg(order_ids)::text[
 -- VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
 -- admit by the database's clock (window, minimum) for a batch of reserves,
 -- each with the discount the domain reckoned for it (Voucher.DiscountFor);
--- an order already held, or not eligible, gets no row back.
+-- an order already held, or not eligible, gets no row back. The rows are
+-- numbered (position 0 until then) by VoucherUsesTake, which takes their
+-- uses under the voucher row's lock.
 -- name: VoucherRedemptionClaimEligible :many
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
 SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond'
+       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', 0
 FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
              unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
              unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
@@ -95,19 +97,22 @@ RETURNING *;
 -- VoucherRedemptionInsertMany makes the rows of a batch of reserved events
 -- (the consumer's batch) with the times the gate gave them, only for orders
 -- the database does not hold; the events of the others are applied one by
--- one afterwards (they change nothing, or are refused).
+-- one afterwards (they change nothing, or are refused). positions[i] is the
+-- place the gate gave the order; 0 (an event published before the gate
+-- kept them) leaves the row to VoucherUsesRecord to number.
 -- name: VoucherRedemptionInsertMany :many
-INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at)
-SELECT o.order_id, sqlc.arg(code), o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at
+INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
+SELECT o.order_id, sqlc.arg(code), o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at, o.expires_at, o.position
 FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
              unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
              unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
              unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount,
              unnest(sqlc.arg(created_ats)::timestamptz[]) AS created_at,
-             unnest(sqlc.arg(expires_ats)::timestamptz[]) AS expires_at) AS o
+             unnest(sqlc.arg(expires_ats)::timestamptz[]) AS expires_at,
+             unnest(sqlc.arg(positions)::integer[]) AS position) AS o
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, customer_id, discount_amount;
+RETURNING order_id, customer_id, discount_amount, position;
 
 -- The Kafka write path's consumer applies the gate's decisions to the
 -- database (internal/postgres/events.go). The gate decided the window and
@@ -148,7 +153,7 @@ LIMIT sqlc.arg(n);
 -- VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
 -- their states and times, which a gate in kafka mode holds.
 -- name: VoucherRedemptionListLiveWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED');
 
 -- VoucherRedemptionListAllWithTimes lists every order of a voucher,
@@ -156,5 +161,5 @@ WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED');
 -- answers retries, confirms and releases of all of them without reading the
 -- database.
 -- name: VoucherRedemptionListAllWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1;

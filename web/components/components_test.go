@@ -495,3 +495,18 @@ func TestLayout_SkipLinkAndCurrentPage(t *testing.T) {
 		t.Error("another entry is marked current")
 	}
 }
+
+func TestPosition_OfTheTotalWhenKnown(t *testing.T) {
+	for _, tc := range []struct {
+		position, of int
+		want         string
+	}{
+		{317, 1000, "#317 of 1,000"},
+		{1234, 0, "#1,234"}, // the total not known: a campaign code's
+		{0, 1000, "—"},      // none kept
+	} {
+		if got := Position(tc.position, tc.of); got != tc.want {
+			t.Errorf("Position(%d, %d) = %q, want %q", tc.position, tc.of, got, tc.want)
+		}
+	}
+}

@@ -118,6 +118,20 @@ func thousands(n int64) string { return group(strconv.FormatInt(n, 10)) }
 // Count formats a number of uses with thousands separators.
 func Count(n int) string { return thousands(int64(n)) }
 
+// Position shows a reservation's place among its voucher's admitted
+// reserves: "#317 of 1,000" of the voucher's total limit, "#317" when the
+// total is not known (0: a campaign code's, read from its campaign), "—"
+// for a reservation without one (answered from a gate that kept none).
+func Position(position, of int) string {
+	switch {
+	case position <= 0:
+		return "—"
+	case of <= 0:
+		return "#" + Count(position)
+	}
+	return "#" + Count(position) + " of " + Count(of)
+}
+
 // When formats a moment in the zone, with the zone's abbreviation.
 func When(t time.Time, zone *time.Location) string {
 	if t.IsZero() {
