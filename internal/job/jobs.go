@@ -68,3 +68,17 @@ func WarmUp(svc *voucher.Service, interval time.Duration, logger *slog.Logger) *
 		RunOnce:  svc.WarmGates,
 	}
 }
+
+// SaleFlush adds the reserve answers this instance counted to the database
+// every interval (a second), and once more when it stops, so that a
+// restart loses none of voucher.sale's counts.
+func SaleFlush(svc *voucher.Service, interval time.Duration, logger *slog.Logger) *Periodic {
+	return &Periodic{
+		Name:     "sale-flush",
+		Interval: interval,
+		Timeout:  5 * time.Second,
+		RunOnce:  svc.FlushSale,
+		Last:     true,
+		Logger:   logger,
+	}
+}

@@ -18,7 +18,10 @@ type Periodic struct {
 	Interval time.Duration
 	Timeout  time.Duration // per pass; default Interval
 	RunOnce  func(ctx context.Context) error
-	Logger   *slog.Logger
+	// Last, when set, is run once more by Stop after the last pass, under
+	// its own timeout: what a stopping instance must not leave undone.
+	Last   bool
+	Logger *slog.Logger
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -51,8 +54,16 @@ func (p *Periodic) Start(ctx context.Context) {
 
 // Stop ends the job and waits for a pass in progress to finish.
 func (p *Periodic) Stop() {
-	if p.cancel != nil {
-		p.cancel()
+	if p.cancel == nil {
+		return
 	}
+	p.cancel()
 	p.wg.Wait()
+	if p.Last {
+		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(p.Timeout, p.Interval))
+		defer cancel()
+		if err := p.RunOnce(ctx); err != nil {
+			cmp.Or(p.Logger, slog.Default()).With("job", p.Name).Error("job's last pass failed", "err", err)
+		}
+	}
 }
