@@ -139,8 +139,8 @@ func saleOverTwo(t *testing.T, a, b *server, code string) map[string]int {
 // TestSale_FlashSaleOverTwoServersIsReportedAsItHappened: 300 reserves at
 // once over two servers of the sync flash path on 50 uses are reported as
 // 300 requests, 50 admitted, 250 refused by their codes, a series adding up;
-// a release makes soldOutAt null again, and admitted stays 50 (it was
-// admitted).
+// the sold-out memory's answers after it are counted too; a release makes
+// soldOutAt null again, and admitted stays 50 (it was admitted).
 func TestSale_FlashSaleOverTwoServersIsReportedAsItHappened(t *testing.T) {
 	a, b := startServer(t, nil), startServer(t, nil)
 	code := createVoucher(t, a, voucherSpec{TotalLimit: 50, Flash: true})
@@ -151,6 +151,22 @@ func TestSale_FlashSaleOverTwoServersIsReportedAsItHappened(t *testing.T) {
 	r := gql(t, a, storefrontToken, saleQuery, map[string]any{"c": code})
 	if path(r.Body, "data", "voucher", "sale") != nil || !containsWord(r.Raw, "FORBIDDEN") {
 		t.Errorf("a storefront token read the sale: %s", r.Raw)
+	}
+
+	// Sold out, a server answers from its memory without the gate: those
+	// answers are requests refused too.
+	const memory = `voucher_reserve_total{outcome="OUT_OF_STOCK",path="gate-memory"}`
+	before := metricValue(t, a, memory)
+	for i := range 20 {
+		if r := (restAPI{a}).reserve(t, code, int64(31_000+i), uniqueOrder(), 100); r.Error != "OUT_OF_STOCK" {
+			t.Fatalf("a reserve on the sold-out voucher: %q", r.Error)
+		}
+	}
+	if n := metricValue(t, a, memory) - before; n == 0 {
+		t.Fatalf("no answer from the sold-out memory (%v)", n)
+	}
+	if rep := waitSale(t, a, code, 320, 50); rep.Refusals["OUT_OF_STOCK"] != int64(answers["OUT_OF_STOCK"]+20) {
+		t.Errorf("refusals after 20 answered from memory: %v", rep.Refusals)
 	}
 
 	// Give one use back: uses remain, so it has not sold out.
@@ -170,7 +186,7 @@ func TestSale_FlashSaleOverTwoServersIsReportedAsItHappened(t *testing.T) {
 	if res := (restAPI{b}).reserve(t, code, 99_999, uniqueOrder(), 100); res.Error != "" {
 		t.Fatalf("reserve after the release: %s", res.Error)
 	}
-	rep = waitSale(t, a, code, 301, 51)
+	rep = waitSale(t, a, code, 321, 51)
 	if rep.SoldOutAt == nil || !rep.SoldOutAt.After(*rep.FirstUseAt) {
 		t.Errorf("sold out again: soldOutAt %v", rep.SoldOutAt)
 	}

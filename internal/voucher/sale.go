@@ -232,6 +232,7 @@ func (s *Service) FlushSale(ctx context.Context) error {
 	if len(counts) == 0 {
 		return nil
 	}
+	s.obs.DatabaseWrite("sale-counts")
 	if err := s.store.AddSaleCounts(ctx, counts); err != nil {
 		s.sales.putBack(counts)
 		return err
