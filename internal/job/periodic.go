@@ -18,8 +18,8 @@ type Periodic struct {
 	Interval time.Duration
 	Timeout  time.Duration // per pass; default Interval
 	RunOnce  func(ctx context.Context) error
-	// Last, when set, is run once more by Stop after the last pass, under
-	// its own timeout: what a stopping instance must not leave undone.
+	// Last makes Stop run RunOnce once more after the loop has ended, under
+	// its own timeout: for work a stopping instance must not leave undone.
 	Last   bool
 	Logger *slog.Logger
 
@@ -52,7 +52,8 @@ func (p *Periodic) Start(ctx context.Context) {
 	}()
 }
 
-// Stop ends the job and waits for a pass in progress to finish.
+// Stop ends the job and waits for a pass in progress to finish; with Last,
+// it then runs one more.
 func (p *Periodic) Stop() {
 	if p.cancel == nil {
 		return
