@@ -50,6 +50,9 @@ func complexityRoot() generated.ComplexityRoot {
 	// nothing more, as driftReports.
 	c.Query.APIKeys = func(child int) int { return 1 + readCost + child }
 	c.Voucher.GateRemaining = func(child int) int { return 1 + gateCost + child }
+	// A voucher's sale is a read of the database per node; its series and
+	// refusals are bounded lists (MaxSaleSeries, the refusal codes).
+	c.Voucher.Sale = func(child int) int { return 1 + readCost + child }
 
 	write := func(child int) int { return 1 + mutationCost + child }
 	c.Mutation.ReserveVoucher = func(child int, _ model.ReserveVoucherInput) int { return write(child) }

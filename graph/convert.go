@@ -165,3 +165,21 @@ func toCampaign(c voucher.Campaign) *model.Campaign {
 	}
 	return out
 }
+
+func toSaleReport(s voucher.SaleReport) *model.SaleReport {
+	out := &model.SaleReport{
+		FirstUseAt: s.FirstUseAt,
+		SoldOutAt:  s.SoldOutAt,
+		Requests:   int(s.Requests),
+		Admitted:   int(s.Admitted),
+		Refusals:   make([]*model.RefusalCount, len(s.Refusals)),
+		Series:     make([]*model.SaleSecond, len(s.Series)),
+	}
+	for i, c := range s.Refusals {
+		out.Refusals[i] = &model.RefusalCount{Code: model.VoucherErrorCode(c.Code), Count: int(c.Count)}
+	}
+	for i, e := range s.Series {
+		out.Series[i] = &model.SaleSecond{At: e.At, Admitted: int(e.Admitted), Refused: int(e.Refused)}
+	}
+	return out
+}

@@ -65,6 +65,11 @@ type Vouchers interface {
 	DuplicateVoucher(ctx context.Context, from string, n voucher.NewVoucher) (voucher.Voucher, error)
 }
 
+// Sales reads a voucher's sale as it happened (voucher.Service).
+type Sales interface {
+	Sale(ctx context.Context, code string) (voucher.SaleReport, error)
+}
+
 // Reservations finds a reservation by orderId (voucher.Service).
 type Reservations interface {
 	Reservation(ctx context.Context, orderID string) (voucher.Reservation, error)
@@ -98,6 +103,8 @@ type Deps struct {
 	Campaigns Campaigns
 	// ApiKeys creates, lists and revokes API keys; nil: no page.
 	ApiKeys ApiKeys
+	// Sales reads a voucher's sale as it happened; nil: not shown.
+	Sales Sales
 }
 
 // Config tunes the dashboard.
@@ -169,6 +176,7 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 	signedIn("GET /admin/vouchers/{code}/figures", voucher.OpRead, d.voucherFigures)
 	signedIn("GET /admin/vouchers/{code}/reservations", voucher.OpRead, d.reservationList)
 	signedIn("GET /admin/vouchers/{code}/reservations.csv", voucher.OpRead, d.reservationsCSV)
+	signedIn("GET /admin/vouchers/{code}/sale.csv", voucher.OpReadSale, d.saleCSV)
 	signedIn("GET /admin/vouchers/{code}/edit", voucher.OpManageVoucher, d.editVoucher)
 	signedIn("POST /admin/vouchers/{code}", voucher.OpManageVoucher, d.updateVoucher)
 	signedIn("GET /admin/vouchers/{code}/end", voucher.OpManageVoucher, d.confirmEndVoucher)

@@ -98,7 +98,7 @@ func newFixtureOn(t *testing.T, cfg web.Config, pool *pgxpool.Pool) fixture {
 	keys := voucher.NewApiKeys(store, nil)
 	f := fixture{
 		h: web.New(web.Deps{
-			Accounts: accts, Vouchers: bo, Reservations: svc, Drift: bo, Campaigns: bo, ApiKeys: keys,
+			Accounts: accts, Vouchers: bo, Reservations: svc, Drift: bo, Campaigns: bo, ApiKeys: keys, Sales: svc,
 		}, cfg),
 		accounts: accts, svc: svc, keys: keys, users: map[voucher.Role]string{},
 	}

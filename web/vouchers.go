@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"encoding/csv"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -91,7 +92,36 @@ func (d *dashboard) voucherPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, http.StatusOK, components.VoucherPage(d.page(r, a.Code, "vouchers"), a, d.cfg.Now()))
+	var sale *components.SaleChart
+	if d.deps.Sales != nil {
+		rep, err := d.deps.Sales.Sale(r.Context(), a.Code)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		c := components.SaleChartOf(rep, zoneOf(r))
+		sale = &c
+	}
+	d.render(w, r, http.StatusOK, components.VoucherPage(d.page(r, a.Code, "vouchers"), a, d.cfg.Now(), sale))
+}
+
+// saleCSV is a voucher's sale series as a file: a header row, then a row
+// per second (or minute) with the admitted, the refused and a column per
+// refusal code.
+func (d *dashboard) saleCSV(w http.ResponseWriter, r *http.Request) {
+	if d.deps.Sales == nil {
+		http.NotFound(w, r)
+		return
+	}
+	rep, err := d.deps.Sales.Sale(r.Context(), r.PathValue("code"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="sale-`+rep.Code+`.csv"`)
+	out := csv.NewWriter(w)
+	_ = out.WriteAll(components.SaleCSV(rep)) // a write error is the client gone
 }
 
 // voucherFigures is the fragment the voucher page polls.

@@ -147,6 +147,11 @@ type ComplexityRoot struct {
 		Vouchers     func(childComplexity int, first *int, after *string) int
 	}
 
+	RefusalCount struct {
+		Code  func(childComplexity int) int
+		Count func(childComplexity int) int
+	}
+
 	Reservation struct {
 		CreatedAt      func(childComplexity int) int
 		CustomerID     func(childComplexity int) int
@@ -162,6 +167,21 @@ type ComplexityRoot struct {
 	ReservationPayload struct {
 		Error       func(childComplexity int) int
 		Reservation func(childComplexity int) int
+	}
+
+	SaleReport struct {
+		Admitted   func(childComplexity int) int
+		FirstUseAt func(childComplexity int) int
+		Refusals   func(childComplexity int) int
+		Requests   func(childComplexity int) int
+		Series     func(childComplexity int) int
+		SoldOutAt  func(childComplexity int) int
+	}
+
+	SaleSecond struct {
+		Admitted func(childComplexity int) int
+		At       func(childComplexity int) int
+		Refused  func(childComplexity int) int
 	}
 
 	Voucher struct {
@@ -182,6 +202,7 @@ type ComplexityRoot struct {
 		PerUserLimit      func(childComplexity int) int
 		Remaining         func(childComplexity int) int
 		ReservedCount     func(childComplexity int) int
+		Sale              func(childComplexity int) int
 		StartsAt          func(childComplexity int) int
 		TotalLimit        func(childComplexity int) int
 		UsedCount         func(childComplexity int) int
@@ -800,6 +821,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Query.Vouchers(childComplexity, args["first"].(*int), args["after"].(*string)), true
 
+	case "RefusalCount.code":
+		if e.ComplexityRoot.RefusalCount.Code == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefusalCount.Code(childComplexity), true
+	case "RefusalCount.count":
+		if e.ComplexityRoot.RefusalCount.Count == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RefusalCount.Count(childComplexity), true
+
 	case "Reservation.createdAt":
 		if e.ComplexityRoot.Reservation.CreatedAt == nil {
 			break
@@ -867,6 +901,62 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ReservationPayload.Reservation(childComplexity), true
+
+	case "SaleReport.admitted":
+		if e.ComplexityRoot.SaleReport.Admitted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleReport.Admitted(childComplexity), true
+	case "SaleReport.firstUseAt":
+		if e.ComplexityRoot.SaleReport.FirstUseAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleReport.FirstUseAt(childComplexity), true
+	case "SaleReport.refusals":
+		if e.ComplexityRoot.SaleReport.Refusals == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleReport.Refusals(childComplexity), true
+	case "SaleReport.requests":
+		if e.ComplexityRoot.SaleReport.Requests == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleReport.Requests(childComplexity), true
+	case "SaleReport.series":
+		if e.ComplexityRoot.SaleReport.Series == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleReport.Series(childComplexity), true
+	case "SaleReport.soldOutAt":
+		if e.ComplexityRoot.SaleReport.SoldOutAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleReport.SoldOutAt(childComplexity), true
+
+	case "SaleSecond.admitted":
+		if e.ComplexityRoot.SaleSecond.Admitted == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleSecond.Admitted(childComplexity), true
+	case "SaleSecond.at":
+		if e.ComplexityRoot.SaleSecond.At == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleSecond.At(childComplexity), true
+	case "SaleSecond.refused":
+		if e.ComplexityRoot.SaleSecond.Refused == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SaleSecond.Refused(childComplexity), true
 
 	case "Voucher.budgetAmount":
 		if e.ComplexityRoot.Voucher.BudgetAmount == nil {
@@ -970,6 +1060,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.ReservedCount(childComplexity), true
+	case "Voucher.sale":
+		if e.ComplexityRoot.Voucher.Sale == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.Sale(childComplexity), true
 	case "Voucher.startsAt":
 		if e.ComplexityRoot.Voucher.StartsAt == nil {
 			break
@@ -1459,6 +1555,39 @@ extend type Query {
   checkVoucher(input: CheckVoucherInput!): CheckVoucherPayload!
 }
 `, BuiltIn: false},
+	{Name: "../sale.graphqls", Input: `# The sale, as it happened (issue 29; shared/contract/schema.next.graphqls):
+# counted on every instance where a reserve is answered, and read, admitted
+# uses exactly, from the database (internal/voucher/sale.go). Admins and
+# dashboard users; a storefront token is refused (FORBIDDEN).
+
+type SaleSecond {
+  at: Time!
+  admitted: Int!
+  refused: Int!
+}
+
+type RefusalCount {
+  code: VoucherErrorCode!
+  count: Int!
+}
+
+type SaleReport {
+  "The first use taken; null before."
+  firstUseAt: Time
+  "When the last use was taken and the voucher sold out; null while uses remain."
+  soldOutAt: Time
+  "Reserve requests answered (every server, every path, the gate's refusals included)."
+  requests: Int!
+  admitted: Int!
+  refusals: [RefusalCount!]!
+  "Per second from the first request to the last, at most 3,600 entries (then per minute)."
+  series: [SaleSecond!]!
+}
+
+extend type Voucher {
+  sale: SaleReport!
+}
+`, BuiltIn: false},
 	{Name: "../schema.graphqls", Input: `# The public GraphQL contract of the voucher service.
 #
 # The server's schema must contain every type, field, argument and enum value
@@ -1825,6 +1954,16 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_RefusalCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "code":
+		return ec.fieldContext_RefusalCount_code(ctx, field)
+	case "count":
+		return ec.fieldContext_RefusalCount_count(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RefusalCount", field.Name)
+}
+
 func (ec *executionContext) childFields_Reservation(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "orderId":
@@ -1857,6 +1996,36 @@ func (ec *executionContext) childFields_ReservationPayload(ctx context.Context, 
 		return ec.fieldContext_ReservationPayload_error(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ReservationPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_SaleReport(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "firstUseAt":
+		return ec.fieldContext_SaleReport_firstUseAt(ctx, field)
+	case "soldOutAt":
+		return ec.fieldContext_SaleReport_soldOutAt(ctx, field)
+	case "requests":
+		return ec.fieldContext_SaleReport_requests(ctx, field)
+	case "admitted":
+		return ec.fieldContext_SaleReport_admitted(ctx, field)
+	case "refusals":
+		return ec.fieldContext_SaleReport_refusals(ctx, field)
+	case "series":
+		return ec.fieldContext_SaleReport_series(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SaleReport", field.Name)
+}
+
+func (ec *executionContext) childFields_SaleSecond(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "at":
+		return ec.fieldContext_SaleSecond_at(ctx, field)
+	case "admitted":
+		return ec.fieldContext_SaleSecond_admitted(ctx, field)
+	case "refused":
+		return ec.fieldContext_SaleSecond_refused(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SaleSecond", field.Name)
 }
 
 func (ec *executionContext) childFields_Voucher(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1901,6 +2070,8 @@ func (ec *executionContext) childFields_Voucher(ctx context.Context, field graph
 		return ec.fieldContext_Voucher_budgetAmount(ctx, field)
 	case "budgetUsed":
 		return ec.fieldContext_Voucher_budgetUsed(ctx, field)
+	case "sale":
+		return ec.fieldContext_Voucher_sale(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Voucher", field.Name)
 }

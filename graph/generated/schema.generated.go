@@ -45,6 +45,8 @@ type QueryResolver interface {
 type VoucherResolver interface {
 	GateRemaining(ctx context.Context, obj *model.Voucher) (*int, error)
 	Campaign(ctx context.Context, obj *model.Voucher) (*model.Campaign, error)
+
+	Sale(ctx context.Context, obj *model.Voucher) (*model.SaleReport, error)
 }
 type VoucherErrorResolver interface {
 	Message(ctx context.Context, obj *model.VoucherError) (string, error)
@@ -2219,6 +2221,38 @@ func (ec *executionContext) fieldContext_Voucher_budgetUsed(_ context.Context, f
 	return graphql.NewScalarFieldContext("Voucher", field, false, false, "Money")
 }
 
+func (ec *executionContext) _Voucher_sale(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_sale(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Voucher().Sale(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.SaleReport) graphql.Marshaler {
+			return ec.marshalNSaleReport2ᚖvoucherdᚋgraphᚋmodelᚐSaleReport(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_sale(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Voucher",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SaleReport(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _VoucherConnection_edges(ctx context.Context, field graphql.CollectedField, obj *model.VoucherConnection) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3289,6 +3323,12 @@ func (ec *executionContext) _Voucher(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "sale":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Voucher_sale(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}

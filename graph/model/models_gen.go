@@ -197,6 +197,11 @@ type PageInfo struct {
 type Query struct {
 }
 
+type RefusalCount struct {
+	Code  VoucherErrorCode `json:"code"`
+	Count int              `json:"count"`
+}
+
 type Reservation struct {
 	OrderID        string            `json:"orderId"`
 	VoucherCode    string            `json:"voucherCode"`
@@ -232,6 +237,25 @@ type ReserveVoucherInput struct {
 	OrderAmount int64  `json:"orderAmount"`
 	// When given, must equal the voucher's currency (else NOT_ELIGIBLE).
 	Currency *string `json:"currency,omitempty"`
+}
+
+type SaleReport struct {
+	// The first use taken; null before.
+	FirstUseAt *time.Time `json:"firstUseAt,omitempty"`
+	// When the last use was taken and the voucher sold out; null while uses remain.
+	SoldOutAt *time.Time `json:"soldOutAt,omitempty"`
+	// Reserve requests answered (every server, every path, the gate's refusals included).
+	Requests int             `json:"requests"`
+	Admitted int             `json:"admitted"`
+	Refusals []*RefusalCount `json:"refusals"`
+	// Per second from the first request to the last, at most 3,600 entries (then per minute).
+	Series []*SaleSecond `json:"series"`
+}
+
+type SaleSecond struct {
+	At       time.Time `json:"at"`
+	Admitted int       `json:"admitted"`
+	Refused  int       `json:"refused"`
 }
 
 type UpdateVoucherInput struct {
@@ -282,8 +306,9 @@ type Voucher struct {
 	Currency          string       `json:"currency"`
 	BudgetAmount      *int64       `json:"budgetAmount,omitempty"`
 	// Sum of the discounts of RESERVED and CONFIRMED reservations.
-	BudgetUsed int64 `json:"budgetUsed"`
-	CampaignID int64 `json:"-"`
+	BudgetUsed int64       `json:"budgetUsed"`
+	Sale       *SaleReport `json:"sale"`
+	CampaignID int64       `json:"-"`
 }
 
 type VoucherConnection struct {

@@ -271,6 +271,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		job.Reconcile(svc, store, holder, cfg.ReconcileInterval, logger),
 		job.WarmUp(svc, cfg.WarmUpInterval, logger),
 		dash.sampler,
+		job.SaleFlush(svc, cfg.SaleFlushInterval, logger),
 	}
 	for _, j := range jobs {
 		j.Start(ctx)

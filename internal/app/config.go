@@ -37,6 +37,7 @@ type config struct {
 	ExpiryInterval    time.Duration
 	ReconcileInterval time.Duration
 	WarmUpInterval    time.Duration
+	SaleFlushInterval time.Duration
 	ShutdownTimeout   time.Duration
 	AdmissionLease    time.Duration // kafka mode: how long an admission's owner has to settle it
 	SoldOutTTL        time.Duration // how long a sold-out snapshot answers from memory
@@ -94,6 +95,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	c.ExpiryInterval = duration("EXPIRY_INTERVAL", "1m")
 	c.ReconcileInterval = duration("RECONCILE_INTERVAL", "1m")
 	c.WarmUpInterval = duration("WARMUP_INTERVAL", "1m")
+	c.SaleFlushInterval = duration("SALE_FLUSH_INTERVAL", "1s")
 	c.ShutdownTimeout = duration("SHUTDOWN_TIMEOUT", "20s")
 	c.AdmissionLease = duration("ADMISSION_LEASE", "11s")
 	c.SoldOutTTL = duration("SOLD_OUT_TTL", "2s")

@@ -75,7 +75,7 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		}
 		fmt.Fprintf(stdout, "development dashboard user (%s): %s, password %q; sign in at /admin (never made, and refused, with APP_ENV=production or off loopback)\n", note, devUserEmail, devUserPassword)
 	}
-	deps := web.Deps{Accounts: accts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice, ApiKeys: apiKeys}
+	deps := web.Deps{Accounts: accts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice, ApiKeys: apiKeys, Sales: svc}
 	// Dead-lettered events are shown only once a store counts them.
 	if dl, ok := any(store).(web.DeadLetterCounter); ok {
 		deps.DeadLetters = dl

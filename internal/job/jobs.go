@@ -2,6 +2,7 @@ package job
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -66,5 +67,32 @@ func WarmUp(svc *voucher.Service, interval time.Duration, logger *slog.Logger) *
 		Interval: interval,
 		Logger:   logger,
 		RunOnce:  svc.WarmGates,
+	}
+}
+
+// SaleFlush adds the reserve answers this instance counted to the database
+// every interval (a second), and once more when it stops, so that a
+// restart loses none of voucher.sale's counts. A flush that fails keeps its
+// counts for the next; while the database is down, the first failure and
+// then every 60th is logged, not one a second.
+func SaleFlush(svc *voucher.Service, interval time.Duration, logger *slog.Logger) *Periodic {
+	failures := 0 // the job's goroutine, then Stop's last pass: never at once
+	return &Periodic{
+		Name:     "sale-flush",
+		Interval: interval,
+		Timeout:  5 * time.Second,
+		RunOnce: func(ctx context.Context) error {
+			err := svc.FlushSale(ctx)
+			if err == nil {
+				failures = 0
+				return nil
+			}
+			if failures++; failures%60 != 1 {
+				return nil
+			}
+			return fmt.Errorf("%w (%d flushes failed in a row; their counts are kept for the next)", err, failures)
+		},
+		Last:   true,
+		Logger: logger,
 	}
 }

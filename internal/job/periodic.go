@@ -18,7 +18,10 @@ type Periodic struct {
 	Interval time.Duration
 	Timeout  time.Duration // per pass; default Interval
 	RunOnce  func(ctx context.Context) error
-	Logger   *slog.Logger
+	// Last makes Stop run RunOnce once more after the loop has ended, under
+	// its own timeout: for work a stopping instance must not leave undone.
+	Last   bool
+	Logger *slog.Logger
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -49,10 +52,19 @@ func (p *Periodic) Start(ctx context.Context) {
 	}()
 }
 
-// Stop ends the job and waits for a pass in progress to finish.
+// Stop ends the job and waits for a pass in progress to finish; with Last,
+// it then runs one more.
 func (p *Periodic) Stop() {
-	if p.cancel != nil {
-		p.cancel()
+	if p.cancel == nil {
+		return
 	}
+	p.cancel()
 	p.wg.Wait()
+	if p.Last {
+		ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(p.Timeout, p.Interval))
+		defer cancel()
+		if err := p.RunOnce(ctx); err != nil {
+			cmp.Or(p.Logger, slog.Default()).With("job", p.Name).Error("job's last pass failed", "err", err)
+		}
+	}
 }

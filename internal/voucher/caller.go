@@ -36,6 +36,9 @@ const (
 	// OpReadCampaigns reads campaigns (their codes' export is OpManageVoucher).
 	OpReadCampaigns Operation = "read-campaigns"
 	OpManageKeys    Operation = "manage-keys" // API keys: create, list, revoke
+	// OpReadSale reads a voucher's sale as it happened (the dashboard's
+	// voucher page, voucher.sale): every role but the storefront's.
+	OpReadSale Operation = "read-sale"
 )
 
 var permissions = map[Operation][]Role{
@@ -46,6 +49,7 @@ var permissions = map[Operation][]Role{
 	OpManageUsers:   {RoleAdmin},
 	OpReadCampaigns: {RoleAdmin, RoleMarketer, RoleOperator},
 	OpManageKeys:    {RoleAdmin},
+	OpReadSale:      {RoleAdmin, RoleMarketer, RoleOperator},
 }
 
 // Caller is who makes a request; transports put it in the context after

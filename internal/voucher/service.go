@@ -52,6 +52,7 @@ type Store interface {
 	GateSnapshotAll(ctx context.Context, code string) (GateSnapshot, error)
 	DriftStore
 	CampaignStore
+	SaleStore
 }
 
 // Page is one page of vouchers, newest first.
@@ -121,6 +122,13 @@ type Service struct {
 
 	// gens are the campaign generators running in this process.
 	gens *generators
+
+	// sales counts the reserve answers of this process until FlushSale
+	// adds them to the database (sale.go); saleFlush makes one flush at a
+	// time, whose slice saleBuf the next one reuses.
+	sales     *saleCounter
+	saleFlush sync.Mutex
+	saleBuf   []SaleCount
 }
 
 // NewService returns the service over its dependencies.
@@ -162,6 +170,7 @@ func NewService(deps Deps, cfg Config) *Service {
 		drift:    deps.Store,
 		currency: cmp.Or(cfg.DefaultCurrency, "USD"),
 		gens:     newGenerators(),
+		sales:    newSaleCounter(),
 	}
 	base := &s.flashBase
 	var syncPath *syncFlash // serves the flash campaigns in kafka mode too
@@ -280,7 +289,12 @@ func (s *Service) Reserve(ctx context.Context, r ReserveRequest) (Reservation, e
 		}
 		return s.reserveInDatabase(ctx, r)
 	}()
-	s.obs.ReserveDone(path, ErrorCodeOf(err), time.Since(start))
+	end, code := time.Now(), ErrorCodeOf(err)
+	s.obs.ReserveDone(path, code, end.Sub(start))
+	// Every reserve with a valid request is answered here, whatever the
+	// path (the gate's and the sold-out memory's refusals included): the
+	// one place the sale's answers are counted.
+	s.sales.add(r.Code, end, code)
 	return res, err
 }
 

@@ -143,6 +143,13 @@ type ReservationEvent struct {
 	OccurredAt  time.Time
 }
 
+type SaleSecond struct {
+	VoucherCode string
+	Second      time.Time
+	Outcome     string
+	Count       int64
+}
+
 type Voucher struct {
 	Code              string
 	DiscountAmount    int64

@@ -371,7 +371,7 @@ func TestVoucherPage_FiguresChartReservationsEventsAndAudit(t *testing.T) {
 		Audit:        []voucher.AuditEvent{{Actor: "mia@example.com", ActorRole: voucher.RoleMarketer, Action: "created", At: now}},
 	}
 	p := Page{User: Viewer{Role: voucher.RoleMarketer}, CSRF: "tok"}
-	doc := render(t, VoucherPage(p, a, now))
+	doc := render(t, VoucherPage(p, a, now, nil))
 	if got := doc.Find(testid("fig-remaining")).Text(); got != "10" {
 		t.Errorf("remaining = %q", got)
 	}
@@ -388,14 +388,14 @@ func TestVoucherPage_FiguresChartReservationsEventsAndAudit(t *testing.T) {
 	if doc.Find(testid("end-voucher")).Length() != 1 || doc.Find(testid("edit-voucher")).Length() != 0 {
 		t.Error("a live voucher offers 'end now', never 'change'")
 	}
-	op := render(t, VoucherPage(Page{User: Viewer{Role: voucher.RoleOperator}}, a, now))
+	op := render(t, VoucherPage(Page{User: Viewer{Role: voucher.RoleOperator}}, a, now, nil))
 	if op.Find(testid("end-voucher")).Length() != 0 {
 		t.Error("an operator is offered 'end now'")
 	}
 	before := a
 	before.State, before.UsedCount, before.ReservedCount, before.ConfirmedCount = voucher.StateScheduled, 0, 0, 0
 	before.StartsAt = now.Add(time.Hour)
-	sched := render(t, VoucherPage(p, before, now))
+	sched := render(t, VoucherPage(p, before, now, nil))
 	if sched.Find(testid("edit-voucher")).Length() != 1 || sched.Find(testid("chart-empty")).Length() != 1 {
 		t.Error("a scheduled voucher offers 'change' and an empty chart")
 	}
