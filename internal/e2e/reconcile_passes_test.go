@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/gate"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 )
 
@@ -139,5 +142,69 @@ func TestReconcile_AGateBelowTheDatabaseForTwoPassesIsRebuilt(t *testing.T) {
 		if r := api.reserve(t, code, int64(10+c), uniqueOrder(), 100); r.status() != "RESERVED" {
 			t.Errorf("new order %d after the rebuild: %+v, want both uses sold", c+1, r)
 		}
+	}
+}
+
+// TestReconcile_AReleasedOrderTheGateStillHoldsIsReturned: an order released
+// in the database whose give-back never reached the gate (a failover to a
+// lagging replica, a gate rebuilt from a snapshot read before the release)
+// holds a use at the gate for nothing; reconciliation returns it once the
+// leak age has passed. The leak repair once took the released row for a
+// write that had arrived and kept the use for good (explorer seeds 31 and
+// 86 of run G).
+func TestReconcile_AReleasedOrderTheGateStillHoldsIsReturned(t *testing.T) {
+	t.Parallel()
+	dbURL, db := ownDatabase(t)
+	s := startServer(t, map[string]string{"RECONCILE_INTERVAL": "1s", "DATABASE_URL": dbURL})
+	api := restAPI{s}
+	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 2}))
+	order := uniqueOrder()
+	if r := api.reserve(t, code, 1, order, 100); r.status() != "RESERVED" {
+		t.Fatalf("reserve: %+v", r)
+	}
+	// The release commits in the database and its give-back reaches the
+	// gate, which then fails over to a replica that lags it: the gate's
+	// keys as they were before the release.
+	ctx := context.Background()
+	rdb := redis.NewClient(mustRedisOptions(t))
+	t.Cleanup(func() { _ = rdb.Close() })
+	keys, err := rdb.Keys(ctx, "voucher:{"+code+"}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the gate's keys: %v %v", keys, err)
+	}
+	type saved struct {
+		dump string
+		ttl  time.Duration
+	}
+	before := map[string]saved{}
+	for _, k := range keys {
+		dump, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[k] = saved{dump, max(ttl, 0)} // -1: none, kept as none
+	}
+	if r := api.release(t, code, order); r.status() != "RELEASED" {
+		t.Fatalf("release: %+v", r)
+	}
+	for k, v := range before {
+		if err := rdb.RestoreReplace(ctx, k, v.ttl, v.dump).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left, err := rdb.Get(ctx, "voucher:{"+code+"}:stock").Int(); err != nil || left != 1 {
+		t.Fatalf("the lagging gate: %d uses left (%v), want 1", left, err)
+	}
+	testenv.Eventually(t, "the released order's use back at the gate", func() (bool, string) {
+		left, err := rdb.Get(ctx, "voucher:{"+code+"}:stock").Int()
+		d, _ := driftOf(t, db, code)
+		return err == nil && left == 2, fmt.Sprintf("%d uses left at the gate (%v), latest report %+v", left, err, d)
+	})
+	if r := api.reserve(t, code, 1, order, 100); r.Error != "RESERVATION_RELEASED" {
+		t.Errorf("a retry of the released order: %+v, want RESERVATION_RELEASED", r)
 	}
 }

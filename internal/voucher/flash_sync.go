@@ -313,8 +313,11 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 			continue
 		}
 		// A write that committed after this pass's database snapshot is
-		// there now.
-		if _, found, err := s.lookupOrder(ctx, id); found || err != nil {
+		// there now. A released row is no reason to wait: its give-back
+		// never reached the gate (a failover to a lagging replica, a gate
+		// rebuilt from a snapshot taken before the release), and the gate
+		// holds the use for nothing (explorer seeds 31 and 86).
+		if res, found, err := s.lookupOrder(ctx, id); err != nil || (found && res.Status != StatusReleased) {
 			continue
 		}
 		// Forgotten, not released: the order holds no reservation, so a
