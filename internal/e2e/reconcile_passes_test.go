@@ -208,3 +208,36 @@ func TestReconcile_AReleasedOrderTheGateStillHoldsIsReturned(t *testing.T) {
 		t.Errorf("a retry of the released order: %+v, want RESERVATION_RELEASED", r)
 	}
 }
+
+// TestReconcile_AnOrderReservedOnAnotherVoucherIsReturnedToTheGate: a flash
+// reserve admitted at the gate whose write never came (answered
+// UNAVAILABLE), its orderId then reserved on another voucher: the gate
+// holds the use for nothing, and reconciliation returns it. The leak repair
+// once looked the orderId up across vouchers, found the other voucher's row
+// and kept the use for good (explorer run I, seed 31).
+func TestReconcile_AnOrderReservedOnAnotherVoucherIsReturnedToTheGate(t *testing.T) {
+	t.Parallel()
+	dbURL, db := ownDatabase(t)
+	s := startServer(t, map[string]string{"RECONCILE_INTERVAL": "1s", "DATABASE_URL": dbURL})
+	api := restAPI{s}
+	code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 2}))
+	other := createVoucher(t, s, voucherSpec{TotalLimit: 2})
+	if r := api.reserve(t, code, 1, uniqueOrder(), 100); r.status() != "RESERVED" { // loads the gate
+		t.Fatalf("reserve: %+v", r)
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(mustRedisOptions(t))
+	t.Cleanup(func() { _ = rdb.Close() })
+	order := uniqueOrder()
+	if verdict, err := gate.New(rdb).Reserve(ctx, code, 1, 0, voucher.ReserveRequest{Code: code, CustomerID: 2, OrderID: order, OrderAmount: 100}); err != nil || verdict != voucher.GateAdmitted {
+		t.Fatalf("the admission whose write never came: %v %v", verdict, err)
+	}
+	if r := api.reserve(t, other, 2, order, 100); r.status() != "RESERVED" {
+		t.Fatalf("the orderId reserved on another voucher: %+v", r)
+	}
+	testenv.Eventually(t, "the admission's use back at the gate", func() (bool, string) {
+		left, err := rdb.Get(ctx, "voucher:{"+code+"}:stock").Int()
+		d, _ := driftOf(t, db, code)
+		return err == nil && left == 1, fmt.Sprintf("%d uses left at the gate (%v), latest report %+v", left, err, d)
+	})
+}
