@@ -23,6 +23,13 @@ type stuckApplier struct {
 	tries int
 }
 
+// attempts is how many times the stuck event was tried so far.
+func (a *stuckApplier) attempts() int {
+	a.mu2.Lock()
+	defer a.mu2.Unlock()
+	return a.tries
+}
+
 func (a *stuckApplier) ApplyEvent(ctx context.Context, ev voucher.Event) error {
 	if ev.Code == a.stuck {
 		a.mu2.Lock()
@@ -79,10 +86,10 @@ func TestConsumer_AStuckEventHoldsUpOnlyItsOwnPartition(t *testing.T) {
 			if len(applied) != 11 {
 				t.Errorf("applied %d, want the 11 not behind STUCK in its partition", len(applied))
 			}
-			t.Logf("the other vouchers applied and committed; only the stuck partition is behind:%s (%d applied, %d tries)", why, len(applied), a.tries)
+			t.Logf("the other vouchers applied and committed; only the stuck partition is behind:%s (%d applied, %d tries)", why, len(applied), a.attempts())
 			return
 		}
 		why = fmt.Sprintf("applied %d of 15, %d partition(s) behind:%s", len(applied), behind, why)
 	}
-	t.Fatalf("a stuck event of STUCK held up the other vouchers' partitions: %s (%d tries of the stuck event)", why, a.tries)
+	t.Fatalf("a stuck event of STUCK held up the other vouchers' partitions: %s (%d tries of the stuck event)", why, a.attempts())
 }
