@@ -117,9 +117,17 @@ func TestReconcile_AGateBelowTheDatabaseForTwoPassesIsRebuilt(t *testing.T) {
 		t.Fatalf("the gate after the release of an order it lost: %d uses left, want 1 (one below the database's 2)", n)
 	}
 	const doc = `mutation($c: String!) { reconcileVoucher(code: $c) { report { gateRemaining databaseRemaining drift } error { code message } } }`
-	first := gql(t, s, adminToken, doc, map[string]any{"c": code})
-	if d := path(first.Body, "data", "reconcileVoucher", "report", "drift"); d == nil || num(t, d) != -1 {
-		t.Fatalf("pass 1: %s, want drift -1", first.Raw)
+	// The job's pass at the server's start may have come late, after the
+	// release (CI under load): then it was pass 1.
+	var jobPasses int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM drift_report WHERE voucher_code = $1 AND drift = -1`, code).Scan(&jobPasses); err != nil {
+		t.Fatal(err)
+	}
+	if jobPasses == 0 {
+		first := gql(t, s, adminToken, doc, map[string]any{"c": code})
+		if d := path(first.Body, "data", "reconcileVoucher", "report", "drift"); d == nil || num(t, d) != -1 {
+			t.Fatalf("pass 1: %s, want drift -1", first.Raw)
+		}
 	}
 	if n := stock(); n != 1 {
 		t.Errorf("after pass 1: %d uses left at the gate, want 1 (one pass may see a give-back on its way)", n)
