@@ -92,11 +92,11 @@ type Config struct {
 	// (DEFAULT_CURRENCY); default USD.
 	DefaultCurrency string
 	// LeakAge is how long the gate must have held an order the database
-	// lacks before reconciliation gives its use back: the order was seen so
-	// by this instance's passes for at least this long, and the two reports
-	// that show it are at least this far apart. It must exceed the longest
-	// write of a winner (app.go: at least the store's write limit), or a
-	// slow write is taken for a leak; 0: any two passes.
+	// lacks before reconciliation gives its use back: this instance's
+	// passes have seen it so for at least this long (and the previous
+	// report shows it too). It must exceed the longest write of a winner
+	// (app.go: at least the store's write limit), or a slow write is taken
+	// for a leak; 0: any two passes.
 	LeakAge time.Duration
 	Logger  *slog.Logger
 }
