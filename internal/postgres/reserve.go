@@ -165,8 +165,10 @@ func takeUses(ctx context.Context, q *db.Queries, owner string, campaign bool, v
 	// The rows are numbered in the claims' order (a batch's is its queue's)
 	// by the statement that takes their uses, under the row's lock.
 	numbered := make([]string, 0, len(claimed))
+	seen := make(map[string]bool, len(claimed))
 	for _, c := range claims {
-		if _, ok := rows[c.orderID]; ok && !slices.Contains(numbered, c.orderID) {
+		if _, ok := rows[c.orderID]; ok && !seen[c.orderID] {
+			seen[c.orderID] = true
 			numbered = append(numbered, c.orderID)
 		}
 	}
