@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"voucherd/internal/apiclient"
 	"voucherd/internal/events"
 )
 
@@ -142,7 +143,8 @@ func brokerMain(ctx context.Context, stdout io.Writer) error {
 	return nil
 }
 
-// api is a small client of voucherd for set-up and checks (not the load).
+// api is a small client of voucherd for set-up and checks (the load has
+// its own, cheaper one): the tests' client (internal/apiclient).
 type api struct {
 	base, storefront, admin string
 	client                  *http.Client
@@ -154,32 +156,7 @@ func newAPI(base, storefront, admin string) *api {
 
 // graphql runs one operation and decodes data into out; GraphQL errors fail.
 func (a *api) graphql(ctx context.Context, token, query string, vars map[string]any, out any) error {
-	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/graphql", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var env struct {
-		Data   json.RawMessage `json:"data"`
-		Errors []struct {
-			Message string `json:"message"`
-		} `json:"errors"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("graphql: HTTP %d: %.200s", resp.StatusCode, raw)
-	}
-	if len(env.Errors) > 0 {
-		return fmt.Errorf("graphql: %s", env.Errors[0].Message)
-	}
-	return json.Unmarshal(env.Data, out)
+	return apiclient.New(a.base, token, a.client).GraphQLData(ctx, query, vars, out)
 }
 
 // createVoucher creates a voucher open from a minute ago for half an hour:
@@ -254,20 +231,9 @@ func (a *api) voucher(ctx context.Context, code string) (voucherCounts, error) {
 
 // reserve sends one REST reserve and returns its status.
 func (a *api) reserve(ctx context.Context, code, orderID string, customer int64) (int, string, error) {
-	body := fmt.Sprintf(`{"customerId":%d,"orderId":%q,"orderAmount":%d}`, customer, orderID, orderAmount)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.base+"/vouchers/"+code+"/reservations", strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+a.storefront)
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(raw), nil
+	ans := apiclient.New(a.base, a.storefront, a.client).Reserve(ctx, code,
+		map[string]any{"customerId": customer, "orderId": orderID, "orderAmount": orderAmount})
+	return ans.Status, ans.Raw, ans.Err
 }
 
 func requireLoopbackURL(raw string) error {

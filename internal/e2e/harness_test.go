@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"voucherd/internal/accounts"
+	"voucherd/internal/apiclient"
 	"voucherd/internal/app"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
@@ -247,39 +247,12 @@ func (r response) Header(name string) string { return r.Headers.Get(name) }
 
 func do(t testing.TB, method, url, token string, body any) response {
 	t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	case []byte:
-		rd = bytes.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Errorf("%s %s: %v", method, url, err)
+	a := (&apiclient.Client{Token: token, HTTP: httpClient}).Do(context.Background(), method, url, body)
+	if a.Err != nil {
+		t.Errorf("%s %s: %v", method, url, a.Err)
 		return response{}
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	out := response{Status: resp.StatusCode, Raw: string(raw), Headers: resp.Header}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	_ = dec.Decode(&out.Body)
+	out := response{Status: a.Status, Body: a.JSON(), Raw: a.Raw, Headers: a.Header}
 	assertNothingLeaked(t, out.Raw)
 	return out
 }

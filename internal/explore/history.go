@@ -5,11 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sync"
 	"time"
+
+	"voucherd/internal/apiclient"
 )
 
 // The request kinds of the history.
@@ -157,66 +158,41 @@ func ReadHistory(path string) ([]Call, error) {
 }
 
 // client sends the storefront's requests over REST.
-type client struct {
-	http  *http.Client
-	token string
-}
+type client struct{ api *apiclient.Client }
 
 func newClient(token string) *client {
-	return &client{token: token, http: &http.Client{
+	return &client{api: apiclient.New("", token, &http.Client{
 		Timeout:   5 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 32, MaxConnsPerHost: 32},
-	}}
+	})}
 }
 
 // do sends one request and fills c's answer fields.
 func (cl *client) do(ctx context.Context, base string, c *Call) {
-	var method, url string
-	var body any
+	api := *cl.api
+	api.Base = base
+	c.Sent = time.Now().UnixNano()
+	var a apiclient.Answer
 	switch c.Op {
 	case OpReserve:
-		method, url = http.MethodPost, base+"/vouchers/"+c.Voucher+"/reservations"
-		body = map[string]any{"customerId": c.Customer, "orderId": c.Order, "orderAmount": c.Amount}
+		a = api.Reserve(ctx, c.Voucher, map[string]any{"customerId": c.Customer, "orderId": c.Order, "orderAmount": c.Amount})
 	case OpConfirm:
-		method, url = http.MethodPost, base+"/vouchers/"+c.Voucher+"/reservations/"+c.Order+"/confirm"
+		a = api.Confirm(ctx, c.Voucher, c.Order)
 	case OpRelease:
-		method, url = http.MethodDelete, base+"/vouchers/"+c.Voucher+"/reservations/"+c.Order
+		a = api.Release(ctx, c.Voucher, c.Order)
 	}
-	var rd io.Reader
-	if body != nil {
-		j, _ := json.Marshal(body)
-		rd = bytes.NewReader(j)
-	}
-	c.Sent = time.Now().UnixNano()
-	defer func() { c.Answered = time.Now().UnixNano() }()
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		c.Err = err.Error()
+	c.Answered = time.Now().UnixNano()
+	if a.Err != nil {
+		c.Err = a.Err.Error()
 		return
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+cl.token)
-	resp, err := cl.http.Do(req)
-	if err != nil {
-		c.Err = err.Error()
-		return
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.Err = err.Error()
-		return
-	}
-	c.Status = resp.StatusCode
+	c.Status, c.Code, c.State = a.Status, a.Code, a.State
 	var b struct {
-		Error     string    `json:"error"`
-		Status    string    `json:"status"`
 		ExpiresAt time.Time `json:"expiresAt"`
 	}
-	if json.Unmarshal(raw, &b) != nil || (b.Error == "" && b.Status == "") || c.Unknown() {
-		c.Raw = string(raw)
+	if json.Unmarshal([]byte(a.Raw), &b) != nil || (a.Code == "" && a.State == "") || c.Unknown() {
+		c.Raw = a.Raw
 	}
-	c.Code, c.State = b.Error, b.Status
 	if !b.ExpiresAt.IsZero() {
 		c.ExpiresAt = b.ExpiresAt.UnixNano()
 	}

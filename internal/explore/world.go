@@ -1,11 +1,9 @@
 package explore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"voucherd/internal/apiclient"
 	"voucherd/internal/events"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testpg"
@@ -240,26 +239,12 @@ func (w *World) graphql(i int, query string, vars map[string]any) string {
 	return string(body)
 }
 
-var adminHTTP = &http.Client{Timeout: 30 * time.Second}
-
 func (w *World) graphqlJSON(i int, query string, vars map[string]any) ([]byte, error) {
-	j, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, err := http.NewRequest(http.MethodPost, w.serves[i].URL+"/graphql", bytes.NewReader(j))
-	if err != nil {
-		return nil, err
+	a := apiclient.New(w.serves[i].URL, adminToken, nil).GraphQL(context.Background(), query, vars)
+	if a.Err == nil && a.Status != http.StatusOK {
+		a.Err = fmt.Errorf("HTTP %d: %s", a.Status, a.Raw)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := adminHTTP.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, b)
-	}
-	return b, err
+	return []byte(a.Raw), a.Err
 }
 
 func (w *World) createVoucher(code string, v VoucherPlan) {

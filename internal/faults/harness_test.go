@@ -15,13 +15,11 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net/http"
 	"sort"
@@ -35,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"voucherd/internal/apiclient"
 	"voucherd/internal/events"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
@@ -112,43 +111,10 @@ var httpClient = &http.Client{
 
 // answer is an HTTP answer; Err is set when there was none (the outcome is
 // unknown to the client).
-type answer struct {
-	Status int
-	Code   string // the error code of a refusal
-	State  string // the reservation's status of a success
-	Raw    string
-	Err    error
-}
+type answer = apiclient.Answer
 
 func call(ctx context.Context, method, url, token string, body any) answer {
-	var rd io.Reader
-	if body != nil {
-		j, _ := json.Marshal(body)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return answer{Err: err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return answer{Err: err}
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return answer{Err: err}
-	}
-	a := answer{Status: resp.StatusCode, Raw: string(raw)}
-	var b struct {
-		Error  string `json:"error"`
-		Status string `json:"status"`
-	}
-	_ = json.Unmarshal(raw, &b)
-	a.Code, a.State = b.Error, b.Status
-	return a
+	return (&apiclient.Client{Token: token, HTTP: httpClient}).Do(ctx, method, url, body)
 }
 
 func graphql(t testing.TB, base, query string, vars map[string]any) map[string]any {
