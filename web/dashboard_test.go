@@ -18,6 +18,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"golang.org/x/crypto/bcrypt"
 
 	"voucherd/internal/accounts"
 	"voucherd/internal/postgres"
@@ -37,6 +38,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Every fixture signs its users in; under the race detector a bcrypt
+	// hash at the product's cost takes about a second, which made this
+	// package minutes long. What these tests check (limits, locks, roles)
+	// counts password checks, not their cost; the product never lowers it
+	// (internal/accounts' TestHashCost_IsBcryptsDefaultInTheProduct).
+	accounts.HashCost = bcrypt.MinCost
 	ctx := context.Background()
 	var err error
 	pool, err = pgxpool.New(ctx, databaseURL)
