@@ -30,11 +30,12 @@ CONTRACT_CHECK := ../shared/tools/contract-check
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint
 
-.PHONY: help setup migrate run broker build generate verify lint check test bench bench-wrk fuzz explore
+.PHONY: help setup migrate run broker build generate verify lint check test test-unit test-e2e test-race bench bench-wrk fuzz explore
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
-	@echo "make test      set up (with Chromium), verify, go test -race ./..."
+	@echo "make test      set up (with Chromium), verify, the tests (end-to-end ones without -race)"
+	@echo "make test-race set up (with Chromium), every test under -race (slower)"
 	@echo "make check     the quick loop: go vet, then go test -short ./... (no browser, no spawned process)"
 	@echo "make setup     scripts/setup.sh: install and start what is missing"
 	@echo "make migrate   apply the database migrations to DATABASE_URL"
@@ -127,27 +128,43 @@ lint:
 	fi
 	$(GOLANGCI_LINT) run ./...
 
-# -race is kept although on 2 cores it makes the suite several times slower:
-# the gate, the Kafka consumer and the jobs are concurrent code. If the suite
-# outgrows CI's time, drop -race here before dropping tests.
+# The suite runs in two halves side by side (output grouped per half):
+# - test-unit: every package but the end-to-end ones, under -race: the gate,
+#   the Kafka consumer, the jobs, the store and the dashboard are concurrent
+#   code tested in process, where the race detector sees them.
+# - test-e2e: internal/e2e and internal/faults, which run whole servers (in
+#   process, or as OS processes) over HTTP, without -race (it made them three
+#   times slower on 2 cores, and the servers' code is raced in test-unit's
+#   packages), and with -parallel 4: their tests mostly wait on
+#   reconciliation passes, expiries and browsers, not on the CPU.
+# Then the explorer's seeds, alone: each runs two or three servers, a broker,
+# a Redis pair and a PostgreSQL cluster, the heaviest load of the suite.
+# `make test-race` runs all of it under -race, as before a release.
 #
 # gotestsum (a tool of go.mod) runs go test and prints a line per package,
 # then every failed test's output again under "=== Failed", and last one
 # summary line: "DONE 412 tests, 2 failures in 380.1s". GOTESTSUM_FORMAT
 # (e.g. testname, standard-verbose) changes the per-package lines.
 GOTESTSUM_FORMAT ?= pkgname-and-test-fails
+E2E_PKGS := ./internal/e2e ./internal/faults
+GOTESTSUM = TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
+	go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg --
 test:
 	bash scripts/setup.sh --test --with-chromium
 	$(MAKE) --no-print-directory verify
-	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
-		go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg -- -race -count=1 -timeout 30m \
-		$$(go list ./... | grep -v '/internal/explore$$')
-	@# The explorer's seeds run last, alone: each runs two or three servers,
-	@# a broker, a Redis pair and a PostgreSQL cluster, the heaviest load of
-	@# the suite, which beside the e2e package's timing-bound tests on this
-	@# 2-core machine would only add to their waits.
-	TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
-		go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg -- -race -count=1 -timeout 10m ./internal/explore
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-unit test-e2e
+	$(GOTESTSUM) -race -count=1 -timeout 10m ./internal/explore
+
+test-unit:
+	$(GOTESTSUM) -race -count=1 -timeout 30m \
+		$$(go list ./... | grep -v -E '/internal/(e2e|faults|explore)$$')
+
+test-e2e:
+	$(GOTESTSUM) -count=1 -parallel 4 -timeout 30m $(E2E_PKGS)
+
+test-race:
+	bash scripts/setup.sh --test --with-chromium
+	$(GOTESTSUM) -race -count=1 -timeout 45m ./...
 
 # The quick loop while changing code: go vet, then the unit and in-process
 # tests against the shared test PostgreSQL and Redis. -short skips what
