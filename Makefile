@@ -120,13 +120,15 @@ verify:
 		echo "verify: $(CONTRACT_CHECK) not found, contract check skipped"; \
 	fi
 
-# The pinned version is installed when bin/ has none or another one.
+# The pinned version is installed when bin/ has none or another one. A
+# second run at once (another worktree's make test) waits for the first
+# instead of failing with "parallel golangci-lint is running".
 lint:
 	@if ! $(GOLANGCI_LINT) version 2>/dev/null | grep -q "version $(patsubst v%,%,$(GOLANGCI_LINT_VERSION)) "; then \
 		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into bin/"; \
 		GOBIN="$(CURDIR)/bin" go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
 	fi
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 # The suite runs in two halves side by side (output grouped per half):
 # - test-unit: every package but the end-to-end ones, under -race: the gate,
