@@ -120,7 +120,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any) Answer {
 	if err != nil {
 		return Answer{Err: err}
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return Answer{Status: resp.StatusCode, Header: resp.Header, Err: err}
