@@ -8,8 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"voucherd/internal/postgres"
 	"voucherd/internal/testenv"
+	"voucherd/internal/testredis"
+	"voucherd/internal/voucher"
 )
 
 // rollback rolls a confirmed reservation back over api's transport; a nil
@@ -385,5 +389,44 @@ func TestKafka_RollbackRightAfterTheConfirmGivesTheUseBackOnce(t *testing.T) {
 	if ok, unchanged, refused := metricValue(t, s, `voucher_rollback_total{outcome="ok"}`), metricValue(t, s, `voucher_rollback_total{outcome="unchanged"}`),
 		metricValue(t, s, `voucher_rollback_total{outcome="NOT_CONFIRMED"}`); ok != 4 || unchanged != 8 || refused != 2 {
 		t.Errorf("voucher_rollback_total: ok %v, unchanged %v, NOT_CONFIRMED %v; want 4, 8, 2", ok, unchanged, refused)
+	}
+}
+
+// A rollback committed in the database whose give-back at the gate never
+// ran (a crash between the two) is given back by reconciliation, once:
+// the gate held the order confirmed, the database holds it rolled back.
+func TestRollback_AGiveBackThatNeverRanIsMadeByReconciliation(t *testing.T) {
+	for _, mode := range []string{"sync", "kafka"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			rs := testredis.Start(t)
+			dbURL, db := ownDatabase(t)
+			s := startServer(t, map[string]string{"FLASH_WRITE_PATH": mode, "REDIS_URL": rs.URL, "DATABASE_URL": dbURL, "RECONCILE_INTERVAL": "300ms"})
+			api := restAPI{s}
+			code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
+			order := uniqueOrder()
+			if r := api.reserve(t, code, 1, order, 100); r.Error != "" {
+				t.Fatalf("reserve: %s", r.Error)
+			}
+			if r := api.confirm(t, code, order); r.Error != "" {
+				t.Fatalf("confirm: %s", r.Error)
+			}
+			waitCounters(t, s, code, 1, 0, 1)
+			// The rollback's first step only: the database's.
+			if _, rolledBack, err := postgres.New(db).Rollback(context.Background(), code, order, "", voucher.AuditEvent{Actor: "test", ActorRole: voucher.RoleAdmin, Action: voucher.AuditRolledBack}); err != nil || !rolledBack {
+				t.Fatalf("rollback in the database: %v %v", rolledBack, err)
+			}
+			testenv.EventuallyWithin(t, 30*time.Second, "the rolled-back use sold again", func() (bool, string) {
+				r := api.reserve(t, code, 2, uniqueOrder(), 100)
+				return r.Error == "", r.Error
+			})
+			if r := api.reserve(t, code, 3, uniqueOrder(), 100); r.Error != "OUT_OF_STOCK" {
+				t.Errorf("a reserve past the one use given back = %q, want OUT_OF_STOCK", r.Error)
+			}
+			if r := api.reserve(t, code, 1, order, 100); r.Error != "RESERVATION_RELEASED" {
+				t.Errorf("a reserve retried for the rolled-back order = %q, want RESERVATION_RELEASED", r.Error)
+			}
+			assertNoDeadLetters(t, db, code)
+		})
 	}
 }
