@@ -240,3 +240,40 @@ func TestRollback_ACampaignCodeGetsItsUseBack(t *testing.T) {
 		t.Errorf("the campaign after the rollback: used %d, rolled back %d; want 0, 1", got.Terms.UsedCount, got.Terms.RolledBackCount)
 	}
 }
+
+// The kafka path's consumer applies a confirmed event again after the
+// rollback (a replay, or a republish by the sweep or reconciliation), and
+// a released event the gate answered for the order it holds released since:
+// both change nothing and neither is refused (no dead letter).
+func TestApplyEvent_EventsAfterARollbackChangeNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := New(testPool)
+	code := newFlashVoucher(t, s, 5, 1, 0)
+	order := unique("o")
+	reserved := reservedEvent(code, order, 1)
+	confirmed := reserved
+	confirmed.Kind, confirmed.ID = voucher.EventConfirmed, order+":confirmed"
+	for _, ev := range []voucher.Event{reserved, confirmed} {
+		if _, err := s.ApplyEvent(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, rolledBack, err := s.Rollback(ctx, code, order, "", voucher.AuditEvent{Actor: "test", ActorRole: voucher.RoleAdmin, Action: voucher.AuditRolledBack}); err != nil || !rolledBack {
+		t.Fatalf("rollback: %v %v", rolledBack, err)
+	}
+	released := reserved
+	released.Kind, released.ID = voucher.EventReleased, order+":released"
+	for _, ev := range []voucher.Event{reserved, confirmed, released} {
+		if status, err := s.ApplyEvent(ctx, ev); err != nil || status != voucher.StatusRolledBack {
+			t.Errorf("%s applied after the rollback: %s, %v; want ROLLED_BACK, no refusal", ev.Kind, status, err)
+		}
+	}
+	v, err := s.Voucher(ctx, code)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.UsedCount != 0 || v.ConfirmedCount != 0 || v.ReservedCount != 0 || v.RolledBackCount != 1 {
+		t.Errorf("after the events: used %d, confirmed %d, reserved %d, rolled back %d; want 0, 0, 0, 1", v.UsedCount, v.ConfirmedCount, v.ReservedCount, v.RolledBackCount)
+	}
+}
