@@ -96,6 +96,10 @@ func TestRollback_AConfirmedUseGoesBackOnceOnEveryTransportAndPath(t *testing.T)
 		if r := api.confirm(t, code, order); r.Error != "RESERVATION_RELEASED" {
 			t.Errorf("a confirm of the rolled-back order = %q, want RESERVATION_RELEASED", r.Error)
 		}
+		other := createVoucher(t, s, voucherSpec{TotalLimit: 1, Flash: flash})
+		if r := api.reserve(t, other, 1, order, 5000); r.Error != "ORDER_CONFLICT" {
+			t.Errorf("the rolled-back orderId on another voucher = %q, want ORDER_CONFLICT", r.Error)
+		}
 		if r := api.reserve(t, code, 1, uniqueOrder(), 5000); r.Error != "" {
 			t.Errorf("the customer reserving again after the rollback: %q", r.Error)
 		}
@@ -374,6 +378,10 @@ func TestKafka_RollbackRightAfterTheConfirmGivesTheUseBackOnce(t *testing.T) {
 			}
 			if r := api.confirm(t, code, orders[1]); r.Error != "RESERVATION_RELEASED" {
 				t.Errorf("a confirm of a rolled-back order = %q, want RESERVATION_RELEASED", r.Error)
+			}
+			other := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
+			if r := api.reserve(t, other, 1, orders[0], 100); r.Error != "ORDER_CONFLICT" {
+				t.Errorf("a rolled-back orderId on another voucher = %q, want ORDER_CONFLICT", r.Error)
 			}
 			waitCounters(t, s, code, total, 2, 1)
 			waitGate(t, s, code, 0)
