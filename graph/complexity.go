@@ -58,6 +58,7 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Mutation.ReserveVoucher = func(child int, _ model.ReserveVoucherInput) int { return write(child) }
 	c.Mutation.ConfirmReservation = func(child int, _ model.ReservationInput) int { return write(child) }
 	c.Mutation.ReleaseReservation = func(child int, _ model.ReservationInput) int { return write(child) }
+	c.Mutation.RollbackReservation = func(child int, _ model.RollbackInput) int { return write(child) }
 	c.Mutation.CreateVoucher = func(child int, _ model.CreateVoucherInput) int { return write(child) }
 	c.Mutation.UpdateVoucher = func(child int, _ model.UpdateVoucherInput) int { return write(child) }
 	c.Mutation.ExtendVoucher = func(child int, _ model.ExtendVoucherInput) int { return write(child) }

@@ -28,6 +28,7 @@ func toVoucher(v voucher.Voucher) *model.Voucher {
 		UsedCount:         v.UsedCount,
 		ReservedCount:     v.ReservedCount,
 		ConfirmedCount:    v.ConfirmedCount,
+		RolledBackCount:   v.RolledBackCount,
 		Remaining:         v.Remaining(),
 		StartsAt:          v.StartsAt,
 		EndsAt:            v.EndsAt,
@@ -37,6 +38,10 @@ func toVoucher(v voucher.Voucher) *model.Voucher {
 }
 
 func toReservation(r voucher.Reservation) *model.Reservation {
+	var reason *string
+	if r.RollbackReason != "" {
+		reason = &r.RollbackReason
+	}
 	return &model.Reservation{
 		OrderID:        r.OrderID,
 		VoucherCode:    r.VoucherCode,
@@ -46,6 +51,8 @@ func toReservation(r voucher.Reservation) *model.Reservation {
 		Status:         model.ReservationStatus(r.Status),
 		CreatedAt:      r.CreatedAt,
 		ExpiresAt:      r.ExpiresAt,
+		RolledBackAt:   r.RolledBackAt,
+		RollbackReason: reason,
 		Position:       r.Position,
 	}
 }

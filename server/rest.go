@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.OrderConflict:       http.StatusConflict,
 	voucher.ReservationReleased: http.StatusConflict,
 	voucher.AlreadyConfirmed:    http.StatusConflict,
+	voucher.NotConfirmed:        http.StatusConflict,
 	voucher.VoucherExists:       http.StatusConflict,
 	voucher.NotEligible:         http.StatusUnprocessableEntity,
 	voucher.NotFound:            http.StatusNotFound,
@@ -41,6 +43,9 @@ type reservationJSON struct {
 	CreatedAt      time.Time `json:"createdAt"`
 	ExpiresAt      time.Time `json:"expiresAt"`
 	Position       int       `json:"position"`
+	// Set once rolled back (the reason only when one was given).
+	RolledBackAt   *time.Time `json:"rolledBackAt,omitempty"`
+	RollbackReason string     `json:"rollbackReason,omitempty"`
 }
 
 func toReservationJSON(r voucher.Reservation) reservationJSON {
@@ -54,7 +59,17 @@ func toReservationJSON(r voucher.Reservation) reservationJSON {
 		CreatedAt:      r.CreatedAt.UTC(),
 		ExpiresAt:      r.ExpiresAt.UTC(),
 		Position:       r.Position,
+		RolledBackAt:   utc(r.RolledBackAt),
+		RollbackReason: r.RollbackReason,
 	}
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 // reserveBody is POST /vouchers/{code}/reservations. Raw fields tell a
@@ -177,6 +192,59 @@ func handleRelease(svc *voucher.Service, logger *slog.Logger) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, toReservationJSON(res))
 	})
+}
+
+// handleRollback is POST /vouchers/{code}/reservations/{orderId}/rollback,
+// with the body {"reason": "..."} or none.
+func handleRollback(svc *voucher.Service, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reason, err := rollbackReason(r)
+		if err != nil {
+			if errors.Is(err, errNotJSON) {
+				unsupportedMediaType(w)
+				return
+			}
+			writeError(w, r, logger, err)
+			return
+		}
+		res, err := svc.Rollback(r.Context(), r.PathValue("code"), r.PathValue("orderId"), reason)
+		if err != nil {
+			writeError(w, r, logger, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, toReservationJSON(res))
+	})
+}
+
+// errNotJSON is a body sent as something other than JSON.
+var errNotJSON = errors.New("the body is not JSON")
+
+// rollbackReason reads the optional body of a rollback: none (or an empty
+// one) is no reason, as is {} or {"reason": null}; a body present must be
+// JSON, as every REST body.
+func rollbackReason(r *http.Request) (*string, error) {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, voucher.Invalid("body", "the request body could not be read")
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil
+	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		return nil, errNotJSON
+	}
+	var raw json.RawMessage
+	if err := decodeObject(data, member{"reason", &raw}); err != nil {
+		return nil, err
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var reason string
+	if err := json.Unmarshal(raw, &reason); err != nil {
+		return nil, voucher.Invalid("reason", "reason must be a string of 1-200 characters")
+	}
+	return &reason, nil
 }
 
 // errorJSON is a refused REST call.

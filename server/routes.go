@@ -38,6 +38,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	api("POST /vouchers/{code}/reservations", handleReserve(svc, cfg.Logger))
 	api("POST /vouchers/{code}/reservations/{orderId}/confirm", handleConfirm(svc, cfg.Logger))
 	api("DELETE /vouchers/{code}/reservations/{orderId}", handleRelease(svc, cfg.Logger))
+	api("POST /vouchers/{code}/reservations/{orderId}/rollback", handleRollback(svc, cfg.Logger))
 	api("POST /vouchers/{code}/checks", handleCheck(svc, cfg.Logger))
 	// The codes export is also a download link for a signed-in dashboard user.
 	const codesRoute = "GET /campaigns/{id}/codes.csv"

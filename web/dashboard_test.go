@@ -745,7 +745,7 @@ func TestReservations_PagedFilteredAndExportedAsCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt,position" {
+	if len(records) != n+1 || strings.Join(records[0], ",") != "orderId,customerId,status,orderAmount,discountAmount,createdAt,expiresAt,confirmedAt,releasedAt,position,rolledBackAt,rollbackReason" {
 		t.Fatalf("export has %d lines (header %v), want a header and %d rows", len(records), records[0], n)
 	}
 	ids := map[string]bool{}
@@ -903,5 +903,66 @@ func TestReservationLookup_ShowsThePositionOfTheTotal(t *testing.T) {
 	doc(t, rec).Find(`[data-testid=reservation-position]`).Each(func(_ int, s *goquery.Selection) { rows = append(rows, s.Text()) })
 	if fmt.Sprint(rows) != "[#3 #2 #1]" {
 		t.Errorf("the voucher page's reservation rows show positions %v, want [#3 #2 #1] (newest first)", rows)
+	}
+}
+
+// A rolled-back reservation's lookup shows its state, when and why; the
+// voucher's page counts it as rolled back and its audit log names the
+// reason.
+func TestReservationLookup_ShowsARollbackWithItsTimeAndReason(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	ctx := voucher.WithCaller(context.Background(), voucher.Caller{Name: "shop", Role: voucher.RoleStorefront})
+	admin := voucher.WithCaller(context.Background(), voucher.Caller{Name: "test", Role: voucher.RoleAdmin})
+	code := "RB_" + strings.ToUpper(unique())
+	if _, err := f.svc.CreateVoucher(admin, voucher.NewVoucher{Code: code, DiscountAmount: 100, TotalLimit: 5, PerUserLimit: 1,
+		StartsAt: time.Now().Add(-time.Hour), EndsAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	order := code + "-1"
+	if _, err := f.svc.Reserve(ctx, voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: order, OrderAmount: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.Confirm(ctx, code, order); err != nil {
+		t.Fatal(err)
+	}
+	reason := "refunded <b>in full</b>"
+	if _, err := f.svc.Rollback(ctx, code, order, &reason); err != nil {
+		t.Fatal(err)
+	}
+
+	d := doc(t, f.do(t, http.MethodGet, "/admin/reservations?orderId="+order, &m, nil, nil))
+	if got := strings.TrimSpace(d.Find(`[data-testid=lookup-status]`).Text()); got != "ROLLED_BACK" {
+		t.Errorf("the lookup's status = %q, want ROLLED_BACK", got)
+	}
+	if d.Find(`[data-testid=lookup-status] .badge.status-ROLLED_BACK`).Length() != 1 {
+		t.Error("the lookup's status has no ROLLED_BACK badge")
+	}
+	if got := strings.TrimSpace(d.Find(`[data-testid=lookup-rolled-back]`).Text()); got == "" {
+		t.Error("the lookup shows no rolledBackAt")
+	}
+	if got := strings.TrimSpace(d.Find(`[data-testid=lookup-rollback-reason]`).Text()); got != reason {
+		t.Errorf("the lookup's reason = %q, want %q (as text)", got, reason)
+	}
+
+	d = doc(t, f.do(t, http.MethodGet, "/admin/vouchers/"+code, &m, nil, nil))
+	if got := strings.TrimSpace(d.Find(`[data-testid=fig-rolled-back]`).Text()); got != "1" {
+		t.Errorf("the voucher page's rolled back figure = %q, want 1", got)
+	}
+	if got := strings.TrimSpace(d.Find(`[data-testid=fig-confirmed]`).Text()); got != "0" {
+		t.Errorf("the voucher page's confirmed figure = %q, want 0", got)
+	}
+	var audited bool
+	d.Find(`[data-testid=audit-event]`).Each(func(_ int, s *goquery.Selection) {
+		audited = audited || strings.Contains(s.Text(), "rolled-back") && strings.Contains(s.Text(), reason) && strings.Contains(s.Text(), "storefront")
+	})
+	if !audited {
+		t.Error("the voucher page's audit log does not show the rollback with its reason and who asked")
+	}
+
+	rec := f.do(t, http.MethodGet, "/admin/vouchers/"+code+"/reservations?status=ROLLED_BACK", &m, nil, nil)
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), order) {
+		t.Errorf("the reservations filtered by ROLLED_BACK: HTTP %d, listing the order: %t", rec.Code, strings.Contains(rec.Body.String(), order))
 	}
 }

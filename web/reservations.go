@@ -71,7 +71,7 @@ func (d *dashboard) reservationList(w http.ResponseWriter, r *http.Request) {
 	rows, next, err := d.deps.Vouchers.Reservations(r.Context(), rq.Code, f)
 	if err != nil {
 		if e := voucher.AsError(err); e.Code == voucher.InvalidInput && e.Field == "status" {
-			d.problem(w, r, http.StatusUnprocessableEntity, "No such status", "Choose RESERVED, CONFIRMED or RELEASED, or any status.")
+			d.problem(w, r, http.StatusUnprocessableEntity, "No such status", "Choose RESERVED, CONFIRMED, RELEASED or ROLLED_BACK, or any status.")
 			return
 		}
 		d.fail(w, r, err)
@@ -104,14 +104,14 @@ func (d *dashboard) reservationsCSV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", `attachment; filename="reservations-`+rq.Code+`.csv"`)
 	out := csv.NewWriter(w)
 	flusher, _ := w.(http.Flusher)
-	_ = out.Write([]string{"orderId", "customerId", "status", "orderAmount", "discountAmount", "createdAt", "expiresAt", "confirmedAt", "releasedAt", "position"})
+	_ = out.Write([]string{"orderId", "customerId", "status", "orderAmount", "discountAmount", "createdAt", "expiresAt", "confirmedAt", "releasedAt", "position", "rolledBackAt", "rollbackReason"})
 	n := 0
 	err := d.deps.Vouchers.ExportReservations(r.Context(), rq.Code, f, func(res voucher.Reservation) error {
 		if err := out.Write([]string{
 			csvCell(res.OrderID), strconv.FormatInt(res.CustomerID, 10), string(res.Status),
 			strconv.FormatInt(res.OrderAmount, 10), strconv.FormatInt(res.DiscountAmount, 10),
 			stampOf(&res.CreatedAt), stampOf(&res.ExpiresAt), stampOf(res.ConfirmedAt), stampOf(res.ReleasedAt),
-			strconv.Itoa(res.Position),
+			strconv.Itoa(res.Position), stampOf(res.RolledBackAt), csvCell(res.RollbackReason),
 		}); err != nil {
 			return err
 		}

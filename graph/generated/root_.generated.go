@@ -116,19 +116,20 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		ConfirmReservation func(childComplexity int, input model.ReservationInput) int
-		CreateAPIKey       func(childComplexity int, input model.CreateAPIKeyInput) int
-		CreateCampaign     func(childComplexity int, input model.CreateCampaignInput) int
-		CreateVoucher      func(childComplexity int, input model.CreateVoucherInput) int
-		EndVoucher         func(childComplexity int, code string) int
-		ExtendVoucher      func(childComplexity int, input model.ExtendVoucherInput) int
-		RebuildGate        func(childComplexity int, code string) int
-		ReconcileVoucher   func(childComplexity int, code string) int
-		ReleaseReservation func(childComplexity int, input model.ReservationInput) int
-		ReserveVoucher     func(childComplexity int, input model.ReserveVoucherInput) int
-		RevokeAPIKey       func(childComplexity int, id string) int
-		UpdateVoucher      func(childComplexity int, input model.UpdateVoucherInput) int
-		WarmGates          func(childComplexity int) int
+		ConfirmReservation  func(childComplexity int, input model.ReservationInput) int
+		CreateAPIKey        func(childComplexity int, input model.CreateAPIKeyInput) int
+		CreateCampaign      func(childComplexity int, input model.CreateCampaignInput) int
+		CreateVoucher       func(childComplexity int, input model.CreateVoucherInput) int
+		EndVoucher          func(childComplexity int, code string) int
+		ExtendVoucher       func(childComplexity int, input model.ExtendVoucherInput) int
+		RebuildGate         func(childComplexity int, code string) int
+		ReconcileVoucher    func(childComplexity int, code string) int
+		ReleaseReservation  func(childComplexity int, input model.ReservationInput) int
+		ReserveVoucher      func(childComplexity int, input model.ReserveVoucherInput) int
+		RevokeAPIKey        func(childComplexity int, id string) int
+		RollbackReservation func(childComplexity int, input model.RollbackInput) int
+		UpdateVoucher       func(childComplexity int, input model.UpdateVoucherInput) int
+		WarmGates           func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -160,6 +161,8 @@ type ComplexityRoot struct {
 		OrderAmount    func(childComplexity int) int
 		OrderID        func(childComplexity int) int
 		Position       func(childComplexity int) int
+		RollbackReason func(childComplexity int) int
+		RolledBackAt   func(childComplexity int) int
 		Status         func(childComplexity int) int
 		VoucherCode    func(childComplexity int) int
 	}
@@ -202,6 +205,7 @@ type ComplexityRoot struct {
 		PerUserLimit      func(childComplexity int) int
 		Remaining         func(childComplexity int) int
 		ReservedCount     func(childComplexity int) int
+		RolledBackCount   func(childComplexity int) int
 		Sale              func(childComplexity int) int
 		StartsAt          func(childComplexity int) int
 		TotalLimit        func(childComplexity int) int
@@ -710,6 +714,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RevokeAPIKey(childComplexity, args["id"].(string)), true
+	case "Mutation.rollbackReservation":
+		if e.ComplexityRoot.Mutation.RollbackReservation == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rollbackReservation_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RollbackReservation(childComplexity, args["input"].(model.RollbackInput)), true
 	case "Mutation.updateVoucher":
 		if e.ComplexityRoot.Mutation.UpdateVoucher == nil {
 			break
@@ -876,6 +891,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Reservation.Position(childComplexity), true
+	case "Reservation.rollbackReason":
+		if e.ComplexityRoot.Reservation.RollbackReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.RollbackReason(childComplexity), true
+	case "Reservation.rolledBackAt":
+		if e.ComplexityRoot.Reservation.RolledBackAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Reservation.RolledBackAt(childComplexity), true
 	case "Reservation.status":
 		if e.ComplexityRoot.Reservation.Status == nil {
 			break
@@ -1060,6 +1087,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.ReservedCount(childComplexity), true
+	case "Voucher.rolledBackCount":
+		if e.ComplexityRoot.Voucher.RolledBackCount == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.RolledBackCount(childComplexity), true
 	case "Voucher.sale":
 		if e.ComplexityRoot.Voucher.Sale == nil {
 			break
@@ -1159,6 +1192,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ExtendVoucherInput", ec.unmarshalInputExtendVoucherInput),
 			graphql.NewInputUnmarshaler("ReservationInput", ec.unmarshalInputReservationInput),
 			graphql.NewInputUnmarshaler("ReserveVoucherInput", ec.unmarshalInputReserveVoucherInput),
+			graphql.NewInputUnmarshaler("RollbackInput", ec.unmarshalInputRollbackInput),
 			graphql.NewInputUnmarshaler("UpdateVoucherInput", ec.unmarshalInputUpdateVoucherInput),
 		)
 	}
@@ -1553,6 +1587,42 @@ type CheckVoucherPayload {
 extend type Query {
   "Would a reserve succeed now, and for what discount? Takes nothing (storefront)."
   checkVoucher(input: CheckVoucherInput!): CheckVoucherPayload!
+}
+`, BuiltIn: false},
+	{Name: "../rollback.graphqls", Input: `# Rollback of a confirmed use (shared/contract/schema.next.graphqls, README
+# "Rollback of a confirmed use"): a payment refunded or an order cancelled
+# after it was paid gives its use back.
+
+extend type Mutation {
+  "CONFIRMED -> ROLLED_BACK: the use goes back to the voucher, the customer and the budget (storefront, admin)."
+  rollbackReservation(input: RollbackInput!): ReservationPayload!
+}
+
+input RollbackInput {
+  code: String!
+  orderId: String!
+  "Why, for the audit trail and the webhook event: 1-200 characters of text."
+  reason: String
+}
+
+extend enum ReservationStatus {
+  ROLLED_BACK
+}
+
+extend type Reservation {
+  "When a rollback ended it; null otherwise."
+  rolledBackAt: Time
+  rollbackReason: String
+}
+
+extend type Voucher {
+  "Uses confirmed and then rolled back (they count in neither usedCount nor confirmedCount)."
+  rolledBackCount: Int!
+}
+
+extend enum VoucherErrorCode {
+  "rollbackReservation of a reservation that is RESERVED: release it instead."
+  NOT_CONFIRMED
 }
 `, BuiltIn: false},
 	{Name: "../sale.graphqls", Input: `# The sale, as it happened (issue 29; shared/contract/schema.next.graphqls):
@@ -1984,6 +2054,10 @@ func (ec *executionContext) childFields_Reservation(ctx context.Context, field g
 		return ec.fieldContext_Reservation_expiresAt(ctx, field)
 	case "position":
 		return ec.fieldContext_Reservation_position(ctx, field)
+	case "rolledBackAt":
+		return ec.fieldContext_Reservation_rolledBackAt(ctx, field)
+	case "rollbackReason":
+		return ec.fieldContext_Reservation_rollbackReason(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Reservation", field.Name)
 }
@@ -2070,6 +2144,8 @@ func (ec *executionContext) childFields_Voucher(ctx context.Context, field graph
 		return ec.fieldContext_Voucher_budgetAmount(ctx, field)
 	case "budgetUsed":
 		return ec.fieldContext_Voucher_budgetUsed(ctx, field)
+	case "rolledBackCount":
+		return ec.fieldContext_Voucher_rolledBackCount(ctx, field)
 	case "sale":
 		return ec.fieldContext_Voucher_sale(ctx, field)
 	}

@@ -214,6 +214,9 @@ type Reservation struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 	// Its place among the voucher's admitted reserves: 1 for the first use ever taken.
 	Position int `json:"position"`
+	// When a rollback ended it; null otherwise.
+	RolledBackAt   *time.Time `json:"rolledBackAt,omitempty"`
+	RollbackReason *string    `json:"rollbackReason,omitempty"`
 }
 
 type ReservationInput struct {
@@ -237,6 +240,13 @@ type ReserveVoucherInput struct {
 	OrderAmount int64  `json:"orderAmount"`
 	// When given, must equal the voucher's currency (else NOT_ELIGIBLE).
 	Currency *string `json:"currency,omitempty"`
+}
+
+type RollbackInput struct {
+	Code    string `json:"code"`
+	OrderID string `json:"orderId"`
+	// Why, for the audit trail and the webhook event: 1-200 characters of text.
+	Reason *string `json:"reason,omitempty"`
 }
 
 type SaleReport struct {
@@ -306,9 +316,11 @@ type Voucher struct {
 	Currency          string       `json:"currency"`
 	BudgetAmount      *int64       `json:"budgetAmount,omitempty"`
 	// Sum of the discounts of RESERVED and CONFIRMED reservations.
-	BudgetUsed int64       `json:"budgetUsed"`
-	Sale       *SaleReport `json:"sale"`
-	CampaignID int64       `json:"-"`
+	BudgetUsed int64 `json:"budgetUsed"`
+	// Uses confirmed and then rolled back (they count in neither usedCount nor confirmedCount).
+	RolledBackCount int         `json:"rolledBackCount"`
+	Sale            *SaleReport `json:"sale"`
+	CampaignID      int64       `json:"-"`
 }
 
 type VoucherConnection struct {
@@ -506,20 +518,22 @@ func (e DiscountType) MarshalJSON() ([]byte, error) {
 type ReservationStatus string
 
 const (
-	ReservationStatusReserved  ReservationStatus = "RESERVED"
-	ReservationStatusConfirmed ReservationStatus = "CONFIRMED"
-	ReservationStatusReleased  ReservationStatus = "RELEASED"
+	ReservationStatusReserved   ReservationStatus = "RESERVED"
+	ReservationStatusConfirmed  ReservationStatus = "CONFIRMED"
+	ReservationStatusReleased   ReservationStatus = "RELEASED"
+	ReservationStatusRolledBack ReservationStatus = "ROLLED_BACK"
 )
 
 var AllReservationStatus = []ReservationStatus{
 	ReservationStatusReserved,
 	ReservationStatusConfirmed,
 	ReservationStatusReleased,
+	ReservationStatusRolledBack,
 }
 
 func (e ReservationStatus) IsValid() bool {
 	switch e {
-	case ReservationStatusReserved, ReservationStatusConfirmed, ReservationStatusReleased:
+	case ReservationStatusReserved, ReservationStatusConfirmed, ReservationStatusReleased, ReservationStatusRolledBack:
 		return true
 	}
 	return false
@@ -589,6 +603,8 @@ const (
 	VoucherErrorCodeVoucherNotLive VoucherErrorCode = "VOUCHER_NOT_LIVE"
 	// The voucher's budgetAmount cannot cover this order's discount.
 	VoucherErrorCodeBudgetExhausted VoucherErrorCode = "BUDGET_EXHAUSTED"
+	// rollbackReservation of a reservation that is RESERVED: release it instead.
+	VoucherErrorCodeNotConfirmed VoucherErrorCode = "NOT_CONFIRMED"
 )
 
 var AllVoucherErrorCode = []VoucherErrorCode{
@@ -605,11 +621,12 @@ var AllVoucherErrorCode = []VoucherErrorCode{
 	VoucherErrorCodeVoucherStarted,
 	VoucherErrorCodeVoucherNotLive,
 	VoucherErrorCodeBudgetExhausted,
+	VoucherErrorCodeNotConfirmed,
 }
 
 func (e VoucherErrorCode) IsValid() bool {
 	switch e {
-	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable, VoucherErrorCodeVoucherStarted, VoucherErrorCodeVoucherNotLive, VoucherErrorCodeBudgetExhausted:
+	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable, VoucherErrorCodeVoucherStarted, VoucherErrorCodeVoucherNotLive, VoucherErrorCodeBudgetExhausted, VoucherErrorCodeNotConfirmed:
 		return true
 	}
 	return false

@@ -108,6 +108,7 @@ var restStatus = map[string]int{
 	"ORDER_CONFLICT":       http.StatusConflict,
 	"RESERVATION_RELEASED": http.StatusConflict,
 	"ALREADY_CONFIRMED":    http.StatusConflict,
+	"NOT_CONFIRMED":        http.StatusConflict,
 	"NOT_ELIGIBLE":         http.StatusUnprocessableEntity,
 	"NOT_FOUND":            http.StatusNotFound,
 	"INVALID_INPUT":        http.StatusBadRequest,

@@ -35,7 +35,7 @@ func TestDeadLetters_OperatorAppliesAgainOrDiscards(t *testing.T) {
 		t.Helper()
 		var used int
 		var rows int
-		if err := db.QueryRow(ctx, `SELECT used_count, (SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status <> 'RELEASED') FROM voucher WHERE code = $1`, code).Scan(&used, &rows); err != nil {
+		if err := db.QueryRow(ctx, `SELECT used_count, (SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')) FROM voucher WHERE code = $1`, code).Scan(&used, &rows); err != nil {
 			t.Fatal(err)
 		}
 		return fmt.Sprintf("used %d, held %d", used, rows)

@@ -329,7 +329,7 @@ func TestFlashCampaign_OnTheKafkaWritePath(t *testing.T) {
 	// above, unless its 3 s reservation expired meanwhile (a slow run).
 	testenv.Eventually(t, "the campaign's gate to hold what the database holds", func() (bool, string) {
 		var live int
-		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM voucher_redemption WHERE voucher_code = ANY($1) AND status <> 'RELEASED'`, codes).Scan(&live); err != nil {
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM voucher_redemption WHERE voucher_code = ANY($1) AND status IN ('RESERVED', 'CONFIRMED')`, codes).Scan(&live); err != nil {
 			return false, err.Error()
 		}
 		g := campaignGate(t, redisURL, id)

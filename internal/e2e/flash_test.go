@@ -57,7 +57,7 @@ func liveRows(t testing.TB, db *pgxpool.Pool, code string) int {
 	t.Helper()
 	var n int
 	if err := db.QueryRow(context.Background(),
-		`SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status <> 'RELEASED'`, code).Scan(&n); err != nil {
+		`SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')`, code).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

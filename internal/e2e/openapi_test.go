@@ -161,6 +161,7 @@ func TestOpenAPI_TheFileIsServedAndIsValidOpenAPI31CoveringEveryRESTRoute(t *tes
 		"POST /vouchers/{code}/checks",
 		"POST /vouchers/{code}/reservations",
 		"POST /vouchers/{code}/reservations/{orderId}/confirm",
+		"POST /vouchers/{code}/reservations/{orderId}/rollback",
 	}
 	var got []string
 	for path, item := range doc.Paths.Map() {

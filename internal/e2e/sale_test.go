@@ -110,7 +110,7 @@ func checkSale(t *testing.T, s *server, code string, answers map[string]int) sal
 	}
 	var first, last time.Time
 	if err := database(t).QueryRow(context.Background(),
-		`SELECT min(created_at), max(created_at) FILTER (WHERE status <> 'RELEASED') FROM voucher_redemption WHERE voucher_code = $1`,
+		`SELECT min(created_at), max(created_at) FILTER (WHERE status IN ('RESERVED', 'CONFIRMED')) FROM voucher_redemption WHERE voucher_code = $1`,
 		code).Scan(&first, &last); err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func (w *World) checkDatabase(calls []Call) (violations, notes []string) {
 			continue
 		}
 		var live, rows, conf int
-		if err := w.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'RELEASED'), count(*) FILTER (WHERE status = 'RESERVED'), count(*) FILTER (WHERE status = 'CONFIRMED')
+		if err := w.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('RESERVED', 'CONFIRMED')), count(*) FILTER (WHERE status = 'RESERVED'), count(*) FILTER (WHERE status = 'CONFIRMED')
 			FROM voucher_redemption WHERE voucher_code = $1`, code).Scan(&live, &rows, &conf); err != nil {
 			fail("voucher %s: %v", code, err)
 			continue
@@ -39,7 +39,7 @@ func (w *World) checkDatabase(calls []Call) (violations, notes []string) {
 		if used > total || live > total {
 			fail("voucher#%d %s OVERSOLD: usedCount %d, live rows %d, totalLimit %d", i, code, used, live, total)
 		}
-		rs, err := w.db.Query(ctx, `SELECT customer_id, count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status <> 'RELEASED'
+		rs, err := w.db.Query(ctx, `SELECT customer_id, count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
 			GROUP BY customer_id HAVING count(*) > $2`, code, perUser)
 		if err == nil {
 			for rs.Next() {
@@ -54,9 +54,9 @@ func (w *World) checkDatabase(calls []Call) (violations, notes []string) {
 			SELECT count(*) FROM (
 			  SELECT customer_id FROM voucher_customer WHERE voucher_code = $1 AND used_count > 0
 			  UNION
-			  SELECT customer_id FROM voucher_redemption WHERE voucher_code = $1 AND status <> 'RELEASED') c
+			  SELECT customer_id FROM voucher_redemption WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')) c
 			 WHERE coalesce((SELECT used_count FROM voucher_customer vc WHERE vc.voucher_code = $1 AND vc.customer_id = c.customer_id), 0)
-			    <> (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1 AND r.customer_id = c.customer_id AND r.status <> 'RELEASED')`,
+			    <> (SELECT count(*) FROM voucher_redemption r WHERE r.voucher_code = $1 AND r.customer_id = c.customer_id AND r.status IN ('RESERVED', 'CONFIRMED'))`,
 			code).Scan(&bad); err != nil {
 			fail("voucher %s customers: %v", code, err)
 		} else if bad > 0 {

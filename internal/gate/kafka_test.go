@@ -211,3 +211,31 @@ func TestKafkaScripts_LoadKeepsStatesAndTimes(t *testing.T) {
 		decide(t, "Confirm("+id+")", d, err, want)
 	}
 }
+
+// A confirmed order rolled back in the database gets its use back at the
+// gate once (Release: stock up one, the customer's count down one); the
+// gate then holds it released, so its confirm and its reserve retry are
+// answered as a released order's.
+func TestKafkaScripts_AConfirmedOrderRolledBackIsGivenBackOnce(t *testing.T) {
+	t.Parallel()
+	g, _ := newGate(t)
+	code := newCode(t)
+	ctx := context.Background()
+	now := ms(time.Now())
+	created, expires := now, now.Add(15*time.Minute)
+	load(t, g, snapshot(code, 2, 1))
+	reserveTimed(t, g, 1, req(code, "paid", 7, 100), created, expires, voucher.GateAdmitted)
+	d, _, err := g.Confirm(ctx, code, "paid")
+	decide(t, "Confirm(paid)", d, err, voucher.DecisionConfirmedNow)
+	before := snapshotOf(t, g, code)
+	release(t, g, code, "paid", true)
+	release(t, g, code, "paid", false)
+	after := snapshotOf(t, g, code)
+	if after.Remaining != before.Remaining+1 || after.Customers[7] != 0 {
+		t.Fatalf("after the rollback's give-back: remaining %d (was %d), customer 7 holds %d; want the use back once", after.Remaining, before.Remaining, after.Customers[7])
+	}
+	d, _, err = g.Confirm(ctx, code, "paid")
+	decide(t, "Confirm of the rolled-back order", d, err, voucher.DecisionReleased)
+	reserveTimed(t, g, 1, req(code, "paid", 7, 100), created, expires, voucher.GateReleased)
+	reserveTimed(t, g, 1, req(code, "again", 7, 100), created, expires, voucher.GateAdmitted)
+}

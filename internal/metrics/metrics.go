@@ -28,6 +28,7 @@ type Metrics struct {
 	gateLatency    *prometheus.HistogramVec
 	databaseWrites *prometheus.CounterVec
 	expired        prometheus.Counter
+	rollbacks      *prometheus.CounterVec
 	gateDrift      *prometheus.GaugeVec
 	driftAlert     *prometheus.GaugeVec
 	ordersOnlyGate *prometheus.GaugeVec
@@ -93,6 +94,9 @@ func New() *Metrics {
 	m.expired = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "voucher_reservations_expired_total", Help: "Reservations released by expiry.",
 	})
+	m.rollbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voucher_rollback_total", Help: "Rollbacks of confirmed uses by outcome (ok: given back, unchanged: rolled back before, or the error code).",
+	}, []string{"outcome"})
 	m.gateDrift = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "voucher_gate_drift", Help: "Latest gate drift per flash voucher: gate remaining minus what the database allows.",
 	}, []string{"voucher"})
@@ -109,7 +113,7 @@ func New() *Metrics {
 		Name: "voucher_http_request_duration_seconds", Help: "HTTP latency by route.", Buckets: latencyBuckets,
 	}, []string{"route"})
 	for _, c := range []prometheus.Collector{m.reserves, m.reserveLatency, m.gateCalls, m.gateLatency, m.databaseWrites,
-		m.expired, m.gateDrift, m.driftAlert, m.ordersOnlyGate, m.httpRequests, m.httpLatency} {
+		m.expired, m.rollbacks, m.gateDrift, m.driftAlert, m.ordersOnlyGate, m.httpRequests, m.httpLatency} {
 		f(c)
 	}
 	m.kafka = newKafkaMetrics(reg)
@@ -155,6 +159,10 @@ func (m *Metrics) DatabaseWrite(op string) { m.databaseChildren.get(op).Inc() }
 
 // ReservationsExpired implements voucher.Observer.
 func (m *Metrics) ReservationsExpired(n int) { m.expired.Add(float64(n)) }
+
+// RollbackDone implements voucher.Observer. Rollbacks are rare (refunds),
+// so the vector's own lookup is cheap enough.
+func (m *Metrics) RollbackDone(outcome string) { m.rollbacks.WithLabelValues(outcome).Inc() }
 
 // DriftChecked implements voucher.Observer.
 func (m *Metrics) DriftChecked(d voucher.DriftReport) {

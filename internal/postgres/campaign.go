@@ -235,6 +235,7 @@ type campaignCode struct {
 	useLimit   int
 	used       int
 	confirmed  int
+	rolledBack int
 }
 
 // codeVoucher reads the voucher a code moves and the database's clock: a
@@ -258,7 +259,7 @@ func codeVoucher(ctx context.Context, q *db.Queries, code string) (voucher.Vouch
 	}
 	cc := &campaignCode{
 		code: cr.CampaignCode, campaignID: cr.CampaignID, status: voucher.CampaignStatus(cr.CampaignStatus),
-		used: int(cr.CodeUsed), confirmed: int(cr.CodeConfirmed),
+		used: int(cr.CodeUsed), confirmed: int(cr.CodeConfirmed), rolledBack: int(cr.CodeRolledBack),
 	}
 	if cr.UseLimit != nil {
 		cc.useLimit = int(*cr.UseLimit)
@@ -283,6 +284,7 @@ func (cc *campaignCode) asCode(v voucher.Voucher) voucher.Voucher {
 	v.TotalLimit = cc.useLimit
 	v.UsedCount = cc.used
 	v.ConfirmedCount = cc.confirmed
+	v.RolledBackCount = cc.rolledBack
 	v.ReservedCount = cc.used - cc.confirmed
 	return v
 }

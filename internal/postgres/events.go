@@ -38,6 +38,13 @@ func (s *Store) ApplyEvent(ctx context.Context, ev voucher.Event) (voucher.Statu
 		if ev.Kind == voucher.EventReserved || status == target(ev.Kind) {
 			return nil // reserved, or applied before: nothing to change
 		}
+		if status == voucher.StatusRolledBack {
+			// Its confirm was applied before the rollback (this one is a
+			// replay, or published again by the sweep or reconciliation),
+			// or the gate answered a release of the order it holds released
+			// since the rollback's give-back: the use is back already.
+			return nil
+		}
 		if status != voucher.StatusReserved {
 			return &voucher.EventRefusedError{Reason: fmt.Sprintf("%s, but the reservation is %s", ev.Kind, status)}
 		}

@@ -393,6 +393,10 @@ func (s *Store) confirmOnce(ctx context.Context, q *db.Queries, code, orderID st
 			return nil
 		case voucher.StatusReleased:
 			return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s was released", orderID)
+		case voucher.StatusRolledBack:
+			// Confirmed once, its use given back since: it cannot be
+			// confirmed again, as a released one cannot.
+			return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s was rolled back", orderID)
 		}
 		if retry {
 			// Committed since the UPDATE began, or past expiresAt: the
@@ -414,7 +418,8 @@ func orderOnVoucher(ctx context.Context, q *db.Queries, code, orderID string) (d
 	return current, err
 }
 
-// Release gives a held use back. Errors: NOT_FOUND, ALREADY_CONFIRMED.
+// Release gives a held use back; a rolled-back one is answered unchanged.
+// Errors: NOT_FOUND, ALREADY_CONFIRMED.
 func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.Path) (voucher.Reservation, bool, error) {
 	var res voucher.Reservation
 	var released bool
@@ -439,8 +444,11 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 			switch voucher.Status(current.Status) {
 			case voucher.StatusConfirmed:
 				return voucher.Errorf(voucher.AlreadyConfirmed, "the reservation for order %s is confirmed", orderID)
-			case voucher.StatusReleased:
-				res = toReservation(current) // released before: unchanged
+			case voucher.StatusReleased, voucher.StatusRolledBack:
+				// Released before, or its use given back by a rollback:
+				// unchanged, nothing is given back twice (a kafka-mode gate
+				// answers a rolled-back order's release so too).
+				res = toReservation(current)
 				return nil
 			}
 			if try > 0 {
@@ -452,6 +460,68 @@ func (s *Store) Release(ctx context.Context, code, orderID string, path voucher.
 		return voucher.Reservation{}, false, mapError(err)
 	}
 	return res, released, nil
+}
+
+// Rollback gives a confirmed use back (CONFIRMED -> ROLLED_BACK) with its
+// audit row and event, in one transaction: the use to the voucher and the
+// campaign code, the customer's count, the discount to the budget. rolledBack
+// is false when it was rolled back before (nothing is given back twice).
+// audit's VoucherCode is set here to the row's voucher (a campaign code's
+// campaign row). Errors: NOT_FOUND, NOT_CONFIRMED, RESERVATION_RELEASED.
+func (s *Store) Rollback(ctx context.Context, code, orderID, reason string, audit voucher.AuditEvent) (voucher.Reservation, bool, error) {
+	var res voucher.Reservation
+	var rolledBack bool
+	var why *string
+	if reason != "" {
+		why = &reason
+	}
+	err := s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
+		row, err := q.VoucherRedemptionRollBack(ctx, db.VoucherRedemptionRollBackParams{OrderID: orderID, Code: code, Reason: why})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// No retry as in confirmOnce: a row inserted since the UPDATE
+			// began is RESERVED, which a rollback refuses either way.
+			current, err := orderOnVoucher(ctx, q, code, orderID)
+			if err != nil {
+				return err
+			}
+			switch voucher.Status(current.Status) {
+			case voucher.StatusRolledBack:
+				res = toReservation(current) // rolled back before: unchanged
+				return nil
+			case voucher.StatusReleased:
+				return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s was released", orderID)
+			}
+			return voucher.Errorf(voucher.NotConfirmed, "the reservation for order %s is not confirmed; release it instead", orderID)
+		}
+		if err != nil {
+			return err
+		}
+		res, rolledBack = toReservation(row), true
+		// The lock order of every writer: redemption (above), customer,
+		// event, campaign code, voucher last.
+		if err := q.VoucherCustomerUsesGiveBack(ctx, db.VoucherCustomerUsesGiveBackParams{
+			Codes: []string{row.VoucherCode}, CustomerIds: []int64{row.CustomerID}, Uses: []int32{1},
+		}); err != nil {
+			return err
+		}
+		if err := q.ReservationEventInsertMany(ctx, event(row, "rolled_back", voucher.PathDatabase)); err != nil {
+			return err
+		}
+		if row.CampaignCode != nil {
+			if err := q.CampaignCodeUseRollBack(ctx, *row.CampaignCode); err != nil {
+				return err
+			}
+		}
+		if err := q.VoucherUseRollBack(ctx, db.VoucherUseRollBackParams{Code: row.VoucherCode, Discount: row.DiscountAmount}); err != nil {
+			return err
+		}
+		audit.VoucherCode = row.VoucherCode
+		return q.VoucherAuditInsert(ctx, auditParams(audit))
+	})
+	if err != nil {
+		return voucher.Reservation{}, false, mapError(err)
+	}
+	return res, rolledBack, nil
 }
 
 // giveBack returns a released use to the customer, the campaign code (if
@@ -627,7 +697,7 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 		for _, o := range orders {
 			snap.Orders = append(snap.Orders, voucher.GateOrder{
 				OrderID: o.OrderID, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
-				Confirmed: o.Status == string(voucher.StatusConfirmed), Released: o.Status == string(voucher.StatusReleased),
+				Confirmed: o.Status == string(voucher.StatusConfirmed), Released: !voucher.Status(o.Status).HoldsUse(),
 				CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt, Position: int(o.Position),
 			})
 		}
@@ -740,6 +810,7 @@ func toVoucher(r db.Voucher) voucher.Voucher {
 		UsedCount:         int(r.UsedCount),
 		ReservedCount:     int(r.ReservedCount),
 		ConfirmedCount:    int(r.ConfirmedCount),
+		RolledBackCount:   int(r.RolledBackCount),
 		StartsAt:          r.StartsAt,
 		EndsAt:            r.EndsAt,
 		Flash:             r.Flash,
@@ -775,6 +846,8 @@ func toReservation(r db.VoucherRedemption) voucher.Reservation {
 		ExpiresAt:      r.ExpiresAt,
 		ConfirmedAt:    r.ConfirmedAt,
 		ReleasedAt:     r.ReleasedAt,
+		RolledBackAt:   r.RolledBackAt,
+		RollbackReason: deref(r.RollbackReason),
 		Position:       int(r.Position),
 	}
 }

@@ -172,6 +172,8 @@ const (
 	AuditCreated = "created"
 	AuditUpdated = "updated"
 	AuditEnded   = "ended"
+	// AuditRolledBack is a confirmed use given back, with its reason.
+	AuditRolledBack = "rolled-back"
 )
 
 // ReservationEvent is one state change of a reservation from the audit trail
@@ -743,7 +745,7 @@ func checkReservationFilter(f ReservationFilter) (ReservationFilter, error) {
 	}
 	f.Limit = min(f.Limit, exportBatch)
 	switch f.Status {
-	case "", StatusReserved, StatusConfirmed, StatusReleased:
+	case "", StatusReserved, StatusConfirmed, StatusReleased, StatusRolledBack:
 	default:
 		return f, Invalid("status", "status must be RESERVED, CONFIRMED or RELEASED")
 	}

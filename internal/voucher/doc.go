@@ -21,4 +21,5 @@
 //   - leak: a use the gate holds for an order the database lacks; reconciliation returns or voids it.
 //   - sold-out memory: an instance's snapshot of a sold-out gate, answering the late crowd without Redis.
 //   - dead letter: an event the database refused; its admission is lost (the use kept) until an operator acts.
+//   - rollback: a confirmed use given back (ROLLED_BACK: a refund), decided in the database on every path; the gate gets the use back as for a release.
 package voucher

@@ -21,9 +21,12 @@ const (
 	OrderConflict       ErrorCode = "ORDER_CONFLICT"
 	ReservationReleased ErrorCode = "RESERVATION_RELEASED"
 	AlreadyConfirmed    ErrorCode = "ALREADY_CONFIRMED"
-	VoucherExists       ErrorCode = "VOUCHER_EXISTS"
-	InvalidInput        ErrorCode = "INVALID_INPUT"
-	Unavailable         ErrorCode = "UNAVAILABLE"
+	// NotConfirmed: a rollback of a reservation still RESERVED (release it
+	// instead).
+	NotConfirmed  ErrorCode = "NOT_CONFIRMED"
+	VoucherExists ErrorCode = "VOUCHER_EXISTS"
+	InvalidInput  ErrorCode = "INVALID_INPUT"
+	Unavailable   ErrorCode = "UNAVAILABLE"
 	// Forbidden is a caller without the role for an operation; it is a
 	// GraphQL error (extensions.code), not a payload error.
 	Forbidden ErrorCode = "FORBIDDEN"
@@ -127,6 +130,7 @@ var publicMessages = map[ErrorCode]string{
 	OrderConflict:       "the orderId was already used with another voucher, customer or amount",
 	ReservationReleased: "the reservation was released or expired",
 	AlreadyConfirmed:    "the reservation is confirmed",
+	NotConfirmed:        "the reservation is not confirmed; release it instead",
 	VoucherExists:       "a voucher or campaign code with that code exists",
 	Unavailable:         "the service cannot answer now; retry with the same orderId",
 	Forbidden:           "the credential may not do this",

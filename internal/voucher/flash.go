@@ -30,6 +30,10 @@ type flashPath interface {
 	// it).
 	confirm(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error)
 	release(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error)
+	// beforeRollback waits, for a rollback of code's order, until the
+	// database holds every confirm answered before it (the database
+	// decides a rollback on every path).
+	beforeRollback(ctx context.Context, code string) error
 	// expireDue releases up to limit reservations past their deadline and
 	// returns how many it released.
 	expireDue(ctx context.Context, limit int) (int, error)
@@ -420,10 +424,19 @@ const gateGiveBackTimeout = 5 * time.Second
 // releaseGate gives a released flash use back to the gate. A failure leaves
 // the gate too low (undersell), which reconciliation repairs.
 func (b *flashBase) releaseGate(ctx context.Context, res Reservation) {
-	if b.gate == nil {
-		return
+	if err := b.gateUseBack(ctx, res); err != nil {
+		b.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
 	}
-	// The database's release has committed: the give-back is owed whatever
+}
+
+// gateUseBack gives the use of a reservation the database released or
+// rolled back to its flash voucher's gate (nothing for another voucher),
+// once: the gate marks the order released.
+func (b *flashBase) gateUseBack(ctx context.Context, res Reservation) error {
+	if b.gate == nil {
+		return nil
+	}
+	// The database's change has committed: the give-back is owed whatever
 	// happens to the caller. The expiry sweep in particular calls this at
 	// the end of a pass whose deadline may have passed, which left released
 	// uses out of the gate until reconciliation.
@@ -435,13 +448,12 @@ func (b *flashBase) releaseGate(ctx context.Context, res Reservation) {
 		return err
 	})
 	if err != nil {
-		b.logger.WarnContext(ctx, "gate use not given back (voucher unreadable); reconciliation will find it", "code", res.VoucherCode, "order", res.OrderID, "err", err)
-		return
+		return err
 	}
 	if !v.Flash {
-		return
+		return nil
 	}
-	b.useBack(ctx, gateCode(v), res.OrderID, res.DiscountAmount)
+	return b.giveUseBack(ctx, gateCode(v), res.OrderID, res.DiscountAmount)
 }
 
 // retryBriefly runs fn again after a transient failure, with short pauses,
@@ -464,24 +476,32 @@ func retryBriefly(ctx context.Context, fn func() error) error {
 	}
 }
 
-// useBack gives a released order's use back to the gate, once, and makes it
-// sellable at once: this instance drops its sold-out snapshot of the voucher
-// and the others are told to (the gate's script announces every give-back),
-// so a released use sells again now rather than when the snapshots lapse.
+// useBack gives a released order's use back to the gate (giveUseBack); a
+// failure is left to reconciliation.
 func (b *flashBase) useBack(ctx context.Context, code, orderID string, discount int64) {
+	if err := b.giveUseBack(ctx, code, orderID, discount); err != nil {
+		b.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", code, "order", orderID, "err", err)
+	}
+}
+
+// giveUseBack gives a released order's use back to the gate, once, and
+// makes it sellable at once: this instance drops its sold-out snapshot of
+// the voucher and the others are told to (the gate's script announces
+// every give-back), so a released use sells again now rather than when the
+// snapshots lapse.
+func (b *flashBase) giveUseBack(ctx context.Context, code, orderID string, discount int64) error {
 	var back bool
 	err := retryBriefly(ctx, func() (err error) {
 		back, err = b.gate.Release(ctx, code, orderID, discount) // idempotent: once only
 		return err
 	})
 	if err != nil {
-		b.logger.WarnContext(ctx, "gate use not given back; reconciliation will find it", "code", code, "order", orderID, "err", err)
-		return
+		return err
 	}
-	if !back {
-		return
+	if back {
+		b.soldOut.forget(code)
 	}
-	b.soldOut.forget(code)
+	return nil
 }
 
 // SoldOutLapsed drops this instance's sold-out snapshot of a voucher: another

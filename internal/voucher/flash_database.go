@@ -30,6 +30,9 @@ func (databaseOnly) release(context.Context, string, string) (Reservation, bool,
 	return Reservation{}, false, nil
 }
 
+// beforeRollback has nothing to wait for: every confirm is the database's.
+func (databaseOnly) beforeRollback(context.Context, string) error { return nil }
+
 func (d databaseOnly) expireDue(ctx context.Context, limit int) (int, error) {
 	return d.s.expireInDatabase(ctx, limit, nil)
 }

@@ -326,6 +326,28 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 	return res, decided, err
 }
 
+// beforeRollback waits, for a flash voucher decided at the gate, until the
+// events already published are applied: a confirm is answered once its
+// event is acknowledged, so every confirm answered before the rollback was
+// asked is then in the database, which decides the rollback (NOT_CONFIRMED
+// for a row still RESERVED, NOT_FOUND for an order it does not hold: an
+// answered confirm is never refused for an event in flight).
+func (k *kafkaFlash) beforeRollback(ctx context.Context, code string) error {
+	if _, ok, err := k.flashVoucher(ctx, code); !ok {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, rollbackSettleTimeout)
+	defer cancel()
+	if err := k.settle(ctx); err != nil {
+		return Errorf(Unavailable, "the events of voucher %s in flight are not applied yet; retry", code)
+	}
+	return nil
+}
+
+// rollbackSettleTimeout bounds a rollback's wait for the events in flight:
+// the consumer's delay is seconds, not minutes.
+const rollbackSettleTimeout = 10 * time.Second
+
 // askRelease is decide's question for a release of the order (not an
 // expiry): the release's own, and a reserve retry's that finds it releasing.
 func (k *kafkaFlash) askRelease(code, orderID string) func(context.Context) (GateDecision, GateOrder, error) {
@@ -1045,12 +1067,14 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 			}
 			continue
 		}
-		if o.Releasing {
-			// Released in the database, its use still held here: the
-			// give-back after the database's release never ran (a crash
-			// between the two, or Redis away longer than its retries). The
-			// events in flight are applied, so nothing else will give it.
-			if res, err := k.store.Reservation(ctx, id); err == nil && res.Status == StatusReleased {
+		if o.Releasing || o.Confirmed {
+			// Released (or, confirmed here, rolled back) in the database,
+			// its use still held here: the give-back after the database's
+			// change never ran (a crash between the two, or Redis away
+			// longer than its retries). The events in flight are applied,
+			// so nothing else will give it.
+			res, err := k.store.Reservation(ctx, id)
+			if err == nil && (o.Releasing && res.Status == StatusReleased || o.Confirmed && res.Status == StatusRolledBack) {
 				k.useBack(ctx, code, id, res.DiscountAmount)
 				givenBack++
 				continue
@@ -1072,7 +1096,7 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 	}
 	var out []string
 	if givenBack > 0 {
-		out = append(out, fmt.Sprintf("gave back the use of %d order(s) released in the database and still releasing at the gate", givenBack))
+		out = append(out, fmt.Sprintf("gave back the use of %d order(s) released or rolled back in the database and still held at the gate", givenBack))
 	}
 	if voided > 0 {
 		out = append(out, fmt.Sprintf("voided %d admission(s) past their lease (never answered as a success)", voided))

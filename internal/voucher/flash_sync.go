@@ -199,6 +199,10 @@ func (s *syncFlash) release(context.Context, string, string) (Reservation, bool,
 	return Reservation{}, false, nil
 }
 
+// beforeRollback has nothing to wait for: a confirm is written in its
+// request.
+func (s *syncFlash) beforeRollback(context.Context, string) error { return nil }
+
 // expireDue has the database release what is due, then gives the uses back
 // to the gate.
 func (s *syncFlash) expireDue(pass context.Context, limit int) (int, error) {

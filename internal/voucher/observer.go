@@ -17,9 +17,18 @@ type Observer interface {
 	DatabaseWrite(op string)
 	// ReservationsExpired records reservations released by expiry.
 	ReservationsExpired(n int)
+	// RollbackDone records a rollback's outcome: RollbackGivenBack,
+	// RollbackUnchanged (rolled back before), or the error code.
+	RollbackDone(outcome string)
 	// DriftChecked records a reconciliation result.
 	DriftChecked(d DriftReport)
 }
+
+// The outcomes of a rollback that succeeded, for RollbackDone.
+const (
+	RollbackGivenBack = "ok"        // CONFIRMED -> ROLLED_BACK now
+	RollbackUnchanged = "unchanged" // rolled back before: nothing given back
+)
 
 // PathGateMemory is a flash reserve answered from the sold-out snapshot in
 // memory, without Redis (a metrics label, never written to the database).
@@ -31,6 +40,7 @@ func (nopObserver) ReserveDone(Path, ErrorCode, time.Duration) {}
 func (nopObserver) GateCall(string, error, time.Duration)      {}
 func (nopObserver) DatabaseWrite(string)                       {}
 func (nopObserver) ReservationsExpired(int)                    {}
+func (nopObserver) RollbackDone(string)                        {}
 func (nopObserver) DriftChecked(DriftReport)                   {}
 
 // observedGate times every gate call for the observer.

@@ -39,6 +39,11 @@ type Store interface {
 	// Release: NOT_FOUND, ALREADY_CONFIRMED. released is false when it was
 	// released before (nothing is given back twice).
 	Release(ctx context.Context, code, orderID string, path Path) (res Reservation, released bool, err error)
+	// Rollback gives a confirmed use back (CONFIRMED -> ROLLED_BACK) and
+	// records audit (its VoucherCode set to the row's voucher) with it:
+	// NOT_FOUND, NOT_CONFIRMED, RESERVATION_RELEASED. rolledBack is false
+	// when it was rolled back before (nothing is given back twice).
+	Rollback(ctx context.Context, code, orderID, reason string, audit AuditEvent) (res Reservation, rolledBack bool, err error)
 	// Reservation: NOT_FOUND.
 	Reservation(ctx context.Context, orderID string) (Reservation, error)
 	// ExpireDue releases up to limit reservations past their deadline, each
@@ -358,6 +363,68 @@ func (s *Service) Release(ctx context.Context, code, orderID string) (Reservatio
 		s.releaseGate(ctx, res)
 	}
 	return res, nil
+}
+
+// Rollback gives a confirmed use back (a payment refunded, an order
+// cancelled after it was paid): to the voucher, the customer, the budget
+// and, for a flash voucher, the gate; once, however many times or at once
+// it is asked. reason (nil: none) goes to the audit log with the caller.
+// Errors: INVALID_INPUT, NOT_FOUND, NOT_CONFIRMED, RESERVATION_RELEASED,
+// UNAVAILABLE.
+func (s *Service) Rollback(ctx context.Context, code, orderID string, reason *string) (Reservation, error) {
+	if err := authorize(ctx, OpCheckout); err != nil {
+		return Reservation{}, err
+	}
+	code, err := CanonicalCode(code)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if err := ValidateOrderID(orderID); err != nil {
+		return Reservation{}, err
+	}
+	if err := ValidateRollbackReason(reason); err != nil {
+		return Reservation{}, err
+	}
+	why := "" // none given
+	if reason != nil {
+		why = *reason
+	}
+	res, rolledBack, err := s.rollback(ctx, code, orderID, why)
+	switch {
+	case err != nil:
+		s.obs.RollbackDone(string(ErrorCodeOf(err)))
+	case rolledBack:
+		s.obs.RollbackDone(RollbackGivenBack)
+	default:
+		s.obs.RollbackDone(RollbackUnchanged)
+	}
+	return res, err
+}
+
+func (s *Service) rollback(ctx context.Context, code, orderID, reason string) (Reservation, bool, error) {
+	// The database decides on every path: a rollback needs the order
+	// confirmed there. In kafka mode the confirm answered before this call
+	// may still be on its way to the database, so the path waits for it.
+	if err := s.flash.beforeRollback(ctx, code); err != nil {
+		return Reservation{}, false, err
+	}
+	s.obs.DatabaseWrite("rollback")
+	detail := "order " + orderID + " rolled back"
+	if reason != "" {
+		detail += ": " + reason
+	}
+	res, rolledBack, err := s.store.Rollback(ctx, code, orderID, reason, auditOf(ctx, "", AuditRolledBack, detail))
+	if err != nil {
+		return Reservation{}, false, err
+	}
+	// The gate's give-back is idempotent (the order is marked released
+	// there), so a retry of a rollback whose give-back failed gives it
+	// now; until then the answer is UNAVAILABLE, lest a confirm or a
+	// reserve retry decided at the gate answer the order as still held.
+	if err := s.gateUseBack(ctx, res); err != nil {
+		return Reservation{}, false, Errorf(Unavailable, "the order %s is rolled back; its use is not back at the gate yet, retry", orderID)
+	}
+	return res, rolledBack, nil
 }
 
 // ExpireDue releases up to limit reservations past their deadline and

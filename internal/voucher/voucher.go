@@ -15,7 +15,8 @@ import (
 const MaxLimit = math.MaxInt32
 
 // Status is the state of a reservation: RESERVED -> CONFIRMED, or
-// RESERVED -> RELEASED. Nothing leaves CONFIRMED or RELEASED.
+// RESERVED -> RELEASED, and CONFIRMED -> ROLLED_BACK (a refund). Nothing
+// leaves RELEASED or ROLLED_BACK.
 type Status string
 
 // The reservation states.
@@ -23,7 +24,14 @@ const (
 	StatusReserved  Status = "RESERVED"
 	StatusConfirmed Status = "CONFIRMED"
 	StatusReleased  Status = "RELEASED"
+	// StatusRolledBack is a confirmed use given back (a payment refunded, an
+	// order cancelled after it was paid): it holds no use, as a released one.
+	StatusRolledBack Status = "ROLLED_BACK"
 )
+
+// HoldsUse reports whether a reservation in this state holds a use of its
+// voucher (counts in usedCount, the customer's count and the budget).
+func (s Status) HoldsUse() bool { return s == StatusReserved || s == StatusConfirmed }
 
 // Path says how a change reached the database, for the audit log and metrics.
 type Path string
@@ -70,10 +78,13 @@ type Voucher struct {
 	UsedCount      int // RESERVED + CONFIRMED, per the database
 	ReservedCount  int
 	ConfirmedCount int
-	StartsAt       time.Time
-	EndsAt         time.Time
-	Flash          bool
-	CreatedAt      time.Time
+	// RolledBackCount counts the uses confirmed and then rolled back; they
+	// count in neither UsedCount nor ConfirmedCount.
+	RolledBackCount int
+	StartsAt        time.Time
+	EndsAt          time.Time
+	Flash           bool
+	CreatedAt       time.Time
 	// CampaignID is the campaign a code belongs to (its counts are then the
 	// code's own, its terms the campaign's); 0 for a standalone voucher.
 	CampaignID int64
@@ -182,6 +193,10 @@ type Reservation struct {
 	ExpiresAt      time.Time
 	ConfirmedAt    *time.Time
 	ReleasedAt     *time.Time
+	// RolledBackAt and RollbackReason are set by a rollback (the reason
+	// only when one was given).
+	RolledBackAt   *time.Time
+	RollbackReason string
 	// Position is its place among the voucher's admitted reserves (a
 	// campaign's, for a campaign code): 1 for the first use ever taken,
 	// fixed when the use is taken, never reused after a release. 0: not
@@ -239,8 +254,12 @@ func (r ReserveRequest) RetryAt(earlier Reservation, now time.Time) (Reservation
 	if earlier.VoucherCode != r.Code || earlier.CustomerID != r.CustomerID || earlier.OrderAmount != r.OrderAmount {
 		return Reservation{}, Errorf(OrderConflict, "order %s was already used with another voucher, customer or amount", r.OrderID)
 	}
-	if earlier.Status == StatusReleased {
+	switch earlier.Status {
+	case StatusReleased:
 		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was released", r.OrderID)
+	case StatusRolledBack:
+		// Its use was given back: the orderId cannot take another.
+		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s was rolled back", r.OrderID)
 	}
 	if earlier.Status == StatusReserved && !now.IsZero() && !now.Before(earlier.ExpiresAt) {
 		return Reservation{}, Errorf(ReservationReleased, "the reservation for order %s expired at %s", r.OrderID, earlier.ExpiresAt.UTC().Format(time.RFC3339))
@@ -298,6 +317,26 @@ func ValidateOrderID(orderID string) error {
 	for _, c := range orderID {
 		if unicode.IsControl(c) {
 			return Invalid("orderId", "orderId must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// ValidateRollbackReason checks a rollback's reason, when one is given:
+// 1-200 characters of text, no control characters.
+func ValidateRollbackReason(reason *string) error {
+	if reason == nil {
+		return nil
+	}
+	if err := ValidateText("reason", *reason); err != nil {
+		return err
+	}
+	if n := utf8.RuneCountInString(*reason); n < 1 || n > 200 {
+		return Invalid("reason", "reason must be 1-200 characters")
+	}
+	for _, c := range *reason {
+		if unicode.IsControl(c) {
+			return Invalid("reason", "reason must not contain control characters")
 		}
 	}
 	return nil

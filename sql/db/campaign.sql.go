@@ -11,8 +11,8 @@ import (
 )
 
 const campaignCodeGet = `-- name: CampaignCodeGet :one
-SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, now()::timestamptz AS db_now,
-       vc.code AS campaign_code, vc.use_limit, vc.used_count AS code_used, vc.confirmed_count AS code_confirmed,
+SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, now()::timestamptz AS db_now,
+       vc.code AS campaign_code, vc.use_limit, vc.used_count AS code_used, vc.confirmed_count AS code_confirmed, vc.rolled_back_count AS code_rolled_back,
        c.id AS campaign_id, c.status AS campaign_status
 FROM voucher_code vc
 JOIN campaign c ON c.id = vc.campaign_id
@@ -27,6 +27,7 @@ type CampaignCodeGetRow struct {
 	UseLimit       *int32
 	CodeUsed       int32
 	CodeConfirmed  int32
+	CodeRolledBack int32
 	CampaignID     int64
 	CampaignStatus string
 }
@@ -56,11 +57,13 @@ func (q *Queries) CampaignCodeGet(ctx context.Context, code string) (CampaignCod
 		&i.Voucher.BudgetAmount,
 		&i.Voucher.BudgetUsed,
 		&i.Voucher.AdmittedCount,
+		&i.Voucher.RolledBackCount,
 		&i.DbNow,
 		&i.CampaignCode,
 		&i.UseLimit,
 		&i.CodeUsed,
 		&i.CodeConfirmed,
+		&i.CodeRolledBack,
 		&i.CampaignID,
 		&i.CampaignStatus,
 	)
@@ -125,6 +128,19 @@ UPDATE voucher_code SET confirmed_count = confirmed_count + 1 WHERE code = $1
 
 func (q *Queries) CampaignCodeUseConfirm(ctx context.Context, code string) error {
 	_, err := q.db.Exec(ctx, campaignCodeUseConfirm, code)
+	return err
+}
+
+const campaignCodeUseRollBack = `-- name: CampaignCodeUseRollBack :exec
+UPDATE voucher_code
+SET used_count = used_count - 1, confirmed_count = confirmed_count - 1, rolled_back_count = rolled_back_count + 1
+WHERE code = $1
+`
+
+// CampaignCodeUseRollBack gives a campaign code's rolled-back confirmed
+// use back.
+func (q *Queries) CampaignCodeUseRollBack(ctx context.Context, code string) error {
+	_, err := q.db.Exec(ctx, campaignCodeUseRollBack, code)
 	return err
 }
 
@@ -281,7 +297,7 @@ func (q *Queries) CampaignGateTerms(ctx context.Context, voucherCode string) (Ca
 }
 
 const campaignGet = `-- name: CampaignGet :one
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 WHERE campaign.id = $1
 `
@@ -325,6 +341,7 @@ func (q *Queries) CampaignGet(ctx context.Context, id int64) (CampaignGetRow, er
 		&i.Voucher.BudgetAmount,
 		&i.Voucher.BudgetUsed,
 		&i.Voucher.AdmittedCount,
+		&i.Voucher.RolledBackCount,
 	)
 	return i, err
 }
@@ -373,7 +390,7 @@ func (q *Queries) CampaignInsert(ctx context.Context, arg CampaignInsertParams) 
 }
 
 const campaignListAfter = `-- name: CampaignListAfter :many
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 WHERE (campaign.created_at, campaign.id) < ($2::timestamptz, $3::bigint)
 ORDER BY campaign.created_at DESC, campaign.id DESC
@@ -431,6 +448,7 @@ func (q *Queries) CampaignListAfter(ctx context.Context, arg CampaignListAfterPa
 			&i.Voucher.BudgetAmount,
 			&i.Voucher.BudgetUsed,
 			&i.Voucher.AdmittedCount,
+			&i.Voucher.RolledBackCount,
 		); err != nil {
 			return nil, err
 		}
@@ -443,7 +461,7 @@ func (q *Queries) CampaignListAfter(ctx context.Context, arg CampaignListAfterPa
 }
 
 const campaignListFirst = `-- name: CampaignListFirst :many
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 ORDER BY campaign.created_at DESC, campaign.id DESC
 LIMIT $1
@@ -494,6 +512,7 @@ func (q *Queries) CampaignListFirst(ctx context.Context, limit int32) ([]Campaig
 			&i.Voucher.BudgetAmount,
 			&i.Voucher.BudgetUsed,
 			&i.Voucher.AdmittedCount,
+			&i.Voucher.RolledBackCount,
 		); err != nil {
 			return nil, err
 		}
@@ -643,7 +662,7 @@ WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
 `
 
 type CampaignRedemptionClaimEligibleParams struct {
@@ -690,6 +709,8 @@ func (q *Queries) CampaignRedemptionClaimEligible(ctx context.Context, arg Campa
 			&i.ReleasedAt,
 			&i.CampaignCode,
 			&i.Position,
+			&i.RolledBackAt,
+			&i.RollbackReason,
 		); err != nil {
 			return nil, err
 		}

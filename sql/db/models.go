@@ -170,6 +170,7 @@ type Voucher struct {
 	BudgetAmount      *int64
 	BudgetUsed        int64
 	AdmittedCount     int32
+	RolledBackCount   int32
 }
 
 type VoucherAudit struct {
@@ -183,12 +184,13 @@ type VoucherAudit struct {
 }
 
 type VoucherCode struct {
-	Code           string
-	CampaignID     *int64
-	Seq            *int64
-	UseLimit       *int32
-	UsedCount      int32
-	ConfirmedCount int32
+	Code            string
+	CampaignID      *int64
+	Seq             *int64
+	UseLimit        *int32
+	UsedCount       int32
+	ConfirmedCount  int32
+	RolledBackCount int32
 }
 
 type VoucherCustomer struct {
@@ -211,6 +213,8 @@ type VoucherRedemption struct {
 	ReleasedAt     *time.Time
 	CampaignCode   *string
 	Position       int32
+	RolledBackAt   *time.Time
+	RollbackReason *string
 }
 
 type VoucherSample struct {

@@ -25,7 +25,7 @@ func (q *Queries) VoucherClock(ctx context.Context) (time.Time, error) {
 }
 
 const voucherGetByCode = `-- name: VoucherGetByCode :one
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher WHERE code = $1
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher WHERE code = $1
 `
 
 func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, error) {
@@ -51,12 +51,13 @@ func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, e
 		&i.BudgetAmount,
 		&i.BudgetUsed,
 		&i.AdmittedCount,
+		&i.RolledBackCount,
 	)
 	return i, err
 }
 
 const voucherGetForReserve = `-- name: VoucherGetForReserve :one
-SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, now()::timestamptz AS db_now
+SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, now()::timestamptz AS db_now
 FROM voucher WHERE code = $1
 `
 
@@ -90,6 +91,7 @@ func (q *Queries) VoucherGetForReserve(ctx context.Context, code string) (Vouche
 		&i.Voucher.BudgetAmount,
 		&i.Voucher.BudgetUsed,
 		&i.Voucher.AdmittedCount,
+		&i.Voucher.RolledBackCount,
 		&i.DbNow,
 	)
 	return i, err
@@ -100,7 +102,7 @@ INSERT INTO voucher (code, discount_type, discount_amount, discount_percent, max
                      budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (code) DO NOTHING
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count
 `
 
 type VoucherInsertParams struct {
@@ -156,12 +158,13 @@ func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (V
 		&i.BudgetAmount,
 		&i.BudgetUsed,
 		&i.AdmittedCount,
+		&i.RolledBackCount,
 	)
 	return i, err
 }
 
 const voucherListAfter = `-- name: VoucherListAfter :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher
 WHERE (created_at, code) < ($2::timestamptz, $3::text)
   AND code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
@@ -203,6 +206,7 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 			&i.BudgetAmount,
 			&i.BudgetUsed,
 			&i.AdmittedCount,
+			&i.RolledBackCount,
 		); err != nil {
 			return nil, err
 		}
@@ -215,7 +219,7 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 }
 
 const voucherListFirst = `-- name: VoucherListFirst :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher
 WHERE code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
 LIMIT $1
@@ -252,6 +256,7 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 			&i.BudgetAmount,
 			&i.BudgetUsed,
 			&i.AdmittedCount,
+			&i.RolledBackCount,
 		); err != nil {
 			return nil, err
 		}
@@ -264,7 +269,7 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 }
 
 const voucherListFlash = `-- name: VoucherListFlash :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher WHERE flash ORDER BY code
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher WHERE flash ORDER BY code
 `
 
 func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
@@ -296,6 +301,7 @@ func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
 			&i.BudgetAmount,
 			&i.BudgetUsed,
 			&i.AdmittedCount,
+			&i.RolledBackCount,
 		); err != nil {
 			return nil, err
 		}
@@ -315,6 +321,25 @@ WHERE code = $1
 
 func (q *Queries) VoucherUseConfirm(ctx context.Context, code string) error {
 	_, err := q.db.Exec(ctx, voucherUseConfirm, code)
+	return err
+}
+
+const voucherUseRollBack = `-- name: VoucherUseRollBack :exec
+UPDATE voucher
+SET used_count = used_count - 1, confirmed_count = confirmed_count - 1,
+    rolled_back_count = rolled_back_count + 1, budget_used = budget_used - $1::bigint
+WHERE code = $2
+`
+
+type VoucherUseRollBackParams struct {
+	Discount int64
+	Code     string
+}
+
+// VoucherUseRollBack gives a rolled-back confirmed use back with its
+// discount; the use is counted as rolled back.
+func (q *Queries) VoucherUseRollBack(ctx context.Context, arg VoucherUseRollBackParams) error {
+	_, err := q.db.Exec(ctx, voucherUseRollBack, arg.Discount, arg.Code)
 	return err
 }
 

@@ -14,7 +14,7 @@ const voucherEndNow = `-- name: VoucherEndNow :one
 UPDATE voucher
 SET ends_at = now()
 WHERE code = $1 AND starts_at < now() AND ends_at > now()
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count
 `
 
 // VoucherEndNow closes the window of a live voucher now; no row back means
@@ -42,6 +42,7 @@ func (q *Queries) VoucherEndNow(ctx context.Context, code string) (Voucher, erro
 		&i.BudgetAmount,
 		&i.BudgetUsed,
 		&i.AdmittedCount,
+		&i.RolledBackCount,
 	)
 	return i, err
 }
@@ -88,7 +89,7 @@ func (q *Queries) VoucherExtend(ctx context.Context, arg VoucherExtendParams) (V
 }
 
 const voucherRedemptionPage = `-- name: VoucherRedemptionPage :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason FROM voucher_redemption
 WHERE voucher_code = $1
   AND ($2::text = '' OR status = $2::text)
   AND ($3::bigint = 0 OR customer_id = $3::bigint)
@@ -142,6 +143,8 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 			&i.ReleasedAt,
 			&i.CampaignCode,
 			&i.Position,
+			&i.RolledBackAt,
+			&i.RollbackReason,
 		); err != nil {
 			return nil, err
 		}
@@ -154,7 +157,7 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 }
 
 const voucherSearch = `-- name: VoucherSearch :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher
 WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
   AND ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
   AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
@@ -227,6 +230,7 @@ func (q *Queries) VoucherSearch(ctx context.Context, arg VoucherSearchParams) ([
 			&i.BudgetAmount,
 			&i.BudgetUsed,
 			&i.AdmittedCount,
+			&i.RolledBackCount,
 		); err != nil {
 			return nil, err
 		}
@@ -276,7 +280,7 @@ SET code = $1,
     ends_at = $12,
     flash = $13
 WHERE code = $14 AND starts_at > now() AND used_count = 0
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count
 `
 
 type VoucherUpdateBeforeStartParams struct {
@@ -337,6 +341,7 @@ func (q *Queries) VoucherUpdateBeforeStart(ctx context.Context, arg VoucherUpdat
 		&i.BudgetAmount,
 		&i.BudgetUsed,
 		&i.AdmittedCount,
+		&i.RolledBackCount,
 	)
 	return i, err
 }

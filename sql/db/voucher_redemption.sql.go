@@ -23,7 +23,7 @@ WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
 ORDER BY o.order_id
 ON CONFLICT (order_id) DO NOTHING
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
 `
 
 type VoucherRedemptionClaimEligibleParams struct {
@@ -70,6 +70,8 @@ func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg Vouche
 			&i.ReleasedAt,
 			&i.CampaignCode,
 			&i.Position,
+			&i.RolledBackAt,
+			&i.RollbackReason,
 		); err != nil {
 			return nil, err
 		}
@@ -85,7 +87,7 @@ const voucherRedemptionConfirm = `-- name: VoucherRedemptionConfirm :one
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = clock_timestamp()
 WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = $2::text AND status = 'RESERVED' AND expires_at > now()
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
 `
 
 type VoucherRedemptionConfirmParams struct {
@@ -112,6 +114,8 @@ func (q *Queries) VoucherRedemptionConfirm(ctx context.Context, arg VoucherRedem
 		&i.ReleasedAt,
 		&i.CampaignCode,
 		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
 	)
 	return i, err
 }
@@ -120,7 +124,7 @@ const voucherRedemptionConfirmDecided = `-- name: VoucherRedemptionConfirmDecide
 UPDATE voucher_redemption
 SET status = 'CONFIRMED', confirmed_at = $2
 WHERE order_id = $1 AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
 `
 
 type VoucherRedemptionConfirmDecidedParams struct {
@@ -146,6 +150,8 @@ func (q *Queries) VoucherRedemptionConfirmDecided(ctx context.Context, arg Vouch
 		&i.ReleasedAt,
 		&i.CampaignCode,
 		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
 	)
 	return i, err
 }
@@ -154,7 +160,7 @@ const voucherRedemptionExpire = `-- name: VoucherRedemptionExpire :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
 WHERE order_id = $1 AND status = 'RESERVED' AND expires_at <= now()
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
 `
 
 // VoucherRedemptionExpire releases a reservation only if it is still live and
@@ -175,6 +181,8 @@ func (q *Queries) VoucherRedemptionExpire(ctx context.Context, orderID string) (
 		&i.ReleasedAt,
 		&i.CampaignCode,
 		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
 	)
 	return i, err
 }
@@ -191,7 +199,7 @@ UPDATE voucher_redemption r
 SET status = 'RELEASED', released_at = clock_timestamp()
 FROM due
 WHERE r.order_id = due.order_id AND r.status = 'RESERVED'
-RETURNING r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status, r.created_at, r.expires_at, r.confirmed_at, r.released_at, r.campaign_code, r.position
+RETURNING r.order_id, r.voucher_code, r.customer_id, r.order_amount, r.discount_amount, r.status, r.created_at, r.expires_at, r.confirmed_at, r.released_at, r.campaign_code, r.position, r.rolled_back_at, r.rollback_reason
 `
 
 // VoucherRedemptionExpireDue releases up to n reservations past their
@@ -220,6 +228,8 @@ func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]Vo
 			&i.ReleasedAt,
 			&i.CampaignCode,
 			&i.Position,
+			&i.RolledBackAt,
+			&i.RollbackReason,
 		); err != nil {
 			return nil, err
 		}
@@ -233,7 +243,7 @@ func (q *Queries) VoucherRedemptionExpireDue(ctx context.Context, n int32) ([]Vo
 
 const voucherRedemptionGetByOrderID = `-- name: VoucherRedemptionGetByOrderID :one
 
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption WHERE order_id = $1
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason FROM voucher_redemption WHERE order_id = $1
 `
 
 // Taking a use writes, in every path, in one lock order: the order's row
@@ -265,12 +275,14 @@ func (q *Queries) VoucherRedemptionGetByOrderID(ctx context.Context, orderID str
 		&i.ReleasedAt,
 		&i.CampaignCode,
 		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
 	)
 	return i, err
 }
 
 const voucherRedemptionGetByOrderIDs = `-- name: VoucherRedemptionGetByOrderIDs :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption WHERE order_id = ANY($1::text[])
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason FROM voucher_redemption WHERE order_id = ANY($1::text[])
 `
 
 // VoucherRedemptionGetByOrderIDs reads the rows of several orders at once
@@ -297,6 +309,8 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 			&i.ReleasedAt,
 			&i.CampaignCode,
 			&i.Position,
+			&i.RolledBackAt,
+			&i.RollbackReason,
 		); err != nil {
 			return nil, err
 		}
@@ -310,7 +324,7 @@ func (q *Queries) VoucherRedemptionGetByOrderIDs(ctx context.Context, orderIds [
 
 const voucherRedemptionGetForUpdate = `-- name: VoucherRedemptionGetForUpdate :one
 
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason FROM voucher_redemption WHERE order_id = $1 FOR UPDATE
 `
 
 // The Kafka write path's consumer applies the gate's decisions to the
@@ -335,6 +349,8 @@ func (q *Queries) VoucherRedemptionGetForUpdate(ctx context.Context, orderID str
 		&i.ReleasedAt,
 		&i.CampaignCode,
 		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
 	)
 	return i, err
 }
@@ -460,7 +476,7 @@ func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucher
 }
 
 const voucherRedemptionListDueWithFlash = `-- name: VoucherRedemptionListDueWithFlash :many
-SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, voucher_redemption.campaign_code, voucher_redemption.position, v.flash
+SELECT voucher_redemption.order_id, voucher_redemption.voucher_code, voucher_redemption.customer_id, voucher_redemption.order_amount, voucher_redemption.discount_amount, voucher_redemption.status, voucher_redemption.created_at, voucher_redemption.expires_at, voucher_redemption.confirmed_at, voucher_redemption.released_at, voucher_redemption.campaign_code, voucher_redemption.position, voucher_redemption.rolled_back_at, voucher_redemption.rollback_reason, v.flash
 FROM voucher_redemption
 JOIN voucher v ON v.code = voucher_redemption.voucher_code
 WHERE voucher_redemption.status = 'RESERVED' AND voucher_redemption.expires_at <= now()
@@ -504,6 +520,8 @@ func (q *Queries) VoucherRedemptionListDueWithFlash(ctx context.Context, arg Vou
 			&i.VoucherRedemption.ReleasedAt,
 			&i.VoucherRedemption.CampaignCode,
 			&i.VoucherRedemption.Position,
+			&i.VoucherRedemption.RolledBackAt,
+			&i.VoucherRedemption.RollbackReason,
 			&i.Flash,
 		); err != nil {
 			return nil, err
@@ -593,7 +611,7 @@ func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, vouche
 }
 
 const voucherRedemptionListRecent = `-- name: VoucherRedemptionListRecent :many
-SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position FROM voucher_redemption
+SELECT order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason FROM voucher_redemption
 WHERE voucher_code = $1
 ORDER BY created_at DESC
 LIMIT $2
@@ -626,6 +644,8 @@ func (q *Queries) VoucherRedemptionListRecent(ctx context.Context, arg VoucherRe
 			&i.ReleasedAt,
 			&i.CampaignCode,
 			&i.Position,
+			&i.RolledBackAt,
+			&i.RollbackReason,
 		); err != nil {
 			return nil, err
 		}
@@ -641,7 +661,7 @@ const voucherRedemptionRelease = `-- name: VoucherRedemptionRelease :one
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = clock_timestamp()
 WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = $2::text AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
 `
 
 type VoucherRedemptionReleaseParams struct {
@@ -667,6 +687,8 @@ func (q *Queries) VoucherRedemptionRelease(ctx context.Context, arg VoucherRedem
 		&i.ReleasedAt,
 		&i.CampaignCode,
 		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
 	)
 	return i, err
 }
@@ -675,7 +697,7 @@ const voucherRedemptionReleaseDecided = `-- name: VoucherRedemptionReleaseDecide
 UPDATE voucher_redemption
 SET status = 'RELEASED', released_at = $2
 WHERE order_id = $1 AND status = 'RESERVED'
-RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
 `
 
 type VoucherRedemptionReleaseDecidedParams struct {
@@ -699,6 +721,46 @@ func (q *Queries) VoucherRedemptionReleaseDecided(ctx context.Context, arg Vouch
 		&i.ReleasedAt,
 		&i.CampaignCode,
 		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
+	)
+	return i, err
+}
+
+const voucherRedemptionRollBack = `-- name: VoucherRedemptionRollBack :one
+UPDATE voucher_redemption
+SET status = 'ROLLED_BACK', rolled_back_at = clock_timestamp(), rollback_reason = $2
+WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = $3::text AND status = 'CONFIRMED'
+RETURNING order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, confirmed_at, released_at, campaign_code, position, rolled_back_at, rollback_reason
+`
+
+type VoucherRedemptionRollBackParams struct {
+	OrderID string
+	Reason  *string
+	Code    string
+}
+
+// VoucherRedemptionRollBack ends a confirmed reservation (a refund, an
+// order cancelled after payment); the status condition makes a second
+// rollback change nothing. reason is NULL when none was given.
+func (q *Queries) VoucherRedemptionRollBack(ctx context.Context, arg VoucherRedemptionRollBackParams) (VoucherRedemption, error) {
+	row := q.db.QueryRow(ctx, voucherRedemptionRollBack, arg.OrderID, arg.Reason, arg.Code)
+	var i VoucherRedemption
+	err := row.Scan(
+		&i.OrderID,
+		&i.VoucherCode,
+		&i.CustomerID,
+		&i.OrderAmount,
+		&i.DiscountAmount,
+		&i.Status,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ConfirmedAt,
+		&i.ReleasedAt,
+		&i.CampaignCode,
+		&i.Position,
+		&i.RolledBackAt,
+		&i.RollbackReason,
 	)
 	return i, err
 }

@@ -54,7 +54,7 @@ WHERE id = $1 AND status = 'GENERATING';
 -- campaign's voucher row, and the database's clock.
 -- name: CampaignCodeGet :one
 SELECT sqlc.embed(voucher), now()::timestamptz AS db_now,
-       vc.code AS campaign_code, vc.use_limit, vc.used_count AS code_used, vc.confirmed_count AS code_confirmed,
+       vc.code AS campaign_code, vc.use_limit, vc.used_count AS code_used, vc.confirmed_count AS code_confirmed, vc.rolled_back_count AS code_rolled_back,
        c.id AS campaign_id, c.status AS campaign_status
 FROM voucher_code vc
 JOIN campaign c ON c.id = vc.campaign_id
@@ -70,6 +70,13 @@ WHERE vc.code = $1;
 
 -- name: CampaignCodeUseConfirm :exec
 UPDATE voucher_code SET confirmed_count = confirmed_count + 1 WHERE code = $1;
+
+-- CampaignCodeUseRollBack gives a campaign code's rolled-back confirmed
+-- use back.
+-- name: CampaignCodeUseRollBack :exec
+UPDATE voucher_code
+SET used_count = used_count - 1, confirmed_count = confirmed_count - 1, rolled_back_count = rolled_back_count + 1
+WHERE code = $1;
 
 -- CampaignCodeLockMany locks codes in code order (the fixed order of every
 -- writer of several codes: the expiry sweep's batch before

@@ -97,6 +97,14 @@ UPDATE voucher
 SET reserved_count = reserved_count - 1, confirmed_count = confirmed_count + 1
 WHERE code = $1;
 
+-- VoucherUseRollBack gives a rolled-back confirmed use back with its
+-- discount; the use is counted as rolled back.
+-- name: VoucherUseRollBack :exec
+UPDATE voucher
+SET used_count = used_count - 1, confirmed_count = confirmed_count - 1,
+    rolled_back_count = rolled_back_count + 1, budget_used = budget_used - sqlc.arg(discount)::bigint
+WHERE code = sqlc.arg(code);
+
 -- VoucherGetForReserve reads a voucher with the database's clock, which
 -- decides the window and stamps the reservation.
 -- name: VoucherGetForReserve :one

@@ -32,6 +32,15 @@ SET status = 'RELEASED', released_at = clock_timestamp()
 WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = sqlc.arg(code)::text AND status = 'RESERVED'
 RETURNING *;
 
+-- VoucherRedemptionRollBack ends a confirmed reservation (a refund, an
+-- order cancelled after payment); the status condition makes a second
+-- rollback change nothing. reason is NULL when none was given.
+-- name: VoucherRedemptionRollBack :one
+UPDATE voucher_redemption
+SET status = 'ROLLED_BACK', rolled_back_at = clock_timestamp(), rollback_reason = sqlc.narg(reason)
+WHERE order_id = $1 AND coalesce(campaign_code, voucher_code) = sqlc.arg(code)::text AND status = 'CONFIRMED'
+RETURNING *;
+
 -- VoucherRedemptionExpire releases a reservation only if it is still live and
 -- past its deadline, so two sweeping instances never release it twice.
 -- name: VoucherRedemptionExpire :one

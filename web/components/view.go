@@ -673,7 +673,7 @@ func Wait(d time.Duration) string {
 // ReservationQuery is the reservations list's filter as typed.
 type ReservationQuery struct {
 	Code          string
-	Status        string // RESERVED, CONFIRMED, RELEASED or empty
+	Status        string // RESERVED, CONFIRMED, RELEASED, ROLLED_BACK or empty
 	Customer      string
 	CustomerError string
 	Paged         bool // past the first page
