@@ -17,10 +17,19 @@
 // minSamples): above Target it shrinks in proportion (Target / mean, at
 // most halved a window), at or below Target it grows by a tenth, up to Max.
 // It changes only while it binds, in a window whose requests in service
-// reached half the limit: a slow dependency at a light load (a database
-// write of 30 ms) is no overload, and shedding then would refuse requests
-// that concurrency did not slow. So at a load well under the capacity
-// nothing is ever refused. It starts at Max.
+// reached nine tenths of the limit: a slow dependency at a lighter load (a
+// database write of 30 ms, 256 clients on a hot voucher row at 190 ms) is
+// no overload, and shedding then would refuse requests that concurrency in
+// this server did not slow. So at a load under the limit nothing is ever
+// refused, however slow its requests. It starts at Max.
+//
+// What it cannot do: make a refusal cheaper than net/http's read and parse
+// of the request, which it runs after. Where an answer costs about that
+// much (a sold-out flash voucher, answered from memory) refusing saves no
+// CPU, and with thousands of connections the admitted requests wait
+// behind the refused ones in Go's scheduler at every call they make; the
+// open-loop rows of docs/benchmarks.md measured exactly that, which is why
+// the server runs without it unless SHED_MAX_INFLIGHT is set.
 package shed
 
 import (
@@ -33,7 +42,7 @@ import (
 type Config struct {
 	// Max is the most requests in service at once (the limit's ceiling).
 	Max int
-	// Min is the limit's floor (default min(8, Max)).
+	// Min is the limit's floor (default Max/8, at least min(8, Max)).
 	Min int
 	// Target is the mean latency of served requests above which the limit
 	// shrinks.
@@ -49,6 +58,10 @@ type Config struct {
 // minSamples is the fewest served requests a window needs to move the
 // limit: a mean of a handful is noise.
 const minSamples = 16
+
+// bindShare is the share of the limit in service at once that makes a
+// window one where the limit binds.
+const bindShare = 0.9
 
 // Limiter admits requests up to its limit. It is safe for concurrent use.
 type Limiter struct {
@@ -78,7 +91,7 @@ func New(cfg Config) *Limiter {
 		panic("shed: Max must be positive")
 	}
 	if cfg.Min < 1 || cfg.Min > cfg.Max {
-		cfg.Min = min(8, cfg.Max)
+		cfg.Min = max(cfg.Max/8, min(8, cfg.Max))
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = 100 * time.Millisecond
@@ -182,7 +195,7 @@ func (l *Limiter) observe(latency time.Duration) {
 		return
 	}
 	mean := l.winSum / time.Duration(l.winN)
-	if float64(l.winPeak) >= l.limit/2 {
+	if float64(l.winPeak) >= bindShare*l.limit {
 		if mean > l.cfg.Target {
 			l.limit *= max(0.5, min(0.95, float64(l.cfg.Target)/float64(mean)))
 		} else {
