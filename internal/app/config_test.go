@@ -164,12 +164,12 @@ func TestConfig_SheddingSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ShedMaxInFlight != 512 || c.ShedTargetLatency != 25*time.Millisecond || c.ShedMaxWait != 10*time.Millisecond {
-		t.Errorf("shedding defaults = %d, %v, %v; want 512, 25ms, 10ms", c.ShedMaxInFlight, c.ShedTargetLatency, c.ShedMaxWait)
+	if c.ShedMaxInFlight != 0 || c.ShedTargetLatency != 100*time.Millisecond || c.ShedMaxWait != 10*time.Millisecond {
+		t.Errorf("shedding defaults = %d, %v, %v; want 0 (off), 100ms, 10ms", c.ShedMaxInFlight, c.ShedTargetLatency, c.ShedMaxWait)
 	}
-	c, err = loadConfig(env(map[string]string{"SHED_MAX_INFLIGHT": "0", "SHED_MAX_WAIT": "0"}))
-	if err != nil || c.ShedMaxInFlight != 0 || c.ShedMaxWait != 0 {
-		t.Errorf("SHED_MAX_INFLIGHT=0 SHED_MAX_WAIT=0 (shedding off, no wait): %d, %v, %v", c.ShedMaxInFlight, c.ShedMaxWait, err)
+	c, err = loadConfig(env(map[string]string{"SHED_MAX_INFLIGHT": "512", "SHED_MAX_WAIT": "0"}))
+	if err != nil || c.ShedMaxInFlight != 512 || c.ShedMaxWait != 0 {
+		t.Errorf("SHED_MAX_INFLIGHT=512 SHED_MAX_WAIT=0 (shedding on, no wait): %d, %v, %v", c.ShedMaxInFlight, c.ShedMaxWait, err)
 	}
 	for name, values := range map[string][]string{
 		"SHED_MAX_INFLIGHT":   {"-1", "many", "1.5", "2000000"},
