@@ -162,6 +162,17 @@ func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(
 		build = checkBody
 	}
 	classify := classifier(s.Classify)
+	if s.Rate > 0 {
+		// The open-loop rows count every HTTP 503 (a refusal for load, or
+		// a dependency that did not answer) apart from the answers.
+		inner := classify
+		classify = func(status int, body []byte) (string, bool) {
+			if status == http.StatusServiceUnavailable {
+				return "HTTP_503", false
+			}
+			return inner(status, body)
+		}
+	}
 	if s.campaignLoad() {
 		// Each order j names one code of the campaign, the same one for
 		// its retries: REST's code is in the path.
