@@ -11,6 +11,7 @@ tool (
 
 require (
 	github.com/99designs/gqlgen v0.17.98
+	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/PuerkitoBio/goquery v1.14.0
 	github.com/a-h/templ v0.3.1118
 	github.com/anishathalye/porcupine v1.3.1

@@ -13,8 +13,11 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 	tokens.keys = cfg.Keys
 	// The token first: a request without a known one is refused before its
 	// body is read, so nobody without a token makes the server hold one.
+	// Then, under overload, the excess is refused (shed.go), also before
+	// its body is read. These are the storefront's routes: health, metrics,
+	// the dashboard and the codes export are never shed.
 	api := func(route string, h http.Handler) {
-		mux.Handle(route, cfg.Observe(route, tokens.require(limitBody(h))))
+		mux.Handle(route, cfg.Observe(route, tokens.require(shedding(cfg.Shedding, route, limitBody(h)))))
 	}
 
 	mux.Handle("GET /healthz", handleHealthz())

@@ -49,6 +49,9 @@ type Config struct {
 	Backoffice *voucher.Backoffice
 	// Observe wraps every route for metrics; nil: none.
 	Observe func(route string, next http.Handler) http.Handler
+	// Shedding refuses the excess of the storefront routes under
+	// overload (shed.go); nil: none.
+	Shedding *Shedding
 	// ClientAddresses finds each request's client address (TRUSTED_PROXIES)
 	// for the logs and the dashboard; the zero value: the peer's.
 	ClientAddresses clientaddr.Resolver

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,7 +44,8 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	}
 	const quota, requests, dbRequests = 40, 500, 200
 	args := []string{"-quick", "-c", "16", "-n", "500", "-n-db", "200", "-quota", "40", "-ceiling-probe", "300",
-		"-max-time", "5m", "-max-time-slow", "5m", "-out", dir, "-doc", doc}
+		"-max-time", "5m", "-max-time-slow", "5m", "-out", dir, "-doc", doc,
+		"-open-time", "300ms", "-open-conns", "48", "-open-capacity-n", "500"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -57,6 +59,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	}
 	var rep struct {
 		Processes string
+		OpenLoop  *openLoopReport
 		Scenarios []struct {
 			Name, Skipped string
 			OK            bool
@@ -75,9 +78,11 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Scenarios) != len(scenarioCatalog) {
-		t.Fatalf("%d scenarios in the report, want %d", len(rep.Scenarios), len(scenarioCatalog))
+	// The open-loop rows are a table of their own, not a scenario row.
+	if len(rep.Scenarios) != len(scenarioCatalog)-1 {
+		t.Fatalf("%d scenarios in the report, want %d", len(rep.Scenarios), len(scenarioCatalog)-1)
 	}
+	openLoopRows(t, rep.OpenLoop, quota)
 	for i, s := range rep.Scenarios {
 		if s.Name != scenarioCatalog[i].name {
 			t.Errorf("scenario %d is %q, want %q", i, s.Name, scenarioCatalog[i].name)
@@ -252,5 +257,40 @@ func TestLittle_FlagsAMeanLatencyThatDisagreesWithConnectionsOverThroughput(t *t
 	}}
 	if md := rep.markdown(); !strings.Contains(md, "10.00 **(off by 50%)**") {
 		t.Errorf("the table does not flag the row:\n%s", md)
+	}
+}
+
+// openLoopRows checks the open-loop rows of a quick run: every scenario at
+// every rate with both connection counts, each request due answered or
+// counted unsent, exactly the quota sold on a fresh voucher (none on a
+// sold-out one), every reservation answered held.
+func openLoopRows(t *testing.T, ol *openLoopReport, quota int) {
+	t.Helper()
+	if ol == nil || len(ol.Rows) != len(openScenarios)*len(openFactors)*2 {
+		t.Fatalf("open-loop report %+v, want %d rows", ol, len(openScenarios)*len(openFactors)*2)
+	}
+	for _, row := range ol.Rows {
+		res := row.Result
+		name := fmt.Sprintf("open loop %s %.1fx c%d", row.Scenario, row.Factor, row.Connections)
+		if len(row.Checks) > 0 {
+			t.Errorf("%s: %v", name, row.Checks)
+		}
+		want := quota
+		if row.Scenario == "soldout" {
+			want = 0
+		}
+		if row.Sold != want || len(res.Won) != want {
+			t.Errorf("%s: sold %d, %d answered with a reservation; want %d", name, row.Sold, len(res.Won), want)
+		}
+		var answers int64
+		for _, n := range res.Classes {
+			answers += n
+		}
+		if res.Scheduled <= 0 || answers+res.Unsent != res.Scheduled || res.All.Count != res.Scheduled {
+			t.Errorf("%s: %d due, %d answered + %d unsent, %d in the histogram", name, res.Scheduled, answers, res.Unsent, res.All.Count)
+		}
+		if row.Connections != 16 && row.Connections != 48 {
+			t.Errorf("%s: connections %d", name, row.Connections)
+		}
 	}
 }

@@ -46,6 +46,12 @@ type loadSpec struct {
 	Keys        []string      `json:"keys,omitempty"`     // evalsha: the throwaway gate's keys
 	CPU         cpuGroups     `json:"cpu"`
 	CPUProfile  string        `json:"cpuProfile,omitempty"` // write this process's CPU profile here
+	// Rate, Duration and Drain make it an open-loop load (openloop.go):
+	// Rate requests a second for Duration, the late ones awaited for at
+	// most Drain more.
+	Rate     float64       `json:"rate,omitempty"`
+	Duration time.Duration `json:"durationNs,omitempty"`
+	Drain    time.Duration `json:"drainNs,omitempty"`
 }
 
 func (s loadSpec) validate() error {
@@ -55,6 +61,9 @@ func (s loadSpec) validate() error {
 	}
 	if s.RetryShare < 0 || s.RetryShare >= 1 {
 		errs = append(errs, errors.New("retryShare must be in [0, 1)"))
+	}
+	if s.Rate < 0 || s.Rate > 0 && (s.Duration <= 0 || s.Drain <= 0 || s.Kind != "http") {
+		errs = append(errs, errors.New("an open-loop load needs a positive rate, duration and drain, over http"))
 	}
 	switch s.Kind {
 	case "http":
@@ -106,6 +115,9 @@ func loadMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) er
 	if err := spec.validate(); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
+	if spec.Rate > 0 {
+		return openLoadMain(ctx, spec, stdout, stderr)
+	}
 	newAttempt, closeAll, err := spec.attempts(ctx)
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
@@ -150,6 +162,17 @@ func (s loadSpec) attempts(ctx context.Context) (func() (attempt, func()), func(
 		build = checkBody
 	}
 	classify := classifier(s.Classify)
+	if s.Rate > 0 {
+		// The open-loop rows count every HTTP 503 (a refusal for load, or
+		// a dependency that did not answer) apart from the answers.
+		inner := classify
+		classify = func(status int, body []byte) (string, bool) {
+			if status == http.StatusServiceUnavailable {
+				return "HTTP_503", false
+			}
+			return inner(status, body)
+		}
+	}
 	if s.campaignLoad() {
 		// Each order j names one code of the campaign, the same one for
 		// its retries: REST's code is in the path.

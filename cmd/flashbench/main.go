@@ -74,6 +74,9 @@ type options struct {
 	CeilingProbe    int64         // requests of the ceiling measured before each scenario
 	Attempts        int           // measurements of a disturbed row
 	MaxOther        float64       // cores other processes may use before a row counts as disturbed
+	OpenTime        time.Duration // the open-loop rows: each row's load phase
+	OpenConns       int           // and their second connection count (besides -c)
+	OpenCapacityN   int64         // requests of each open-loop scenario's capacity measurement
 	DatabaseURL     string
 	RedisURL        string
 }
@@ -106,6 +109,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.Int64Var(&o.CeilingProbe, "ceiling-probe", 100000, "measure the ceiling (a) again with this many requests just before each scenario and divide by it (0: divide by row (a) only)")
 	fs.IntVar(&o.Attempts, "attempts", 3, "measure a row again, up to this many times, when other processes disturbed it")
 	fs.Float64Var(&o.MaxOther, "max-other", 0.15, "CPU cores other processes may use during a row before it counts as disturbed")
+	fs.DurationVar(&o.OpenTime, "open-time", 5*time.Second, "openloop: how long each open-loop row offers its rate")
+	fs.IntVar(&o.OpenConns, "open-conns", 10000, "openloop: the rows' second connection count, besides -c (0: -c only); the load process raises its open-file limit")
+	fs.Int64Var(&o.OpenCapacityN, "open-capacity-n", 60000, "openloop: requests of the closed-loop measurement of each open-loop scenario's capacity")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -134,6 +140,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	var errs []error
 	if o.Concurrency < 1 || o.Requests < 1 || o.DBRequests < 1 || o.Quota < 1 || o.Attempts < 1 {
 		errs = append(errs, errors.New("-c, -n, -n-db, -quota and -attempts must be positive"))
+	}
+	if o.OpenTime <= 0 || o.OpenConns < 0 || o.OpenCapacityN < 1 {
+		errs = append(errs, errors.New("-open-time and -open-capacity-n must be positive, -open-conns 0 or more"))
 	}
 	if o.Client != "raw" && o.Client != "nethttp" {
 		errs = append(errs, errors.New("-client must be raw or nethttp"))
@@ -197,6 +206,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // need an 11 s settle per sale, are skipped). A smoke test's numbers are not
 // results: they go to a temporary directory and the doc is left alone.
 var quickFlags = map[string]string{
+	"open-time": "1s", "open-conns": "64", "open-capacity-n": "2000",
 	"c": "32", "n": "2000", "n-db": "400", "quota": "100", "ceiling-probe": "1000",
 	"attempts": "1", "stats-settle": "0", "max-time": "20s", "max-time-slow": "20s",
 	"out": filepath.Join(os.TempDir(), "flashbench-quick"), "doc": "",

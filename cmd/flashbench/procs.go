@@ -200,6 +200,29 @@ func waitReady(ctx context.Context, url string) error {
 // stops itself after spec.MaxTime; a load process that does not is stopped a
 // minute later.
 func runLoad(ctx context.Context, bin string, spec loadSpec, stderr io.Writer) (*loadResult, error) {
+	out, err := runLoadProcess(ctx, bin, spec, stderr)
+	if err != nil {
+		return nil, err
+	}
+	var lr loadResult
+	if err := json.Unmarshal(out, &lr); err != nil {
+		return nil, fmt.Errorf("load process: its answer: %w", err)
+	}
+	if lr.Requests != int64(len(lr.Latencies)) || lr.Requests > spec.Requests {
+		return nil, fmt.Errorf("load process: %d requests with %d latencies (asked for %d)", lr.Requests, len(lr.Latencies), spec.Requests)
+	}
+	lr.SuccessOrders = make([]bool, spec.Requests)
+	for _, j := range lr.Won {
+		if j < 0 || j >= spec.Requests {
+			return nil, fmt.Errorf("load process: order %d out of range", j)
+		}
+		lr.SuccessOrders[j] = true
+	}
+	return &lr, nil
+}
+
+// runLoadProcess runs `flashbench load` with spec and returns its stdout.
+func runLoadProcess(ctx context.Context, bin string, spec loadSpec, stderr io.Writer) ([]byte, error) {
 	in, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
@@ -215,19 +238,5 @@ func runLoad(ctx context.Context, bin string, spec loadSpec, stderr io.Writer) (
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("load process: %w", err)
 	}
-	var lr loadResult
-	if err := json.Unmarshal(out.Bytes(), &lr); err != nil {
-		return nil, fmt.Errorf("load process: its answer: %w", err)
-	}
-	if lr.Requests != int64(len(lr.Latencies)) || lr.Requests > spec.Requests {
-		return nil, fmt.Errorf("load process: %d requests with %d latencies (asked for %d)", lr.Requests, len(lr.Latencies), spec.Requests)
-	}
-	lr.SuccessOrders = make([]bool, spec.Requests)
-	for _, j := range lr.Won {
-		if j < 0 || j >= spec.Requests {
-			return nil, fmt.Errorf("load process: order %d out of range", j)
-		}
-		lr.SuccessOrders[j] = true
-	}
-	return &lr, nil
+	return out.Bytes(), nil
 }

@@ -197,7 +197,9 @@ type report struct {
 	// ceiling as separate OS processes.
 	Processes   string `json:"processes"`
 	StatsSource string `json:"statsSource"`
-	b           *bench
+	// OpenLoop is the open-loop rows (openloop.go), when run.
+	OpenLoop *openLoopReport `json:"openLoop,omitempty"`
+	b        *bench
 }
 
 func newReport(b *bench) *report {
@@ -416,6 +418,14 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\n### flashbench run of %s\n\n", r.Started.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "`%s` — %d clients (%s client), %s requests a scenario (database path %s), %s retries with an earlier orderId, quota %d.\n\n",
 		r.Command, r.b.opts.Concurrency, r.b.opts.Client, group(r.b.opts.Requests), group(r.b.opts.DBRequests), percent(r.b.opts.RetryShare), r.b.opts.Quota)
+	if len(r.Scenarios) == 0 && r.OpenLoop != nil {
+		// The open-loop rows alone (-only openloop): no closed-loop table.
+		b.WriteString(r.OpenLoop.markdown(r.Command))
+		m := r.Machine
+		fmt.Fprintf(&b, "\nTree: %s. Machine: %s, %d cores (GOMAXPROCS %d), %s; %s; PostgreSQL %s; Redis %s. Processes: %s.\n",
+			r.Tree, cmp.Or(m.CPU, "unknown CPU"), m.Cores, m.GOMAXPROCS, m.Kernel, m.Go, m.PostgreSQL, cmp.Or(m.Redis, "?"), r.Processes)
+		return b.String()
+	}
 	b.WriteString("| scenario | requests | throughput/s | ceiling/s | x ceiling | p50 ms | p90 ms | p99 ms | p99.9 ms | mean ms | Little: C/X ms | outcomes | sold | DB reserve writes / transactions | CPU cores: server / load / pg+redis / other | check |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |\n")
 	for _, s := range r.Scenarios {
@@ -466,6 +476,9 @@ func (r *report) markdown() string {
 			outcomes(s.Outcomes), sold, writes, cpu, checkSummary(s))
 	}
 	r.campaignMarkdown(&b)
+	if r.OpenLoop != nil {
+		b.WriteString(r.OpenLoop.markdown(r.Command))
+	}
 	b.WriteString("\nTargets of issue 6, as ratios measured in this run:\n\n| scenario | target | measured | met |\n| --- | --- | --- | --- |\n")
 	for _, t := range r.Targets {
 		met := "—"
@@ -590,6 +603,11 @@ func (r *report) write(dir, doc string, log io.Writer) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "latency.svg"), r.svg(), 0o644); err != nil {
 		return err
+	}
+	if r.OpenLoop != nil {
+		if err := r.OpenLoop.write(dir); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(log, "flashbench: wrote %s and %s\n", filepath.Join(dir, "flashbench.json"), filepath.Join(dir, "latency.svg"))
 	if doc == "" {

@@ -26,6 +26,7 @@ import (
 	"voucherd/internal/metrics"
 	"voucherd/internal/postgres"
 	"voucherd/internal/rediskeys"
+	"voucherd/internal/shed"
 	"voucherd/internal/voucher"
 	"voucherd/migrations"
 	"voucherd/server"
@@ -291,6 +292,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}()
 	defer func() { stopGenerating(); <-generating }()
 
+	var shedding *server.Shedding
+	if cfg.ShedMaxInFlight > 0 {
+		limiter := shed.New(shed.Config{Max: cfg.ShedMaxInFlight, Target: cfg.ShedTargetLatency, MaxWait: cfg.ShedMaxWait})
+		shedding = &server.Shedding{Limiter: limiter, Shed: m.Shed}
+		m.WatchShedding(limiter.Limit, limiter.InFlight)
+	}
+
 	graphiqlHeaders := ""
 	if cfg.DevTokens {
 		graphiqlHeaders = fmt.Sprintf("{\n  \"Authorization\": \"Bearer %s\"\n}", devAdminToken)
@@ -308,6 +316,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		MetricsTokens:    cfg.MetricsTokens,
 		Observe:          m.ObserveHTTP,
 		ClientAddresses:  cfg.TrustedProxies,
+		Shedding:         shedding,
 		Dashboard:        dash.handler,
 		Session:          dash.session,
 		Backoffice:       dash.backoffice,

@@ -146,6 +146,9 @@ var settingHelp = map[string]string{
 	"SALE_FLUSH_INTERVAL": "how often the reserve answers counted for voucher.sale are added to the database, and at stop (default 1s)",
 	"SOLD_OUT_TTL":        "how long a sold-out flash voucher is answered from memory (default 2s)",
 	"API_KEY_TTL":         "how often each server reads the API keys again, should a change's message be lost (default 5s)",
+	"SHED_MAX_INFLIGHT":   "load shedding: most storefront requests (REST sale routes, POST /graphql) served at once before the excess is answered 503, e.g. 512 (default 0: no shedding)",
+	"SHED_TARGET_LATENCY": "the shedding limit shrinks while served storefront requests take longer than this on average with the limit reached (default 100ms)",
+	"SHED_MAX_WAIT":       "how long a request over the shedding limit waits for a place before its 503 (default 10ms; 0: none)",
 	"DEFAULT_CURRENCY":    "ISO 4217 currency of a voucher created without one (default USD)",
 	"SHUTDOWN_TIMEOUT":    "how long a SIGTERM waits for requests in flight (default 20s)",
 	"DEBUG_ADDR":          "loopback host:port for net/http/pprof (default none)",
@@ -166,7 +169,8 @@ var (
 		about: "Runs the voucher service: GraphQL, REST, the dashboard at /admin, /healthz, /readyz and /metrics on HTTP_ADDR,\nwith the expiry, reconciliation and warm-up jobs. It applies pending migrations first. The default command.",
 		settings: []string{"HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "REDIS_AUTOPIPELINE", "KAFKA_BROKERS", "FLASH_WRITE_PATH", "ADMISSION_LEASE",
 			"STOREFRONT_TOKENS", "ADMIN_TOKENS", "METRICS_TOKENS", "TRUSTED_PROXIES", "RESERVATION_TTL", "EXPIRY_INTERVAL", "RECONCILE_INTERVAL",
-			"WARMUP_INTERVAL", "SALE_FLUSH_INTERVAL", "SOLD_OUT_TTL", "API_KEY_TTL", "DEFAULT_CURRENCY", "SHUTDOWN_TIMEOUT", "DEBUG_ADDR", "CLOCK_OFFSET", "APP_ENV", "LOG_FORMAT", "LOG_LEVEL", "GOGC", "GOMEMLIMIT"},
+			"WARMUP_INTERVAL", "SALE_FLUSH_INTERVAL", "SOLD_OUT_TTL", "API_KEY_TTL",
+			"SHED_MAX_INFLIGHT", "SHED_TARGET_LATENCY", "SHED_MAX_WAIT", "DEFAULT_CURRENCY", "SHUTDOWN_TIMEOUT", "DEBUG_ADDR", "CLOCK_OFFSET", "APP_ENV", "LOG_FORMAT", "LOG_LEVEL", "GOGC", "GOMEMLIMIT"},
 	}
 	migrateCommand = command{
 		name:       "migrate",

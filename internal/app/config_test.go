@@ -157,3 +157,30 @@ func TestConfig_ClockOffsetOutsideProduction(t *testing.T) {
 		t.Fatalf("CLOCK_OFFSET=soon: %v, want a refusal", err)
 	}
 }
+
+func TestConfig_SheddingSettings(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ShedMaxInFlight != 0 || c.ShedTargetLatency != 100*time.Millisecond || c.ShedMaxWait != 10*time.Millisecond {
+		t.Errorf("shedding defaults = %d, %v, %v; want 0 (off), 100ms, 10ms", c.ShedMaxInFlight, c.ShedTargetLatency, c.ShedMaxWait)
+	}
+	c, err = loadConfig(env(map[string]string{"SHED_MAX_INFLIGHT": "512", "SHED_MAX_WAIT": "0"}))
+	if err != nil || c.ShedMaxInFlight != 512 || c.ShedMaxWait != 0 {
+		t.Errorf("SHED_MAX_INFLIGHT=512 SHED_MAX_WAIT=0 (shedding on, no wait): %d, %v, %v", c.ShedMaxInFlight, c.ShedMaxWait, err)
+	}
+	for name, values := range map[string][]string{
+		"SHED_MAX_INFLIGHT":   {"-1", "many", "1.5", "2000000"},
+		"SHED_TARGET_LATENCY": {"0", "-5ms", "fast"},
+		"SHED_MAX_WAIT":       {"-1ms", "soon"},
+	} {
+		for _, v := range values {
+			_, err := loadConfig(env(map[string]string{name: v}))
+			if err == nil || !strings.Contains(err.Error(), name+" must be") {
+				t.Errorf("%s=%s: %v, want an error naming the setting", name, v, err)
+			}
+		}
+	}
+}

@@ -34,6 +34,7 @@ type Metrics struct {
 	ordersOnlyGate *prometheus.GaugeVec
 	httpRequests   *prometheus.CounterVec
 	httpLatency    *prometheus.HistogramVec
+	httpShed       *prometheus.CounterVec
 	kafka          kafkaMetrics // kafka.go
 
 	// The children of the per-request instruments, by label values
@@ -112,7 +113,10 @@ func New() *Metrics {
 	m.httpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "voucher_http_request_duration_seconds", Help: "HTTP latency by route.", Buckets: latencyBuckets,
 	}, []string{"route"})
-	for _, c := range []prometheus.Collector{m.reserves, m.reserveLatency, m.gateCalls, m.gateLatency, m.databaseWrites,
+	m.httpShed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voucher_http_shed_total", Help: "Storefront requests answered 503 UNAVAILABLE at once because the server was over its shedding limit, by route.",
+	}, []string{"route"})
+	for _, c := range []prometheus.Collector{m.httpShed, m.reserves, m.reserveLatency, m.gateCalls, m.gateLatency, m.databaseWrites,
 		m.expired, m.rollbacks, m.gateDrift, m.driftAlert, m.ordersOnlyGate, m.httpRequests, m.httpLatency} {
 		f(c)
 	}
@@ -189,6 +193,23 @@ func (m *Metrics) ObserveHTTP(route string, next http.Handler) http.Handler {
 		latency.Observe(time.Since(start).Seconds())
 		counts.get(sw.status).Inc()
 	})
+}
+
+// Shed counts a request of route refused by the load shedding (server
+// Shedding.Shed).
+func (m *Metrics) Shed(route string) { m.httpShed.WithLabelValues(route).Inc() }
+
+// WatchShedding exposes the shedding limit and the storefront requests in
+// service as gauges, read at each scrape.
+func (m *Metrics) WatchShedding(limit, inFlight func() int) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "voucher_shed_limit", Help: "The load shedding's current limit on storefront requests served at once (it adapts to their latency).",
+		}, func() float64 { return float64(limit()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "voucher_shed_in_flight", Help: "Storefront requests in service under the load shedding's limit.",
+		}, func() float64 { return float64(inFlight()) }),
+	)
 }
 
 // children caches the children of metric vectors by label values: a vector's
