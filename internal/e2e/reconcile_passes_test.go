@@ -117,31 +117,46 @@ func TestReconcile_AGateBelowTheDatabaseForTwoPassesIsRebuilt(t *testing.T) {
 		t.Fatalf("the gate after the release of an order it lost: %d uses left, want 1 (one below the database's 2)", n)
 	}
 	const doc = `mutation($c: String!) { reconcileVoucher(code: $c) { report { gateRemaining databaseRemaining drift } error { code message } } }`
-	// The job's pass at the server's start may have come late, after the
-	// release (CI under load): then it was pass 1.
-	var jobPasses int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM drift_report WHERE voucher_code = $1 AND drift = -1`, code).Scan(&jobPasses); err != nil {
-		t.Fatal(err)
+	// The server's own job passes too (one at its start, which under load
+	// comes late, even between the operator's): passes of one voucher take
+	// turns, so the reports' order is the passes' order, whoever ran them.
+	type report struct {
+		drift    int
+		repaired string
+		alert    bool
 	}
-	if jobPasses == 0 {
-		first := gql(t, s, adminToken, doc, map[string]any{"c": code})
-		if d := path(first.Body, "data", "reconcileVoucher", "report", "drift"); d == nil || num(t, d) != -1 {
-			t.Fatalf("pass 1: %s, want drift -1", first.Raw)
+	below := func() []report {
+		rows, err := db.Query(ctx, `SELECT drift, repaired, alert FROM drift_report WHERE voucher_code = $1 AND drift = -1 ORDER BY id`, code)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []report
+		for rows.Next() {
+			var r report
+			if err := rows.Scan(&r.drift, &r.repaired, &r.alert); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for pass := 1; pass <= 2 && len(below()) < 2; pass++ {
+		if r := gql(t, s, adminToken, doc, map[string]any{"c": code}); path(r.Body, "data", "reconcileVoucher", "report") == nil {
+			t.Fatalf("operator's pass %d: %s", pass, r.Raw)
 		}
 	}
-	if n := stock(); n != 1 {
-		t.Errorf("after pass 1: %d uses left at the gate, want 1 (one pass may see a give-back on its way)", n)
+	reports := below()
+	if len(reports) < 2 {
+		t.Fatalf("%d passes saw the gate one below the database, want 2: %+v", len(reports), reports)
 	}
-	if second := gql(t, s, adminToken, doc, map[string]any{"c": code}); path(second.Body, "data", "reconcileVoucher", "report") == nil {
-		t.Fatalf("pass 2: %s", second.Raw)
+	if first := reports[0]; strings.Contains(first.repaired, "rebuilt") {
+		t.Errorf("the first pass that saw the gate below rebuilt it (%q): one pass may see a give-back on its way", first.repaired)
 	}
-	var repaired string
-	var alert bool
-	if err := db.QueryRow(ctx, `SELECT repaired, alert FROM drift_report WHERE voucher_code = $1 ORDER BY id DESC LIMIT 1`, code).Scan(&repaired, &alert); err != nil {
-		t.Fatal(err)
-	}
-	if !alert || !strings.Contains(repaired, "rebuilt from the database") {
-		t.Errorf("pass 2's report: repaired %q, alert %v; want the gate rebuilt, alerted", repaired, alert)
+	if second := reports[1]; !second.alert || !strings.Contains(second.repaired, "rebuilt from the database") {
+		t.Errorf("the second pass's report: repaired %q, alert %v; want the gate rebuilt, alerted", second.repaired, second.alert)
 	}
 	if n := stock(); n != 2 {
 		t.Errorf("after pass 2: %d uses left at the gate, want the database's 2", n)
