@@ -139,8 +139,9 @@ lint:
 #   times slower on 2 cores, and the servers' code is raced in test-unit's
 #   packages), and with -parallel 4: their tests mostly wait on
 #   reconciliation passes, expiries and browsers, not on the CPU.
-# Then the explorer's seeds, alone: each runs two or three servers, a broker,
-# a Redis pair and a PostgreSQL cluster, the heaviest load of the suite.
+#   The explorer's two smoke seeds follow test-unit's packages in its lane
+#   (each runs two or three servers, a broker, a Redis pair and a PostgreSQL
+#   cluster), while test-e2e, the longer half, still runs.
 # `make test-race` runs all of it under -race, as before a release.
 #
 # gotestsum (a tool of go.mod) runs go test and prints a line per package,
@@ -155,11 +156,11 @@ test:
 	bash scripts/setup.sh --test --with-chromium
 	$(MAKE) --no-print-directory verify
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-unit test-e2e
-	$(GOTESTSUM) -race -count=1 -timeout 10m ./internal/explore
 
 test-unit:
 	$(GOTESTSUM) -race -count=1 -timeout 30m \
 		$$(go list ./... | grep -v -E '/internal/(e2e|faults|explore)$$')
+	$(GOTESTSUM) -race -count=1 -timeout 10m ./internal/explore
 
 test-e2e:
 	$(GOTESTSUM) -count=1 -parallel 4 -timeout 30m $(E2E_PKGS)
