@@ -205,7 +205,7 @@ func database(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	poolOnce.Do(func() {
 		var err error
-		pool, err = pgxpool.New(context.Background(), databaseURL)
+		pool, err = pgxpool.New(context.Background(), testPoolURL(databaseURL))
 		if err != nil {
 			panic(err)
 		}
@@ -331,6 +331,18 @@ func num(t testing.TB, v any) int64 {
 	return i
 }
 
+// testPoolURL is url for a test's own pool of two connections: its checks
+// are a query at a time, and the shared PostgreSQL's 100 connections are
+// for the servers of four tests at once, the other half of make test and
+// the fault tests (one run beside a CPU hog ran out of them).
+func testPoolURL(url string) string {
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "pool_max_conns=2"
+}
+
 // ownDatabase creates an empty database for one test (dropped at its end),
 // for a server whose jobs must see only this test's vouchers: one with a
 // Redis of its own (its expiry sweep would otherwise give other tests' uses
@@ -338,7 +350,7 @@ func num(t testing.TB, v any) int64 {
 func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
 	url := testdb.Own(t, databaseURL)
-	db, err := pgxpool.New(context.Background(), url)
+	db, err := pgxpool.New(context.Background(), testPoolURL(url))
 	if err != nil {
 		t.Fatal(err)
 	}
