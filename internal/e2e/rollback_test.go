@@ -96,6 +96,9 @@ func TestRollback_AConfirmedUseGoesBackOnceOnEveryTransportAndPath(t *testing.T)
 		if r := api.confirm(t, code, order); r.Error != "RESERVATION_RELEASED" {
 			t.Errorf("a confirm of the rolled-back order = %q, want RESERVATION_RELEASED", r.Error)
 		}
+		if r := api.release(t, code, order); r.Error != "" || r.status() != "ROLLED_BACK" {
+			t.Errorf("a release of the rolled-back order = %q %s, want success with the reservation unchanged (ROLLED_BACK)", r.Error, r.status())
+		}
 		other := createVoucher(t, s, voucherSpec{TotalLimit: 1, Flash: flash})
 		if r := api.reserve(t, other, 1, order, 5000); r.Error != "ORDER_CONFLICT" {
 			t.Errorf("the rolled-back orderId on another voucher = %q, want ORDER_CONFLICT", r.Error)
@@ -357,6 +360,11 @@ func TestKafka_RollbackRightAfterTheConfirmGivesTheUseBackOnce(t *testing.T) {
 			})
 			if counts["/ROLLED_BACK"] != 6 {
 				t.Fatalf("rollbacks right after the confirms: %v, want 6 successes", counts)
+			}
+			// The gate holds a rolled-back order as released (its give-back
+			// is the gate's release); the answer is the other paths'.
+			if r := api.release(t, code, orders[0]); r.Error != "" || r.status() != "ROLLED_BACK" {
+				t.Errorf("a release of the rolled-back order = %q %s, want success with the reservation unchanged (ROLLED_BACK)", r.Error, r.status())
 			}
 			held := uniqueOrder()
 			if r := api.reserve(t, code, 50, held, 100); r.Error != "" {

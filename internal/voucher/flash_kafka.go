@@ -322,6 +322,13 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 		// releases this row before it applies that one. The use may go back
 		// now (the consumer's give-back then finds it back already).
 		k.useBack(ctx, code, orderID, res.DiscountAmount)
+		// A rollback gives its use back through the gate's release, so the
+		// gate holds a rolled-back order as released: the other paths answer
+		// such a release with the rolled-back reservation, unchanged, and so
+		// does this one (a read by key, on a release only).
+		if db, err := k.store.Reservation(ctx, orderID); err == nil && db.Status == StatusRolledBack && db.VoucherCode == res.VoucherCode {
+			res = db
+		}
 	}
 	return res, decided, err
 }
