@@ -137,8 +137,9 @@ lint:
 # - test-e2e: internal/e2e and internal/faults, which run whole servers (in
 #   process, or as OS processes) over HTTP, without -race (it made them three
 #   times slower on 2 cores, and the servers' code is raced in test-unit's
-#   packages), and with -parallel 4: their tests mostly wait on
-#   reconciliation passes, expiries and browsers, not on the CPU.
+#   packages). Not -parallel 4: with it, the servers of four tests, the
+#   other half and the fault tests ran the shared PostgreSQL out of its 100
+#   connections (CI rehearsal of 227301e).
 #   The explorer's two smoke seeds follow test-unit's packages in its lane
 #   (each runs two or three servers, a broker, a Redis pair and a PostgreSQL
 #   cluster), while test-e2e, the longer half, still runs.
@@ -163,7 +164,7 @@ test-unit:
 	$(GOTESTSUM) -race -count=1 -timeout 10m ./internal/explore
 
 test-e2e:
-	$(GOTESTSUM) -count=1 -parallel 4 -timeout 30m $(E2E_PKGS)
+	$(GOTESTSUM) -count=1 -timeout 30m $(E2E_PKGS)
 
 test-race:
 	bash scripts/setup.sh --test --with-chromium

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -632,21 +633,28 @@ func TestCampaign_GeneratesAndExports100000UniqueCodes(t *testing.T) {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	n := 0
-	var peak uint64
+	var samples []uint64
 	for sc.Scan() {
 		if n++; n%10_000 == 0 {
-			peak = max(peak, live())
+			samples = append(samples, live())
 		}
 	}
 	if n != 100_001 {
 		t.Fatalf("streamed export: %d lines, want 100001", n)
 	}
+	// The heap is this whole test process's, where the servers' jobs and
+	// other tests' servers allocate too: one sample once caught something
+	// else's 4.7 MiB live (CI). An export that held the codes would hold
+	// them from its first line to its last, so the third highest of the ten
+	// samples is judged, not the highest.
+	slices.Sort(samples)
+	judged := samples[len(samples)-3]
 	var growth uint64
-	if peak > before {
-		growth = peak - before
+	if judged > before {
+		growth = judged - before
 	}
-	t.Logf("export of 100,000 codes streamed in %s; live heap before %d KiB, highest while streaming %d KiB (growth %d KiB)",
-		time.Since(exportStart).Round(time.Millisecond), before/1024, peak/1024, growth/1024)
+	t.Logf("export of 100,000 codes streamed in %s; live heap before %d KiB, while streaming (third highest of %d samples) %d KiB, highest %d KiB (growth %d KiB)",
+		time.Since(exportStart).Round(time.Millisecond), before/1024, len(samples), judged/1024, samples[len(samples)-1]/1024, growth/1024)
 	// The codes alone are ~2.4 MB of text (and several times that as Go
 	// strings in a slice): an export that held them all would pass this.
 	if growth > 4<<20 {
