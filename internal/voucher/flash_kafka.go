@@ -315,7 +315,15 @@ func (k *kafkaFlash) confirm(ctx context.Context, code, orderID string) (res Res
 // release decides a release of a flash reservation at the gate; see
 // confirm.
 func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Reservation, decided bool, err error) {
-	res, decided, err = k.decide(ctx, code, orderID, EventReleased, k.askRelease(code, orderID))
+	ask := k.askRelease(code, orderID)
+	var first GateDecision // the gate's first answer: was it released before this call?
+	res, decided, err = k.decide(ctx, code, orderID, EventReleased, func(ctx context.Context) (GateDecision, GateOrder, error) {
+		d, o, err := ask(ctx)
+		if first == "" {
+			first = d
+		}
+		return d, o, err
+	})
 	if decided && err == nil {
 		// The released event is acknowledged: any admission from now on
 		// publishes after it, in the voucher's partition, so the database
@@ -323,11 +331,14 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 		// now (the consumer's give-back then finds it back already).
 		k.useBack(ctx, code, orderID, res.DiscountAmount)
 		// A rollback gives its use back through the gate's release, so the
-		// gate holds a rolled-back order as released: the other paths answer
-		// such a release with the rolled-back reservation, unchanged, and so
-		// does this one (a read by key, on a release only).
-		if db, err := k.store.Reservation(ctx, orderID); err == nil && db.Status == StatusRolledBack && db.VoucherCode == res.VoucherCode {
-			res = db
+		// gate holds a rolled-back order as released before: the other paths
+		// answer its release with the rolled-back reservation, unchanged,
+		// and so does this one. Only such a repeated release reads the row;
+		// a release decided now stays off the database.
+		if first == DecisionReleased {
+			if db, err := k.store.Reservation(ctx, orderID); err == nil && db.Status == StatusRolledBack && db.VoucherCode == res.VoucherCode {
+				res = db
+			}
 		}
 	}
 	return res, decided, err
