@@ -79,15 +79,11 @@ func launch(t testing.TB, env map[string]string) *server {
 	// UNAVAILABLE it would answer is not what these tests are about. Tests
 	// of a failing Redis start their own, with the product's timeouts.
 	if settings["REDIS_URL"] == redisURL && !strings.Contains(redisURL, "read_timeout") {
-		sep := "?"
-		if strings.Contains(redisURL, "?") {
-			sep = "&"
-		}
-		settings["REDIS_URL"] += sep + "read_timeout=3s&write_timeout=3s&pool_timeout=3s"
+		settings["REDIS_URL"] = testenv.WithQuery(settings["REDIS_URL"], "read_timeout=3s&write_timeout=3s&pool_timeout=3s")
 	}
 	// Many servers run at once in the tests; PostgreSQL has 100 connections.
 	if !strings.Contains(settings["DATABASE_URL"], "pool_max_conns") {
-		settings["DATABASE_URL"] += "&pool_max_conns=4"
+		settings["DATABASE_URL"] = testenv.WithQuery(settings["DATABASE_URL"], "pool_max_conns=4")
 	}
 	getenv := func(k string) string { return settings[k] }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -335,13 +331,7 @@ func num(t testing.TB, v any) int64 {
 // are a query at a time, and the shared PostgreSQL's 100 connections are
 // for the servers of four tests at once, the other half of make test and
 // the fault tests (one run beside a CPU hog ran out of them).
-func testPoolURL(url string) string {
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	return url + sep + "pool_max_conns=2"
-}
+func testPoolURL(url string) string { return testenv.WithQuery(url, "pool_max_conns=2") }
 
 // ownDatabase creates an empty database for one test (dropped at its end),
 // for a server whose jobs must see only this test's vouchers: one with a

@@ -18,6 +18,7 @@ import (
 	"voucherd/internal/apiclient"
 	"voucherd/internal/events"
 	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
 	"voucherd/internal/testpg"
 	"voucherd/internal/testproc"
 	"voucherd/internal/testredis"
@@ -80,7 +81,7 @@ func StartWorld(t testing.TB, plan Plan, dir, sharedDatabaseURL string) *World {
 	w.replica = testredis.StartReplica(t, w.master)
 	w.proxy = testredis.StartProxy(t, w.master.Addr)
 	env := map[string]string{
-		"DATABASE_URL":       w.dbURL + sep(w.dbURL) + "pool_max_conns=6",
+		"DATABASE_URL":       testenv.WithQuery(w.dbURL, "pool_max_conns=6"),
 		"REDIS_URL":          w.proxy.URL,
 		"STOREFRONT_TOKENS":  storefrontToken,
 		"ADMIN_TOKENS":       adminToken,
@@ -315,13 +316,6 @@ func (w *World) waitCaughtUp(bound time.Duration) (time.Time, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func sep(url string) string {
-	if strings.Contains(url, "?") {
-		return "&"
-	}
-	return "?"
 }
 
 func clone(m map[string]string) map[string]string {

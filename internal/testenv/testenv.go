@@ -6,6 +6,7 @@ package testenv
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -31,6 +32,15 @@ func DatabaseURL() string { return EnvOr("TEST_DATABASE_URL", DefaultDatabaseURL
 
 // RedisURL is the test Redis: TEST_REDIS_URL, or DefaultRedisURL.
 func RedisURL() string { return EnvOr("TEST_REDIS_URL", DefaultRedisURL) }
+
+// WithQuery is url with query ("pool_max_conns=2") added to its query
+// string, whether or not it has one.
+func WithQuery(url, query string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + query
+	}
+	return url + "?" + query
+}
 
 // Bounds of Eventually.
 const (

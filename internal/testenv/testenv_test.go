@@ -70,3 +70,12 @@ func TestEventually_FailsAtTheDeadlineSayingWhatAndWhyNot(t *testing.T) {
 		t.Errorf("Fatalf(%q), want %q", r.msg, want)
 	}
 }
+
+func TestWithQuery_AddsToAQueryStringOrStartsOne(t *testing.T) {
+	if got := testenv.WithQuery("postgres://h/db?sslmode=disable", "pool_max_conns=2"); got != "postgres://h/db?sslmode=disable&pool_max_conns=2" {
+		t.Errorf("with a query: %s", got)
+	}
+	if got := testenv.WithQuery("redis://h:6379/0", "read_timeout=3s"); got != "redis://h:6379/0?read_timeout=3s" {
+		t.Errorf("without one: %s", got)
+	}
+}
