@@ -33,9 +33,11 @@ func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 
 	// The campaign about to be created is held: its generation lease is
 	// taken, so the server's generator leaves it GENERATING until the test
-	// lets go.
+	// lets go. Its id is the sequence's next value (ids start at a random
+	// point, 00071, so max(id)+1 is not it): taken here and put back, so the
+	// insert gets it; nothing else creates campaigns in this database.
 	var next int64
-	if err := db.QueryRow(ctx, `SELECT COALESCE(max(id), 0) + 1 FROM campaign`).Scan(&next); err != nil {
+	if err := db.QueryRow(ctx, `SELECT setval(pg_get_serial_sequence('campaign', 'id'), nextval(pg_get_serial_sequence('campaign', 'id')), false)`).Scan(&next); err != nil {
 		t.Fatal(err)
 	}
 	lease := "campaign-generation:" + strconv.FormatInt(next, 10)
@@ -100,6 +102,13 @@ func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 		pressJS(`[data-testid=campaign-submit]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=campaign-title]`)),
 	)
+	var created int64
+	if err := db.QueryRow(ctx, `SELECT id FROM campaign WHERE name = 'December newsletter'`).Scan(&created); err != nil {
+		t.Fatal(err)
+	}
+	if created != next {
+		t.Fatalf("the campaign got id %d, the test held the generation of %d", created, next)
+	}
 	if got := b.text(`#campaign-status`); got != "making codes" {
 		t.Fatalf("the new campaign's status = %q, want making codes (its generation is held)", got)
 	}
