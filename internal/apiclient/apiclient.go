@@ -159,6 +159,16 @@ func (c *Client) Release(ctx context.Context, code, orderID string) Answer {
 	return c.Do(ctx, http.MethodDelete, ReservationsPath(code)+"/"+url.PathEscape(orderID), nil)
 }
 
+// Rollback is POST /vouchers/{code}/reservations/{orderId}/rollback, with
+// {"reason": reason} as its body, or none when reason is empty.
+func (c *Client) Rollback(ctx context.Context, code, orderID, reason string) Answer {
+	var body any
+	if reason != "" {
+		body = map[string]string{"reason": reason}
+	}
+	return c.Do(ctx, http.MethodPost, ReservationsPath(code)+"/"+url.PathEscape(orderID)+"/rollback", body)
+}
+
 // GraphQL posts one operation to /graphql.
 func (c *Client) GraphQL(ctx context.Context, query string, vars map[string]any) Answer {
 	return c.Do(ctx, http.MethodPost, "/graphql", map[string]any{"query": query, "variables": vars})

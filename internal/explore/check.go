@@ -20,21 +20,22 @@ func (w *World) checkDatabase(calls []Call) (violations, notes []string) {
 	defer cancel()
 	fail := func(format string, args ...any) { violations = append(violations, fmt.Sprintf(format, args...)) }
 	for i, code := range w.codes {
-		var used, reserved, confirmed, total, perUser int
-		if err := w.db.QueryRow(ctx, `SELECT used_count, reserved_count, confirmed_count, total_limit, per_user_limit FROM voucher WHERE code = $1`, code).
-			Scan(&used, &reserved, &confirmed, &total, &perUser); err != nil {
+		var used, reserved, confirmed, rolledBack, total, perUser int
+		if err := w.db.QueryRow(ctx, `SELECT used_count, reserved_count, confirmed_count, rolled_back_count, total_limit, per_user_limit FROM voucher WHERE code = $1`, code).
+			Scan(&used, &reserved, &confirmed, &rolledBack, &total, &perUser); err != nil {
 			fail("voucher %s: %v", code, err)
 			continue
 		}
-		var live, rows, conf int
-		if err := w.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('RESERVED', 'CONFIRMED')), count(*) FILTER (WHERE status = 'RESERVED'), count(*) FILTER (WHERE status = 'CONFIRMED')
-			FROM voucher_redemption WHERE voucher_code = $1`, code).Scan(&live, &rows, &conf); err != nil {
+		var live, rows, conf, back int
+		if err := w.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status IN ('RESERVED', 'CONFIRMED')), count(*) FILTER (WHERE status = 'RESERVED'),
+			count(*) FILTER (WHERE status = 'CONFIRMED'), count(*) FILTER (WHERE status = 'ROLLED_BACK')
+			FROM voucher_redemption WHERE voucher_code = $1`, code).Scan(&live, &rows, &conf, &back); err != nil {
 			fail("voucher %s: %v", code, err)
 			continue
 		}
-		if used != live || reserved != rows || confirmed != conf {
-			fail("voucher#%d %s: counters are not its rows: usedCount/reservedCount/confirmedCount %d/%d/%d, rows live/RESERVED/CONFIRMED %d/%d/%d",
-				i, code, used, reserved, confirmed, live, rows, conf)
+		if used != live || reserved != rows || confirmed != conf || rolledBack != back {
+			fail("voucher#%d %s: counters are not its rows: usedCount/reservedCount/confirmedCount/rolledBackCount %d/%d/%d/%d, rows live/RESERVED/CONFIRMED/ROLLED_BACK %d/%d/%d/%d",
+				i, code, used, reserved, confirmed, rolledBack, live, rows, conf, back)
 		}
 		if used > total || live > total {
 			fail("voucher#%d %s OVERSOLD: usedCount %d, live rows %d, totalLimit %d", i, code, used, live, total)

@@ -278,7 +278,9 @@ func startClients(ctx context.Context, w *World, hist *History) *sync.WaitGroup 
 						c.Op = OpConfirm
 					case p < plan.Mix[3]:
 						c.Op = OpRelease
-					case p < plan.Mix[4]: // the orderId sent to another voucher
+					case p < plan.Mix[4]: // a paid order refunded
+						c.Op = OpRollback
+					case p < plan.Mix[5]: // the orderId sent to another voucher
 						c.Op = OpReserve
 						c.Voucher = w.codes[(s.voucher+1+r.IntN(len(plan.Vouchers)-1))%len(plan.Vouchers)]
 					default: // the orderId with other terms

@@ -18,6 +18,8 @@ const (
 	OpReserve = "reserve"
 	OpConfirm = "confirm"
 	OpRelease = "release"
+	// OpRollback is the rollback of a confirmed use (a paid order refunded).
+	OpRollback = "rollback"
 	// OpRead is the database's row of an order once the system is quiet,
 	// added to the history by the checker.
 	OpRead = "read"
@@ -51,9 +53,9 @@ func (c Call) Unknown() bool {
 	return c.Status == 0 || c.Status == http.StatusServiceUnavailable || c.Status >= 500
 }
 
-// Success reports a 201 reserve or a 200 confirm or release.
+// Success reports a 201 reserve or a 200 confirm, release or rollback.
 func (c Call) Success() bool {
-	return (c.Op == OpReserve && c.Status == http.StatusCreated) || ((c.Op == OpConfirm || c.Op == OpRelease) && c.Status == http.StatusOK)
+	return (c.Op == OpReserve && c.Status == http.StatusCreated) || (c.Op != OpReserve && c.Op != OpRead && c.Status == http.StatusOK)
 }
 
 func (c Call) String() string {
@@ -180,6 +182,8 @@ func (cl *client) do(ctx context.Context, base string, c *Call) {
 		a = api.Confirm(ctx, c.Voucher, c.Order)
 	case OpRelease:
 		a = api.Release(ctx, c.Voucher, c.Order)
+	case OpRollback:
+		a = api.Rollback(ctx, c.Voucher, c.Order, "refunded")
 	}
 	c.Answered = time.Now().UnixNano()
 	if a.Err != nil {

@@ -15,8 +15,8 @@ import (
 // (linearizability, one orderId at a time: the contract's rules for one
 // order do not depend on any other's, and the voucher-wide limits are
 // checked on the database's rows instead). Its state is what the order is
-// (nothing, or RESERVED, CONFIRMED or RELEASED on one voucher with one
-// customer and amount); every answer must be what the rules say from some
+// (nothing, or RESERVED, CONFIRMED, RELEASED or ROLLED_BACK on one voucher
+// with one customer and amount); every answer must be what the rules say from some
 // state the earlier answers allow, and the database's row once the system
 // is quiet must be a state the whole history allows. A call without an
 // answer, UNAVAILABLE or an internal error may have taken effect or not.
@@ -32,9 +32,10 @@ const (
 	stReserved
 	stConfirmed
 	stReleased
+	stRolledBack
 )
 
-var stateNames = [...]string{"none", "RESERVED", "CONFIRMED", "RELEASED"}
+var stateNames = [...]string{"none", "RESERVED", "CONFIRMED", "RELEASED", "ROLLED_BACK"}
 
 type orderState struct {
 	St       int8
@@ -129,6 +130,8 @@ func (m Model) apply(s orderState, c Call) []orderState {
 			out = append(out, with(s, stConfirmed))
 		case c.Op == OpRelease && mine && s.St == stReserved:
 			out = append(out, with(s, stReleased))
+		case c.Op == OpRollback && mine && s.St == stConfirmed:
+			out = append(out, with(s, stRolledBack))
 		}
 		return out
 	}
@@ -168,7 +171,9 @@ func (m Model) apply(s orderState, c Call) []orderState {
 			}
 		case !same && c.Code == "ORDER_CONFLICT":
 			return ok(s)
-		case same && s.St == stReleased && c.Code == "RESERVATION_RELEASED":
+		case same && (s.St == stReleased || s.St == stRolledBack) && c.Code == "RESERVATION_RELEASED":
+			// "A reserve retried for a rolled-back order:
+			// RESERVATION_RELEASED."
 			return ok(s)
 		}
 		return nil
@@ -182,7 +187,7 @@ func (m Model) apply(s orderState, c Call) []orderState {
 		switch {
 		case !mine && c.Code == "NOT_FOUND":
 			return ok(s)
-		case mine && s.St == stReleased && c.Code == "RESERVATION_RELEASED":
+		case mine && (s.St == stReleased || s.St == stRolledBack) && c.Code == "RESERVATION_RELEASED":
 			return ok(s)
 		}
 		return nil
@@ -191,12 +196,35 @@ func (m Model) apply(s orderState, c Call) []orderState {
 			if mine && (s.St == stReserved || s.St == stReleased) && c.State == "RELEASED" {
 				return ok(with(s, stReleased))
 			}
+			// A release of a rolled-back order answers it unchanged.
+			if mine && s.St == stRolledBack && c.State == "ROLLED_BACK" {
+				return ok(s)
+			}
 			return nil
 		}
 		switch {
 		case !mine && c.Code == "NOT_FOUND":
 			return ok(s)
 		case mine && s.St == stConfirmed && c.Code == "ALREADY_CONFIRMED":
+			return ok(s)
+		}
+		return nil
+	case OpRollback:
+		// The contract's "Rollback of a confirmed use": CONFIRMED ->
+		// ROLLED_BACK, again unchanged; RESERVED is NOT_CONFIRMED,
+		// RELEASED is RESERVATION_RELEASED, none on that code NOT_FOUND.
+		if c.Status == http.StatusOK {
+			if mine && (s.St == stConfirmed || s.St == stRolledBack) && c.State == "ROLLED_BACK" {
+				return ok(with(s, stRolledBack))
+			}
+			return nil
+		}
+		switch {
+		case !mine && c.Code == "NOT_FOUND":
+			return ok(s)
+		case mine && s.St == stReserved && c.Code == "NOT_CONFIRMED":
+			return ok(s)
+		case mine && s.St == stReleased && c.Code == "RESERVATION_RELEASED":
 			return ok(s)
 		}
 		return nil
@@ -253,11 +281,13 @@ type OrderFailure struct {
 }
 
 // confirmSentBefore reports whether each reserve answered 201 CONFIRMED,
-// and a CONFIRMED row, has a confirm of the order sent before it
-// answered (before the read for the row).
+// each rollback answered 200, and a CONFIRMED or ROLLED_BACK row, has a
+// confirm of the order sent before it answered (before the read for the
+// row).
 func confirmSentBefore(cs []Call) bool {
 	for _, c := range cs {
-		if (c.Op == OpReserve && c.Success() && c.State == "CONFIRMED") || (c.Op == OpRead && c.State == "CONFIRMED") {
+		if (c.Op == OpReserve && c.Success() && c.State == "CONFIRMED") || (c.Op == OpRollback && c.Success()) ||
+			(c.Op == OpRead && (c.State == "CONFIRMED" || c.State == "ROLLED_BACK")) {
 			found := false
 			for _, d := range cs {
 				if d.Op == OpConfirm && d.Voucher == c.Voucher && d.Sent <= c.Answered {
@@ -331,7 +361,7 @@ func (f OrderFailure) Kind() string {
 	}
 	var read Call
 	var ok201 []Call
-	confirmed, released := false, false
+	confirmed, released, rolledBack := false, false, false
 	for _, c := range f.Calls {
 		switch {
 		case c.Op == OpRead:
@@ -340,8 +370,10 @@ func (f OrderFailure) Kind() string {
 			ok201 = append(ok201, c)
 		case c.Op == OpConfirm && c.Success():
 			confirmed = true
-		case c.Op == OpRelease && c.Success():
+		case c.Op == OpRelease && c.Success() && c.State == "RELEASED":
 			released = true
+		case c.Op == OpRollback && c.Success():
+			rolledBack = true
 		}
 	}
 	for _, a := range ok201 {
@@ -355,14 +387,17 @@ func (f OrderFailure) Kind() string {
 		return "answered CONFIRMED and RELEASED"
 	}
 	for _, c := range f.Calls {
-		if (c.Op == OpConfirm && c.Success() && c.State != "CONFIRMED") || (c.Op == OpRelease && c.Success() && c.State != "RELEASED") {
+		if (c.Op == OpConfirm && c.Success() && c.State != "CONFIRMED") || (c.Op == OpRelease && c.Success() && c.State != "RELEASED" && c.State != "ROLLED_BACK") ||
+			(c.Op == OpRollback && c.Success() && c.State != "ROLLED_BACK") {
 			return c.Op + " answered 200 " + c.State
 		}
 	}
 	switch {
 	case len(ok201) > 0 && (read.State == "" || read.Voucher != ok201[0].Voucher):
 		return "answered 201 lost: no row on its voucher"
-	case confirmed && read.State != "CONFIRMED":
+	case rolledBack && read.State != "ROLLED_BACK":
+		return "answered ROLLED_BACK, row " + or(read.State, "none")
+	case confirmed && !rolledBack && read.State != "CONFIRMED" && read.State != "ROLLED_BACK":
 		return "answered CONFIRMED, row " + or(read.State, "none")
 	case released && read.State != "RELEASED":
 		return "answered RELEASED, row " + or(read.State, "none")
@@ -387,7 +422,7 @@ func (f OrderFailure) Kind() string {
 		if c.Code == "ORDER_CONFLICT" && read.State == "" && len(ok201) == 0 {
 			return "ORDER_CONFLICT for an orderId no voucher holds"
 		}
-		if c.Op == OpConfirm && c.Code == "RESERVATION_RELEASED" && !released && read.State != "RELEASED" {
+		if c.Op == OpConfirm && c.Code == "RESERVATION_RELEASED" && !released && !rolledBack && read.State != "RELEASED" && read.State != "ROLLED_BACK" {
 			return "confirm refused RESERVATION_RELEASED, never released"
 		}
 		if c.Op == OpConfirm && c.Code == "RESERVATION_RELEASED" {
@@ -406,6 +441,9 @@ func (f OrderFailure) Kind() string {
 	}
 	if read.State == "RELEASED" && !released {
 		return "row RELEASED, no release answered"
+	}
+	if read.State == "ROLLED_BACK" && !rolledBack {
+		return "row ROLLED_BACK, no rollback answered"
 	}
 	return "other"
 }

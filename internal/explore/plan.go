@@ -89,9 +89,9 @@ type Plan struct {
 	Duration    time.Duration // how long the clients run
 	Faults      []Fault       // in order of At
 	// Mix: the clients' choices, cumulative weights of new reserve,
-	// identical retry on another instance, confirm, release, the orderId
-	// sent to another voucher, the orderId with another amount.
-	Mix [6]float64
+	// identical retry on another instance, confirm, release, rollback, the
+	// orderId sent to another voucher, the orderId with another amount.
+	Mix [7]float64
 }
 
 // NewPlan derives a plan from the seed alone. short makes it smaller (the
@@ -128,7 +128,7 @@ func NewPlan(seed uint64, short bool) Plan {
 	if short {
 		p.Workers, p.Duration = 5, 8*time.Second
 	}
-	w := [6]float64{0.42, 0.14, 0.16, 0.12, 0.09, 0.07}
+	w := [7]float64{0.40, 0.14, 0.16, 0.11, 0.06, 0.08, 0.06}
 	sum := 0.0
 	for i, x := range w {
 		sum += x * (0.5 + r.Float64())
