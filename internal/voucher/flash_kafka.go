@@ -334,10 +334,17 @@ func (k *kafkaFlash) release(ctx context.Context, code, orderID string) (res Res
 		// gate holds a rolled-back order as released before: the other paths
 		// answer its release with the rolled-back reservation, unchanged,
 		// and so does this one. Only such a repeated release reads the row;
-		// a release decided now stays off the database.
+		// a release decided now stays off the database. The gate does not
+		// tell a rolled-back order from a released one, so without the row
+		// (the database down) the answer is a retry, not RELEASED (explorer
+		// seed 4 once it sent rollbacks: 200 RELEASED for a ROLLED_BACK row).
 		if first == DecisionReleased {
-			if db, err := k.store.Reservation(ctx, orderID); err == nil && db.Status == StatusRolledBack && db.VoucherCode == res.VoucherCode {
+			db, err := k.store.Reservation(ctx, orderID)
+			switch {
+			case err == nil && db.Status == StatusRolledBack && db.VoucherCode == res.VoucherCode:
 				res = db
+			case err != nil && ErrorCodeOf(err) != NotFound:
+				return Reservation{}, true, Errorf(Unavailable, "the reservation for order %s could not be read; retry the release", orderID)
 			}
 		}
 	}
