@@ -25,7 +25,8 @@ type tokenAuth struct {
 }
 
 // KeyChecker finds the API key of a bearer token without a database query
-// (voucher.KeyRing): ok is false for anything but a usable key.
+// (voucher.KeyRing): ok is false for anything but a usable key, and then
+// KeyCheck.Unknowable says the keys could not be read to tell.
 type KeyChecker interface {
 	Check(ctx context.Context, token string) (voucher.KeyCheck, bool)
 }
@@ -75,6 +76,10 @@ func (a *tokenAuth) require(next http.Handler) http.Handler {
 			var kc voucher.KeyCheck
 			if kc, ok = a.keys.Check(r.Context(), token); ok && kc.RetryAfter > 0 {
 				rateLimited(w, r, kc.RetryAfter)
+				return
+			}
+			if !ok && kc.Unknowable {
+				keysUnreadable(w, r)
 				return
 			}
 			caller = kc.Caller

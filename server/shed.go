@@ -70,6 +70,24 @@ func overloaded(w http.ResponseWriter, r *http.Request) {
 	writeBody(w, http.StatusServiceUnavailable, overloadedREST)
 }
 
+// keysUnreadable answers 503 UNAVAILABLE with Retry-After: 1 for a token
+// that may be an API key made a moment ago on another server, when the
+// keys could not be read (the database down): a 401 would tell a caller
+// with a good key that it is not one.
+func keysUnreadable(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	w.Header().Set("Retry-After", "1")
+	if r.URL.Path == "/graphql" {
+		writeBody(w, http.StatusServiceUnavailable, keysUnreadableGraphQL)
+		return
+	}
+	writeBody(w, http.StatusServiceUnavailable, keysUnreadableREST)
+}
+
+const keysUnreadableMessage = "the API keys could not be read to check this one; retry after Retry-After seconds"
+
 const overloadedMessage = "the server is over its capacity; retry after Retry-After seconds"
 
 // The answers are constant: a refusal costs no encoding.
@@ -77,4 +95,7 @@ var (
 	overloadedREST    = []byte(`{"error":"UNAVAILABLE","message":"` + overloadedMessage + `"}` + "\n")
 	overloadedGraphQL = []byte(`{"error":"UNAVAILABLE","message":"` + overloadedMessage + `","data":null,"errors":[{"message":"` +
 		overloadedMessage + `","extensions":{"code":"UNAVAILABLE"}}]}` + "\n")
+	keysUnreadableREST    = []byte(`{"error":"UNAVAILABLE","message":"` + keysUnreadableMessage + `"}` + "\n")
+	keysUnreadableGraphQL = []byte(`{"error":"UNAVAILABLE","message":"` + keysUnreadableMessage + `","data":null,"errors":[{"message":"` +
+		keysUnreadableMessage + `","extensions":{"code":"UNAVAILABLE"}}]}` + "\n")
 )

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/testpg"
 )
 
@@ -74,8 +76,21 @@ func TestOutage_DatabaseDownIsUnavailable(t *testing.T) {
 	if st := newSignInClient(t, s).signIn(t, "someone@example.com", "a password"); st != http.StatusServiceUnavailable {
 		t.Errorf("dashboard sign-in with the database down: HTTP %d, want 503", st)
 	}
+	// A key the server does not hold may have been made a moment ago on
+	// another server: with the keys unreadable it is a retry, not a 401.
+	unknownKey := "vk_live_" + strings.Repeat("q", 40)
+	for _, target := range []string{"/vouchers/" + code + "/reservations/o-1/confirm", "/graphql"} {
+		r := do(t, http.MethodPost, s.URL+target, unknownKey, map[string]any{"query": "{ __typename }"})
+		if r.Status != http.StatusServiceUnavailable || r.Header("Retry-After") != "1" || !strings.Contains(r.Raw, `"UNAVAILABLE"`) {
+			t.Errorf("an unknown API key with the database down, %s: HTTP %d, Retry-After %q, %s; want 503 UNAVAILABLE, Retry-After 1", target, r.Status, r.Header("Retry-After"), r.Raw)
+		}
+	}
 
 	pg.Start(t)
+	testenv.Eventually(t, "the unknown key refused 401 once the keys can be read", func() (bool, string) {
+		r := do(t, http.MethodPost, s.URL+"/graphql", unknownKey, map[string]any{"query": "{ __typename }"})
+		return r.Status == http.StatusUnauthorized, fmt.Sprint(r.Status)
+	})
 	for _, api := range transports(s) {
 		orders := held[api.name()]
 		if r := api.confirm(t, code, orders[0]); r.Error != "" || r.status() != "CONFIRMED" {

@@ -92,6 +92,10 @@ type KeyCheck struct {
 	// RetryAfter is set when the request is over the key's rate: it is
 	// refused with RATE_LIMITED.
 	RetryAfter time.Duration
+	// Unknowable is set (with ok false) for a key the ring does not hold
+	// when the keys could not be read: a key made a moment ago may be
+	// among them, so the request is refused UNAVAILABLE (retry), not 401.
+	Unknowable bool
 }
 
 // Check looks a bearer token up among the keys: ok is false for anything
@@ -106,7 +110,7 @@ func (r *KeyRing) Check(ctx context.Context, token string) (KeyCheck, bool) {
 	k := r.find(digest)
 	if k == nil {
 		if !r.reloadForMiss(ctx) {
-			return KeyCheck{}, false
+			return KeyCheck{Unknowable: true}, false
 		}
 		if k = r.find(digest); k == nil {
 			return KeyCheck{}, false
