@@ -76,20 +76,23 @@ local function answerAll(verdict, epoch, server)
   return out
 end
 
+local stock = redis.call('GET', KEYS[1])
+local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room', 'admitted')
+local epoch = m[2] or ''
+local server = run_id()
+-- A gate loaded on another Redis server is STALE even while paused: a pause
+-- it holds came with its data (a failover) and only a reload lifts it, which
+-- STALE asks for (explorer seed 13).
+if stock and m[3] ~= server then
+  return answerAll('STALE', epoch, server)
+end
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return answerAll('PAUSED', '')
 end
-local stock = redis.call('GET', KEYS[1])
 if not stock then
   return answerAll('NOT_LOADED', '')
 end
 stock = tonumber(stock)
-local m = redis.call('HMGET', KEYS[4], 'perUserLimit', 'epoch', 'server', 'startsAt', 'endsAt', 'minOrder', 'ttl', 'lease', 'budget', 'room', 'admitted')
-local epoch = m[2] or ''
-local server = run_id()
-if m[3] ~= server then
-  return answerAll('STALE', epoch, server)
-end
 local now = now_ms()
 local ttl, lease = tonumber(m[7]), tonumber(m[8])
 local limit, startsAt, endsAt, minOrder = tonumber(m[1]), tonumber(m[4]), tonumber(m[5]), tonumber(m[6])

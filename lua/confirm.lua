@@ -28,7 +28,8 @@
 --                 sweep releases it)
 --   CONFIRMED_NOW live and in time: now confirmed
 
--- PAUSED to CONFIRMED are decided by settled (prelude.lua), in that order.
+-- PAUSED to CONFIRMED are decided by settled (prelude.lua), in that order
+-- (STALE first on a gate loaded on another Redis server).
 local answer, known, f = settled(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 if answer then
   return answer

@@ -42,14 +42,17 @@ end
 -- settled runs confirm.lua's and mark_released.lua's shared checks, in order:
 -- an answer {verdict, value} when they decide, else nil, the value, its fields.
 local function settled(stock, orders, paused, meta, orderId)
+  -- STALE before PAUSED: a pause on a gate loaded on another server came
+  -- with its data (a failover); only the reload STALE asks for lifts it.
+  local loaded = redis.call('EXISTS', stock) == 1
+  if loaded and stale(meta) then
+    return {'STALE', ''}
+  end
   if redis.call('EXISTS', paused) == 1 then
     return {'PAUSED', ''}
   end
-  if redis.call('EXISTS', stock) == 0 then
+  if not loaded then
     return {'NOT_LOADED', ''}
-  end
-  if stale(meta) then
-    return {'STALE', ''}
   end
   local known = redis.call('HGET', orders, orderId)
   if not known then

@@ -2,8 +2,11 @@ package faults
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/testpg"
 	"voucherd/internal/testproc"
@@ -230,4 +233,82 @@ func TestKafkaFaults_FailoverToALaggingReplicaLosesNoAnsweredSuccess(t *testing.
 	retryEveryAnsweredOrder(t, s)
 	waitApplied(t, broker.Addr, 30*time.Second)
 	checkCounters(t, code, db, saleUses, 1)
+}
+
+// TestKafkaFaults_AFailoverAfterARebuildDoesNotLeaveTheSalePaused covers a
+// Redis failover to a replica cut off while a kafka-mode rebuild's marker
+// was pending: the replica kept the pending marker and the pause, which
+// the consumer's reload at the marker had removed on the master. Promoted,
+// it held the sale paused (reserves and the expiry sweep answered PAUSED)
+// for the pause's whole bound, ten minutes (explorer seed 13). The gate
+// there is STALE (loaded on another server): a reserve asks for its
+// recovery, and the reload at that marker drops the markers this consumer
+// has already reloaded at, so the sale goes on within seconds.
+func TestKafkaFaults_AFailoverAfterARebuildDoesNotLeaveTheSalePaused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
+	defer cancel()
+	master := testredis.Start(t)
+	replica := testredis.StartReplica(t, master)
+	proxy := testredis.StartProxy(t, master.Addr)
+	broker := testproc.Broker(t, nil)
+	dbURL := ownDatabase(t)
+	srv := testproc.Serve(t, serveEnv(dbURL, proxy.URL, map[string]string{"FLASH_WRITE_PATH": "kafka", "KAFKA_BROKERS": broker.Addr}))
+	code := createFlashVoucher(t, srv.URL, 50, 1)
+	reserve := func(customer int64) answer {
+		return call(ctx, http.MethodPost, srv.URL+"/vouchers/"+code+"/reservations", storefrontToken,
+			map[string]any{"customerId": customer, "orderId": "fo-" + randomHex(6), "orderAmount": 1000})
+	}
+	if a := reserve(1); a.Status != http.StatusCreated {
+		t.Fatalf("a reserve before the rebuild: %d %s", a.Status, a.Raw)
+	}
+	out := graphql(t, srv.URL, `mutation($c: String!) { rebuildGate(code: $c) { report { gateRemaining } error { code message } } }`, map[string]any{"c": code})
+	if dig(out, "data", "rebuildGate", "error") != nil {
+		t.Fatalf("rebuildGate: %v", out)
+	}
+	m := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer m.Close()
+	prefix := "voucher:{" + code + "}:"
+	epoch, err := m.HGet(ctx, prefix+"meta", "epoch").Result()
+	if err != nil || epoch == "" {
+		t.Fatalf("the rebuilt gate's epoch: %q %v", epoch, err)
+	}
+	if a := reserve(2); a.Status != http.StatusCreated {
+		t.Fatalf("a reserve after the rebuild: %d %s", a.Status, a.Raw)
+	}
+
+	// The state the replica had when it was cut off: the rebuild's marker
+	// pending and the sale paused (gate.MarkerPending, HoldPause); then the
+	// consumer's reload at the marker, which only the master sees.
+	if err := m.ZAdd(ctx, prefix+"markers", redis.Z{Score: float64(time.Now().Add(10 * time.Minute).UnixMilli()), Member: epoch}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Set(ctx, prefix+"paused", 1, 10*time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	replica.WaitSynced(t)
+	replica.Detach(t)
+	if err := m.ZRem(ctx, prefix+"markers", epoch).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Del(ctx, prefix+"paused").Err(); err != nil {
+		t.Fatal(err)
+	}
+	replica.Promote(t)
+	proxy.SwitchTo(replica.Addr)
+	failedOver := time.Now()
+
+	var last answer
+	for customer := int64(3); ; customer++ {
+		if last = reserve(customer); last.Status == http.StatusCreated {
+			break
+		}
+		if time.Since(failedOver) > 30*time.Second {
+			t.Fatalf("no reserve succeeded within 30 s of the failover; the last: %d %s", last.Status, last.Raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the first reserve after the failover succeeded within %s", time.Since(failedOver).Round(100*time.Millisecond))
+	waitApplied(t, broker.Addr, 30*time.Second)
+	db := openDB(t, dbURL)
+	waitGateEqualsDatabase(t, srv.URL, code, db)
 }

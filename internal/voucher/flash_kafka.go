@@ -37,13 +37,16 @@ type kafkaFlash struct {
 
 	mu         sync.Mutex
 	recovering map[string]time.Time // when this process last asked for a voucher's recovery
+	// reloadedAt: the rebuild markers this process's consumer reloaded a
+	// gate at, by voucher, with when (kept markerPause). See dropReloaded.
+	reloadedAt map[string]map[string]time.Time
 }
 
 func newKafkaFlash(base *flashBase, k *KafkaPath) *kafkaFlash {
 	kf := &kafkaFlash{
 		flashBase: base, publisher: k.Publisher, events: k.Store, pending: k.Pending,
 		publishTimeout: k.publishTimeout(), lease: k.lease(), faults: k.Faults, decode: k.Decode,
-		recovering: map[string]time.Time{},
+		recovering: map[string]time.Time{}, reloadedAt: map[string]map[string]time.Time{},
 	}
 	kf.claims = newClaimFence(kf.settle)
 	return kf
@@ -920,14 +923,65 @@ func (k *kafkaFlash) recoverAtMarker(ctx context.Context, ev Event) error {
 	if ev.Rebuild {
 		mode = "replace"
 	}
+	k.dropReloaded(ctx, ev.Code)
 	installed, err := k.loadGate(ctx, v, mode, epoch)
 	if err != nil {
 		return err
+	}
+	if ev.Rebuild {
+		k.noteReloaded(ev.Code, epoch)
 	}
 	if installed {
 		k.logger.InfoContext(ctx, "gate reloaded from the database at a recovery marker", "code", ev.Code, "rebuild", ev.Rebuild)
 	}
 	return nil
+}
+
+// noteReloaded remembers that the gate of code was reloaded at the marker
+// of the rebuild with epoch.
+func (k *kafkaFlash) noteReloaded(code, epoch string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := time.Now()
+	for c, epochs := range k.reloadedAt {
+		for e, at := range epochs {
+			if now.Sub(at) > markerPause {
+				delete(epochs, e)
+			}
+		}
+		if len(epochs) == 0 {
+			delete(k.reloadedAt, c)
+		}
+	}
+	if k.reloadedAt[code] == nil {
+		k.reloadedAt[code] = map[string]time.Time{}
+	}
+	k.reloadedAt[code][epoch] = now
+}
+
+// dropReloaded takes the markers this process has reloaded the gate at out
+// of the gate's pending markers before another reload, whose load.lua then
+// lifts the pause if no other marker is pending. A marker reloaded at is
+// never pending again, but a Redis failover to a replica that lagged brings
+// back the pending entry (and the pause) the reload removed: without this
+// the sale stayed paused, and expired reservations held, until markerPause
+// (explorer seed 13: a rebuild, then a failover to a lagging replica). The
+// consumer that reloaded at the marker is usually the one that reaches the
+// next; one that did not (a rebalance between the two) still waits out the
+// bound.
+func (k *kafkaFlash) dropReloaded(ctx context.Context, code string) {
+	k.mu.Lock()
+	epochs := make([]string, 0, len(k.reloadedAt[code]))
+	for e := range k.reloadedAt[code] {
+		epochs = append(epochs, e)
+	}
+	k.mu.Unlock()
+	for _, e := range epochs {
+		if err := k.gate.MarkerDropped(ctx, code, e); err != nil {
+			k.logger.WarnContext(ctx, "a rebuild marker reloaded at is still pending at the gate; it lapses within its bound", "code", code, "err", err)
+			return
+		}
+	}
 }
 
 // loadGate reads a voucher's snapshot, every order with its state and
