@@ -115,25 +115,29 @@ func percentTerms(quota int) map[string]any {
 
 // bench is one run.
 type bench struct {
-	opts      options
-	getenv    func(string) string
-	environ   []string // the environment the servers start with (plus serverEnv)
-	stderr    io.Writer
-	runID     string
-	bin       *binaries
-	pg        *pg
-	api       *api // the sync server
-	kafkaAPI  *api // nil: no kafka-mode server
-	noKafka   string
-	sync      *server // the voucherd processes (nil with -url)
-	kafka     *server
-	ceiling   *server   // the ceiling process of the probes, started once
-	broker    *server   // the kafka-mode server's broker process (-broker process)
-	lastDB    time.Time // the last database work of a server, for the statistics' settle
-	serverLg  *os.File
-	rdb       redis.UniversalClient // for INFO commandstats
-	redisVer  string
-	pgVer     string
+	opts     options
+	getenv   func(string) string
+	environ  []string // the environment the servers start with (plus serverEnv)
+	stderr   io.Writer
+	runID    string
+	bin      *binaries
+	pg       *pg
+	api      *api // the sync server
+	kafkaAPI *api // nil: no kafka-mode server
+	noKafka  string
+	sync     *server // the voucherd processes (nil with -url)
+	kafka    *server
+	ceiling  *server   // the ceiling process of the probes, started once
+	broker   *server   // the kafka-mode server's broker process (-broker process)
+	lastDB   time.Time // the last database work of a server, for the statistics' settle
+	serverLg *os.File
+	rdb      redis.UniversalClient // for INFO commandstats
+	redisVer string
+	pgVer    string
+	// depPIDs are the run's PostgreSQL postmaster (its backends are its
+	// children) and Redis server, when they are on this machine and could
+	// be found: then no other postgres or redis-server counts as theirs.
+	depPIDs   []int
 	serverBin string // how the servers were run, for the report
 }
 
@@ -154,7 +158,36 @@ func newBench(ctx context.Context, o options, getenv func(string) string, enviro
 		b.close()
 		return nil, err
 	}
+	b.depPIDs = b.dependencyPIDs(ctx)
 	return b, nil
+}
+
+// dependencyPIDs finds the PostgreSQL postmaster (the parent of this
+// harness's own backend) and the Redis server of the run: other clusters and
+// servers on the machine (another test's) are then not counted as the
+// run's dependencies. Nothing found (a remote server): every postgres and
+// redis-server process counts.
+func (b *bench) dependencyPIDs(ctx context.Context) []int {
+	var out []int
+	var backend int
+	if err := b.pg.conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err == nil {
+		if ppid := parentPID(backend); ppid > 1 {
+			out = append(out, ppid)
+		}
+	}
+	if info, err := b.rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+				if pid, err := strconv.Atoi(v); err == nil && pid > 0 {
+					out = append(out, pid)
+				}
+			}
+		}
+	}
+	if len(out) < 2 {
+		return nil // only part found: keep the old rule for all
+	}
+	return out
 }
 
 // servers are the running server processes.
@@ -179,7 +212,7 @@ func (b *bench) stopServers() {
 
 // cpuGroups names the processes of a load on target (nil: no server).
 func (b *bench) cpuGroups(target *server) cpuGroups {
-	g := cpuGroups{Harness: []int{os.Getpid()}}
+	g := cpuGroups{Harness: []int{os.Getpid()}, DepParents: b.depPIDs}
 	for _, s := range b.servers() {
 		switch s {
 		case target:
@@ -708,6 +741,7 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		}
 	}
 	redisBefore, redisErr := readRedisCalls(ctx, b.rdb)
+	cpuBefore := sampleCPU(b.cpuGroups(p.server))
 	lr, err := b.load(ctx, s, spec, p.server)
 	if err != nil {
 		return nil, err
@@ -743,6 +777,9 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		}
 		res.CatchUp = time.Since(start)
 		res.check("consumer caught up", live >= want, fmt.Sprintf("%d of %d rows after %s", live, want, res.CatchUp.Round(time.Millisecond)))
+	}
+	if s.big && sold > 0 {
+		res.PerWinner = perWinner(cpuBefore, sampleCPU(b.cpuGroups(p.server)), sold)
 	}
 
 	if s.campaign {

@@ -30,6 +30,10 @@ type cpuGroups struct {
 	Server  int   `json:"server"`  // the process under load; 0: none (EVALSHA, or -url)
 	Harness []int `json:"harness"` // flashbench itself and the servers not under load
 	Deps    []int `json:"deps"`    // the broker process, with PostgreSQL and Redis
+	// DepParents: the run's postmaster and Redis server; when set, only
+	// they and their children are PostgreSQL and Redis (not every postgres
+	// and redis-server process on the machine).
+	DepParents []int `json:"depParents,omitempty"`
 }
 
 type cpuSample struct {
@@ -81,6 +85,7 @@ func sampleCPU(g cpuGroups) cpuSample {
 		}
 		utime, _ := strconv.ParseInt(fields[11], 10, 64)
 		stime, _ := strconv.ParseInt(fields[12], 10, 64)
+		ppid, _ := strconv.Atoi(fields[1])
 		grp := cpuOther
 		switch {
 		case pid == self:
@@ -91,6 +96,10 @@ func sampleCPU(g cpuGroups) cpuSample {
 			grp = cpuHarness
 		case slices.Contains(g.Deps, pid):
 			grp = cpuDeps
+		case len(g.DepParents) > 0:
+			if slices.Contains(g.DepParents, pid) || slices.Contains(g.DepParents, ppid) {
+				grp = cpuDeps
+			}
 		case comm == "postgres" || strings.HasPrefix(comm, "redis-server") || strings.HasPrefix(comm, "postgres:"):
 			grp = cpuDeps
 		}
@@ -115,4 +124,47 @@ func (s cpuSample) since(before cpuSample) cpuUse {
 	}
 	cores := func(t int64) float64 { return float64(t) / clockTicks / secs }
 	return cpuUse{Server: cores(by[cpuServer]), Load: cores(by[cpuLoad]), Deps: cores(by[cpuDeps]), Harness: cores(by[cpuHarness]), Other: cores(by[cpuOther])}
+}
+
+// winnerCPU is what one winner cost the machine: the CPU of the server under
+// load and of its dependencies (PostgreSQL, Redis, the broker process) from
+// the start of the load until its winners are written (the kafka path's
+// consumer catches up after the load), divided by the winners. Every
+// postgres and redis-server process counts, so another run's work on the
+// machine inflates it: read it with the row's "other" cores.
+type winnerCPU struct {
+	Micros       float64 `json:"machineMicrosPerWinner"`
+	ServerMicros float64 `json:"serverMicrosPerWinner"`
+	DepsMicros   float64 `json:"postgresRedisBrokerMicrosPerWinner"`
+	Seconds      float64 `json:"seconds"`
+	OtherCores   float64 `json:"otherProcessesCores"`
+	WinnersCount int64   `json:"winners"`
+}
+
+func perWinner(before, after cpuSample, winners int64) *winnerCPU {
+	secs := after.at.Sub(before.at).Seconds()
+	if secs <= 0 || winners <= 0 {
+		return nil
+	}
+	use := after.since(before)
+	us := func(cores float64) float64 { return cores * secs / float64(winners) * 1e6 }
+	return &winnerCPU{Micros: us(use.Server + use.Deps), ServerMicros: us(use.Server), DepsMicros: us(use.Deps), Seconds: secs, OtherCores: use.Other, WinnersCount: winners}
+}
+
+// parentPID is a process's parent from /proc, 0 when it cannot be read.
+func parentPID(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	end := strings.LastIndexByte(string(b), ')')
+	if end < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(b[end+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }

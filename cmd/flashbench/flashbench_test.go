@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,6 +74,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 			Mean          float64 `json:"meanMs"`
 			Histogram     []int64
 			Campaign      *campaignFigures
+			PerWinner     *winnerCPU `json:"cpuPerWinner"`
 		}
 	}
 	if err := json.Unmarshal(raw, &rep); err != nil {
@@ -177,6 +179,16 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 		if st == nil || int64(st.LiveRows) != n+int64(extra) || n < requests*9/10 {
 			t.Errorf("%s: sold %d, database %+v", name, n, st)
 		}
+		// What a winner cost the machine: the server's and its
+		// dependencies' CPU over the winners, both parts counted.
+		for _, s := range rep.Scenarios {
+			if s.Name != name {
+				continue
+			}
+			if w := s.PerWinner; w == nil || w.WinnersCount != n || w.ServerMicros <= 0 || w.DepsMicros <= 0 || math.Abs(w.Micros-(w.ServerMicros+w.DepsMicros)) > 1e-6*w.Micros {
+				t.Errorf("%s: CPU per winner %+v, want the server's and the dependencies' CPU over its %d winners", name, w, n)
+			}
+		}
 	}
 	if !strings.Contains(rep.Processes, "own OS process") {
 		t.Errorf("report's processes: %q", rep.Processes)
@@ -193,7 +205,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| scenario | requests |", "| the sale over GraphQL |", "Little: C/X ms", "kept after the section"} {
+	for _, want := range []string{"| scenario | requests |", "| the sale over GraphQL |", "Little: C/X ms", "kept after the section", "Machine CPU per winner", "| winners-sync |"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("the doc lacks %q", want)
 		}

@@ -72,6 +72,8 @@ type scenarioResult struct {
 	Checks        []checkResult `json:"checks"`
 	// Campaign is a campaign row's own figures (campaign.go).
 	Campaign *campaignFigures `json:"campaign,omitempty"`
+	// PerWinner is the machine's CPU per winner of a winners row (cpu.go).
+	PerWinner *winnerCPU `json:"cpuPerWinner,omitempty"`
 	// Attempt is which measurement of the row this is; Disturbance the
 	// cores other processes used during it or its ceiling probe.
 	Attempt     int     `json:"attempt"`
@@ -476,6 +478,7 @@ func (r *report) markdown() string {
 			outcomes(s.Outcomes), sold, writes, cpu, checkSummary(s))
 	}
 	r.campaignMarkdown(&b)
+	r.perWinnerMarkdown(&b)
 	if r.OpenLoop != nil {
 		b.WriteString(r.OpenLoop.markdown(r.Command))
 	}
@@ -754,4 +757,24 @@ func gitTree() string {
 		tree += "+dirty"
 	}
 	return tree
+}
+
+// perWinnerMarkdown is issue 28's "what a winner costs": the machine's CPU
+// per winner on each write path, from the winners rows (cpu.go, winnerCPU).
+func (r *report) perWinnerMarkdown(b *strings.Builder) {
+	var rows []*scenarioResult
+	for _, s := range r.Scenarios {
+		if s.PerWinner != nil {
+			rows = append(rows, s)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	b.WriteString("\nMachine CPU per winner (voucherd under load, PostgreSQL, Redis and the broker process, from the load's start until its winners are written, over the winners; issue 28's target: at most 160 µs on the sync path):\n\n")
+	b.WriteString("| scenario | winners | µs per winner | of it voucherd | of it PostgreSQL, Redis, broker | over | other processes (cores) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, s := range rows {
+		w := s.PerWinner
+		fmt.Fprintf(b, "| %s | %s | %.0f | %.0f | %.0f | %.1f s | %.2f |\n", s.Name, group(w.WinnersCount), w.Micros, w.ServerMicros, w.DepsMicros, w.Seconds, w.OtherCores)
+	}
 }
