@@ -46,7 +46,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	const quota, requests, dbRequests = 40, 500, 200
 	args := []string{"-quick", "-c", "16", "-n", "500", "-n-db", "200", "-quota", "40", "-ceiling-probe", "300",
 		"-max-time", "5m", "-max-time-slow", "5m", "-out", dir, "-doc", doc,
-		"-open-time", "300ms", "-open-conns", "48", "-open-capacity-n", "500"}
+		"-open-time", "300ms", "-open-conns", "48", "-open-capacity-n", "500", "-open-recovery", "500ms"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
@@ -205,7 +205,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| scenario | requests |", "| the sale over GraphQL |", "Little: C/X ms", "kept after the section", "Machine CPU per winner", "| winners-sync |"} {
+	for _, want := range []string{"| scenario | requests |", "| the sale over GraphQL |", "Little: C/X ms", "kept after the section", "Machine CPU per winner", "| winners-sync |", "p99 < 100 ms again after"} {
 		if !bytes.Contains(md, []byte(want)) {
 			t.Errorf("the doc lacks %q", want)
 		}
@@ -303,6 +303,14 @@ func openLoopRows(t *testing.T, ol *openLoopReport, quota int) {
 		}
 		if row.Connections != 16 && row.Connections != 48 {
 			t.Errorf("%s: connections %d", name, row.Connections)
+		}
+		// The 1.5 x rows fall to 0.5 x for -open-recovery (500ms): two
+		// windows of 250ms, and when the p99 was back.
+		if row.Factor > 1 && (row.ThenRate != 0.5*row.Capacity || len(res.Recovery) != 2) {
+			t.Errorf("%s: recovery at %.0f/s, windows %+v; want 0.5 x %.0f/s over two windows", name, row.ThenRate, res.Recovery, row.Capacity)
+		}
+		if row.Factor <= 1 && (row.ThenRate != 0 || len(res.Recovery) != 0) {
+			t.Errorf("%s: a recovery phase on a row that is not over capacity", name)
 		}
 	}
 }

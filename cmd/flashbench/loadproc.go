@@ -52,6 +52,10 @@ type loadSpec struct {
 	Rate     float64       `json:"rate,omitempty"`
 	Duration time.Duration `json:"durationNs,omitempty"`
 	Drain    time.Duration `json:"drainNs,omitempty"`
+	// ThenRate for ThenDuration follow the Duration (a recovery phase: the
+	// load falls), its latencies also kept per RecoveryWindow.
+	ThenRate     float64       `json:"thenRate,omitempty"`
+	ThenDuration time.Duration `json:"thenDurationNs,omitempty"`
 }
 
 func (s loadSpec) validate() error {
@@ -64,6 +68,9 @@ func (s loadSpec) validate() error {
 	}
 	if s.Rate < 0 || s.Rate > 0 && (s.Duration <= 0 || s.Drain <= 0 || s.Kind != "http") {
 		errs = append(errs, errors.New("an open-loop load needs a positive rate, duration and drain, over http"))
+	}
+	if s.ThenRate < 0 || (s.ThenRate > 0) != (s.ThenDuration > 0) || s.ThenRate > 0 && s.Rate <= 0 {
+		errs = append(errs, errors.New("a recovery phase needs a rate and a duration, after an open-loop phase"))
 	}
 	switch s.Kind {
 	case "http":

@@ -76,6 +76,7 @@ type options struct {
 	MaxOther        float64       // cores other processes may use before a row counts as disturbed
 	OpenTime        time.Duration // the open-loop rows: each row's load phase
 	OpenConns       int           // and their second connection count (besides -c)
+	OpenRecovery    time.Duration // the 1.5 x rows' recovery phase at 0.5 x
 	OpenCapacityN   int64         // requests of each open-loop scenario's capacity measurement
 	DatabaseURL     string
 	RedisURL        string
@@ -110,6 +111,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.Attempts, "attempts", 3, "measure a row again, up to this many times, when other processes disturbed it")
 	fs.Float64Var(&o.MaxOther, "max-other", 0.15, "CPU cores other processes may use during a row before it counts as disturbed")
 	fs.DurationVar(&o.OpenTime, "open-time", 5*time.Second, "openloop: how long each open-loop row offers its rate")
+	fs.DurationVar(&o.OpenRecovery, "open-recovery", 4*time.Second, "openloop: after each 1.5 x row's load, how long it offers 0.5 x (the recovery: when its p99 is under 100 ms again); 0: none")
 	fs.IntVar(&o.OpenConns, "open-conns", 10000, "openloop: the rows' second connection count, besides -c (0: -c only); the load process raises its open-file limit")
 	fs.Int64Var(&o.OpenCapacityN, "open-capacity-n", 60000, "openloop: requests of the closed-loop measurement of each open-loop scenario's capacity")
 	if err := fs.Parse(args); err != nil {
@@ -141,7 +143,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	if o.Concurrency < 1 || o.Requests < 1 || o.DBRequests < 1 || o.Quota < 1 || o.Attempts < 1 {
 		errs = append(errs, errors.New("-c, -n, -n-db, -quota and -attempts must be positive"))
 	}
-	if o.OpenTime <= 0 || o.OpenConns < 0 || o.OpenCapacityN < 1 {
+	if o.OpenTime <= 0 || o.OpenConns < 0 || o.OpenCapacityN < 1 || o.OpenRecovery < 0 {
 		errs = append(errs, errors.New("-open-time and -open-capacity-n must be positive, -open-conns 0 or more"))
 	}
 	if o.Client != "raw" && o.Client != "nethttp" {

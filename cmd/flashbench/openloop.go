@@ -61,6 +61,38 @@ type openResult struct {
 	CPU      cpuUse         `json:"cpu"`
 	NoFile   uint64         `json:"noFile"` // the load process's open-file limit
 	Error    string         `json:"firstError,omitempty"`
+	// Recovery: the recovery phase's answers (ThenRate), by RecoveryWindow
+	// of their scheduled time since the load fell; RecoveredAfter is when
+	// the p99 of every window from then on is under recoveryP99, -1 never.
+	Recovery       []recoveryWindow `json:"recovery,omitempty"`
+	RecoveredAfter time.Duration    `json:"recoveredAfterNs,omitempty"`
+}
+
+// RecoveryWindow is the width of a recovery phase's windows; recoveryP99
+// the p99 it is judged by (issue 28: "p99 back under 100 ms within 2 s
+// after the load falls to 0.5 x").
+const (
+	RecoveryWindow = 250 * time.Millisecond
+	recoveryP99    = 100 * time.Millisecond
+)
+
+type recoveryWindow struct {
+	From  time.Duration `json:"fromNs"` // since the load fell
+	Count int64         `json:"count"`
+	P99   time.Duration `json:"p99Ns"`
+}
+
+// recovered is when the p99 of every window from then on is under
+// recoveryP99: the start of the first such window, -1 when the last is not.
+func recovered(ws []recoveryWindow) time.Duration {
+	at := time.Duration(-1)
+	for i := len(ws) - 1; i >= 0; i-- {
+		if ws[i].Count == 0 || ws[i].P99 >= recoveryP99 {
+			break // nothing answered of what was due then is no recovery either
+		}
+		at = ws[i].From
+	}
+	return at
 }
 
 type latencySummary struct {
@@ -85,6 +117,7 @@ func openHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 120_000_000
 type histShard struct {
 	mu                  sync.Mutex
 	all, answered, shed *hdrhistogram.Histogram
+	windows             []*hdrhistogram.Histogram // the recovery phase's, made on first use
 	outcomes            map[string]int64
 	classes             map[string]int64
 	won                 []int64
@@ -118,8 +151,10 @@ func raiseNoFile(n int) (uint64, error) {
 // waits at most drain for the late ones.
 func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, func()), progress io.Writer) *openResult {
 	res := &openResult{Outcomes: map[string]int64{}, Classes: map[string]int64{}}
-	scheduled := int64(spec.Rate * spec.Duration.Seconds())
+	first := int64(spec.Rate * spec.Duration.Seconds())
+	scheduled := first + int64(spec.ThenRate*spec.ThenDuration.Seconds())
 	res.Scheduled = scheduled
+	nWindows := int((spec.ThenDuration + RecoveryWindow - 1) / RecoveryWindow)
 	attempts := make([]attempt, spec.Concurrency)
 	for w := range attempts {
 		var release func()
@@ -133,13 +168,18 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 	var next, done atomic.Int64
 	var stop atomic.Bool
 	interval := float64(time.Second) / spec.Rate
-	due := func(i int64) time.Duration { return time.Duration(float64(i) * interval) }
+	due := func(i int64) time.Duration {
+		if i < first {
+			return time.Duration(float64(i) * interval)
+		}
+		return spec.Duration + time.Duration(float64(i-first)*float64(time.Second)/spec.ThenRate)
+	}
 	cpuBefore := sampleCPU(spec.CPU)
 	bar := startProgress(progress, spec.Name, scheduled, &done)
 	start := time.Now()
 	// Past the duration plus the drain, what is still unsent is given up
 	// (and counted, with its wait so far, below).
-	hardStop := time.AfterFunc(spec.Duration+spec.Drain, func() { stop.Store(true) })
+	hardStop := time.AfterFunc(spec.Duration+spec.ThenDuration+spec.Drain, func() { stop.Store(true) })
 	ctxDone := context.AfterFunc(ctx, func() { stop.Store(true) })
 	var wg sync.WaitGroup
 	for w := range spec.Concurrency {
@@ -177,6 +217,18 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 				case "shed":
 					_ = sh.shed.RecordValue(us)
 				}
+				if i >= first && class != "shed" {
+					// The recovery phase's answers by when they were due
+					// (a 503 is the shedding's answer, not a recovery).
+					k := min(int((at-spec.Duration)/RecoveryWindow), nWindows-1)
+					if sh.windows == nil {
+						sh.windows = make([]*hdrhistogram.Histogram, nWindows)
+					}
+					if sh.windows[k] == nil {
+						sh.windows[k] = openHist()
+					}
+					_ = sh.windows[k].RecordValue(us)
+				}
 				sh.outcomes[outcome]++
 				sh.classes[class]++
 				if ok {
@@ -201,10 +253,20 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 	bar.finish()
 
 	all, answered, shed := openHist(), openHist(), openHist()
+	windows := make([]*hdrhistogram.Histogram, nWindows)
 	for _, sh := range shards {
 		all.Merge(sh.all)
 		answered.Merge(sh.answered)
 		shed.Merge(sh.shed)
+		for k, h := range sh.windows {
+			if h == nil {
+				continue
+			}
+			if windows[k] == nil {
+				windows[k] = openHist()
+			}
+			windows[k].Merge(h)
+		}
 		for k, v := range sh.outcomes {
 			res.Outcomes[k] += v
 		}
@@ -229,6 +291,17 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 	}
 	slices.Sort(res.Won)
 	res.All, res.Answered, res.Shed = summarize(all), summarize(answered), summarize(shed)
+	for k, h := range windows {
+		w := recoveryWindow{From: time.Duration(k) * RecoveryWindow}
+		if h != nil {
+			s := summarize(h)
+			w.Count, w.P99 = s.Count, s.P99
+		}
+		res.Recovery = append(res.Recovery, w)
+	}
+	if nWindows > 0 {
+		res.RecoveredAfter = recovered(res.Recovery)
+	}
 	return res
 }
 
@@ -255,6 +328,7 @@ type openRow struct {
 	Factor      float64     `json:"factor"`
 	Capacity    float64     `json:"capacityPerSec"`
 	Rate        float64     `json:"offeredPerSec"`
+	ThenRate    float64     `json:"recoveryOfferedPerSec,omitempty"` // the recovery phase's (1.5 x rows)
 	Result      *openResult `json:"result"`
 	Sold        int         `json:"sold"`
 	Checks      []string    `json:"failedChecks,omitempty"`
@@ -302,7 +376,14 @@ func (b *bench) runOpenLoop(ctx context.Context) (*openLoopReport, error) {
 				row := &openRow{Scenario: name, Connections: c, Factor: f, Capacity: capacity, Rate: f * capacity}
 				spec := b.openSpec(s, p, fmt.Sprintf("open %s %gx c%d", name, f, c))
 				spec.Concurrency, spec.Rate, spec.Duration, spec.Drain = c, row.Rate, b.opts.OpenTime, 20*time.Second
-				spec.Requests, spec.MaxTime = int64(math.Ceil(row.Rate*b.opts.OpenTime.Seconds()))+1, spec.Duration+spec.Drain
+				spec.Requests = int64(math.Ceil(row.Rate*b.opts.OpenTime.Seconds())) + 1
+				if f > 1 && b.opts.OpenRecovery > 0 {
+					// The load falls to 0.5 x: how soon is the p99 back?
+					row.ThenRate = 0.5 * capacity
+					spec.ThenRate, spec.ThenDuration = row.ThenRate, b.opts.OpenRecovery
+					spec.Requests += int64(math.Ceil(spec.ThenRate*spec.ThenDuration.Seconds())) + 1
+				}
+				spec.MaxTime = spec.Duration + spec.ThenDuration + spec.Drain
 				spec.CPU = b.cpuGroups(p.server)
 				if row.Result, err = runOpenLoad(ctx, b.bin.flashbench, spec, b.stderr); err != nil {
 					return nil, fmt.Errorf("openloop %s: %w", name, err)
@@ -421,11 +502,37 @@ func (r *openLoopReport) markdown(command string) string {
 		if res.Unsent > 0 {
 			other += fmt.Sprintf(" (+%d unsent)", res.Unsent)
 		}
+		offered := group(int64(row.Rate))
+		if row.ThenRate > 0 {
+			offered += ", then " + group(int64(row.ThenRate))
+		}
 		fmt.Fprintf(&b, "| %s | %s | %.1f x %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f / %.2f / %.2f / %.2f | %s |\n",
-			row.Scenario, group(int64(row.Connections)), row.Factor, group(int64(row.Capacity)), group(int64(row.Rate)),
+			row.Scenario, group(int64(row.Connections)), row.Factor, group(int64(row.Capacity)), offered,
 			group(int64(float64(res.Classes["answered"])/secs)), group(int64(float64(res.Classes["shed"])/secs)), other,
 			ms(res.All.P50), ms(res.All.P99), ms(res.All.P999), ms(res.All.Max), ms(res.Answered.P99), group(res.OverOneS), group(int64(row.Sold)),
 			res.CPU.Server, res.CPU.Load, res.CPU.Deps, res.CPU.Other, check)
+	}
+	recoveries := false
+	for _, row := range r.Rows {
+		recoveries = recoveries || row.ThenRate > 0
+	}
+	if recoveries {
+		fmt.Fprintf(&b, "\nAfter the load falls from 1.5 x to 0.5 x (the rows above with \"then\": their figures include the recovery phase): when the p99 of the answers (not 503), by %s window of their scheduled time, is under %s in every window from then on (issue 28: within 2 s).\n\n", RecoveryWindow, recoveryP99)
+		b.WriteString("| scenario | connections | p99 < 100 ms again after | p99 ms of each window |\n| --- | ---: | ---: | --- |\n")
+		for _, row := range r.Rows {
+			if row.ThenRate == 0 {
+				continue
+			}
+			after := "never"
+			if row.Result.RecoveredAfter >= 0 && len(row.Result.Recovery) > 0 {
+				after = row.Result.RecoveredAfter.String()
+			}
+			var ws []string
+			for _, w := range row.Result.Recovery {
+				ws = append(ws, ms(w.P99))
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Scenario, group(int64(row.Connections)), after, strings.Join(ws, " "))
+		}
 	}
 	b.WriteString("\n\"offered\" is the factor times the scenario's capacity: its closed-loop throughput on a fresh voucher just before its rows. Answers per second are over the time from the start to the last answer. \"503\" is every HTTP 503: the server's refusals for load, and a Redis or PostgreSQL call that timed out under the load (the outcomes in openloop.json tell them apart only by the server's metrics); \"other\" is any other status, a GraphQL payload's UNAVAILABLE, or a transport error.\n")
 	return b.String()

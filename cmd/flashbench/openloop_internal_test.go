@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -42,5 +43,70 @@ func TestOpenLoad_LatencyCountsFromTheScheduledTime(t *testing.T) {
 	// Request i is due at 5i ms and answered no sooner than 20(i+1) ms.
 	if res.All.P50 < 500*time.Millisecond || res.All.Max < time.Second {
 		t.Errorf("p50 %v, max %v from the scheduled time; want at least 500ms and 1s (the wait for the one connection counted)", res.All.P50, res.All.Max)
+	}
+}
+
+// A recovery phase: 30 requests that take 30 ms each, due every 10 ms on
+// one connection, leave a backlog of about 0.6 s when the load falls to 20
+// a second and the server turns fast. The answers due just after the fall
+// wait behind the backlog (their window's p99 over 100 ms); later windows
+// are on time, so the p99 is "back" after some window past the first, and
+// every window of the phase is reported.
+func TestOpenLoad_ARecoveryPhaseSaysWhenTheP99IsBack(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if served.Add(1) <= 30 {
+			time.Sleep(30 * time.Millisecond)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"status":"RESERVED"}`)
+	}))
+	defer srv.Close()
+	spec := loadSpec{Name: "test", Kind: "http", Client: "raw", Base: srv.URL, Path: "/vouchers/T/reservations", Body: "rest", Classify: "rest",
+		OrderPrefix: "t-", Requests: 200, Concurrency: 1, MaxTime: time.Minute, Rate: 100, Duration: 300 * time.Millisecond, Drain: time.Minute,
+		ThenRate: 20, ThenDuration: 3 * time.Second, CPU: cpuGroups{Harness: []int{os.Getpid()}}}
+	if err := spec.validate(); err != nil {
+		t.Fatal(err)
+	}
+	newAttempt, closeAll, err := spec.attempts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeAll()
+	res := openLoad(context.Background(), spec, newAttempt, io.Discard)
+	if res.Scheduled != 90 || res.Classes["answered"] != 90 {
+		t.Fatalf("scheduled %d, answered %d; want 30 + 60", res.Scheduled, res.Classes["answered"])
+	}
+	if len(res.Recovery) != 12 {
+		t.Fatalf("%d recovery windows, want 12 of %s over 3 s", len(res.Recovery), RecoveryWindow)
+	}
+	if res.Recovery[0].Count == 0 || res.Recovery[0].P99 < recoveryP99 {
+		t.Errorf("the first window after the fall: %+v; want its answers late behind the backlog (p99 at least %s)", res.Recovery[0], recoveryP99)
+	}
+	if res.RecoveredAfter < RecoveryWindow || res.RecoveredAfter >= 3*time.Second {
+		t.Errorf("p99 back after %s; want after the first window and within the phase (windows: %+v)", res.RecoveredAfter, res.Recovery)
+	}
+}
+
+// recovered judges the windows from the last one back.
+func TestRecovered_IsTheFirstWindowFromWhichEveryP99IsUnder100ms(t *testing.T) {
+	w := func(from int, count int64, p99ms int) recoveryWindow {
+		return recoveryWindow{From: time.Duration(from) * RecoveryWindow, Count: count, P99: time.Duration(p99ms) * time.Millisecond}
+	}
+	for _, tc := range []struct {
+		ws   []recoveryWindow
+		want time.Duration
+	}{
+		{[]recoveryWindow{w(0, 5, 10), w(1, 5, 20)}, 0},
+		{[]recoveryWindow{w(0, 5, 300), w(1, 5, 120), w(2, 5, 40), w(3, 5, 30)}, 2 * RecoveryWindow},
+		{[]recoveryWindow{w(0, 5, 30), w(1, 5, 120), w(2, 5, 40)}, 2 * RecoveryWindow},
+		{[]recoveryWindow{w(0, 5, 30), w(1, 5, 40), w(2, 5, 400)}, -1},
+		{[]recoveryWindow{w(0, 5, 30), w(1, 0, 0)}, -1}, // nothing answered of the last window's due requests
+	} {
+		if got := recovered(tc.ws); got != tc.want {
+			t.Errorf("recovered(%+v) = %s, want %s", tc.ws, got, tc.want)
+		}
 	}
 }
