@@ -235,6 +235,47 @@ func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 	}
 	shots.take(ctx, "06-reservation-lookup")
 
+	// A paid order refunded: reserved, confirmed and rolled back with a
+	// reason. Its lookup shows the state, when and why; the voucher's
+	// figures count it rolled back, and its use is back on sale.
+	for _, step := range []struct{ method, path string }{
+		{http.MethodPost, "/vouchers/" + code + "/reservations"},
+		{http.MethodPost, "/vouchers/" + code + "/reservations/mf-order-3/confirm"},
+		{http.MethodPost, "/vouchers/" + code + "/reservations/mf-order-3/rollback"},
+	} {
+		var body any
+		switch {
+		case strings.HasSuffix(step.path, "/reservations"):
+			body = map[string]any{"customerId": 103, "orderId": "mf-order-3", "orderAmount": 8000}
+		case strings.HasSuffix(step.path, "/rollback"):
+			body = map[string]any{"reason": "refunded: parcel lost"}
+		}
+		if r := do(t, step.method, s.URL+step.path, storefrontToken, body); r.Status != http.StatusOK && r.Status != http.StatusCreated {
+			t.Fatalf("%s %s: %d %s", step.method, step.path, r.Status, r.Raw)
+		}
+	}
+	step("look up the rolled-back order",
+		chromedp.Evaluate[chromedp.Void](`(() => { const i = document.querySelector('#lookup-order'); i.value = 'mf-order-3'; i.form.requestSubmit(); })()`),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=lookup-rolled-back]`)),
+	)
+	if got := text(`[data-testid=lookup-status]`); got != "ROLLED_BACK" {
+		t.Errorf("looked-up status of the refunded order = %q, want ROLLED_BACK", got)
+	}
+	if got := text(`[data-testid=lookup-rollback-reason]`); got != "refunded: parcel lost" {
+		t.Errorf("looked-up rollback reason = %q", got)
+	}
+	if got := text(`[data-testid=lookup-rolled-back]`); got == "" {
+		t.Error("the lookup does not say when the order was rolled back")
+	}
+	shots.take(ctx, "06b-rolled-back-lookup")
+	step("back to the voucher page", chromedp.Navigate(s.URL+"/admin/vouchers/"+code), chromedp.WaitVisible(chromedp.CSS(`[data-testid=fig-rolled-back]`)))
+	if got := text(`[data-testid=fig-rolled-back]`); got != "1" {
+		t.Errorf("rolled back on the voucher page = %q, want 1", got)
+	}
+	if got := text(`[data-testid=fig-remaining]`); got != "37" {
+		t.Errorf("remaining after the rollback = %q, want 37 (the refunded use back on sale)", got)
+	}
+
 	// A marketer has no drift page.
 	if r := httpGetStatus(t, ctx, s.URL+"/admin/drift"); r != http.StatusForbidden {
 		t.Errorf("a marketer opening the drift page got %d, want 403", r)
