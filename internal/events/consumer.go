@@ -48,7 +48,20 @@ type Consumer struct {
 // Stop. dlq publishes dead letters (the producer's client).
 func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Client) (*Consumer, error) {
 	cfg = cfg.withDefaults()
+	logger := cfg.Logger.With("component", "kafka-consumer")
+	// The group's changes, for the record: a consumer that stops applying
+	// (events "still to apply" pass after pass) is read from them.
+	groupChange := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+			if len(parts) > 0 {
+				logger.InfoContext(ctx, "partitions "+what, "partitions", parts)
+			}
+		}
+	}
 	cl, err := kgo.NewClient(
+		kgo.OnPartitionsAssigned(groupChange("assigned")),
+		kgo.OnPartitionsRevoked(groupChange("revoked")),
+		kgo.OnPartitionsLost(groupChange("lost")),
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
@@ -69,7 +82,7 @@ func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Cl
 		return nil, fmt.Errorf("events: consumer: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c := &Consumer{cl: cl, dlq: dlq, applier: applier, cfg: cfg, log: cfg.Logger.With("component", "kafka-consumer"), cancel: cancel, done: make(chan struct{})}
+	c := &Consumer{cl: cl, dlq: dlq, applier: applier, cfg: cfg, log: logger, cancel: cancel, done: make(chan struct{})}
 	go c.run(ctx)
 	return c, nil
 }
