@@ -106,6 +106,7 @@ func (n NewVoucher) FieldErrors() map[string]string {
 	} else if !n.StartsAt.IsZero() && !n.StartsAt.Before(n.EndsAt) {
 		out["endsAt"] = "endsAt must be after startsAt"
 	}
+	n.Restrictions.fieldErrors(out)
 	return out
 }
 
@@ -430,6 +431,7 @@ func (c VoucherChange) Apply(v Voucher) NewVoucher {
 		MinOrderAmount: v.MinOrderAmount,
 		TotalLimit:     v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, Flash: v.Flash,
+		Restrictions: v.Restrictions,
 	}
 	set(&n.Code, c.Code)
 	if c.DiscountType != nil && *c.DiscountType != v.DiscountType {

@@ -100,7 +100,8 @@ type NewCampaign struct {
 
 // newCampaignFields is the order in which Validate reports fields at fault.
 var newCampaignFields = []string{"name", "codeCount", "codePrefix", "codeLength", "usesPerCode", "totalLimit", "perUserLimit",
-	"discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "minOrderAmount", "currency", "budgetAmount", "startsAt", "endsAt", "flash"}
+	"discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "minOrderAmount", "currency", "budgetAmount", "startsAt", "endsAt", "flash",
+	"periodLimits", "timeZone", "eligibleSegments", "appliesTo"}
 
 // FieldErrors checks every field of a new campaign and returns a message per
 // field at fault, keyed as the schema spells it.
@@ -304,6 +305,11 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 		return Campaign{}, err
 	}
 	if err := n.Validate(); err != nil {
+		return Campaign{}, err
+	}
+	// The campaigns' writers do not hold period limits, segments or items
+	// yet: refused rather than ignored.
+	if err := n.Terms.Restrictions.notAtTheGate("a campaign"); err != nil {
 		return Campaign{}, err
 	}
 	n.CodePrefix = upperCode(n.CodePrefix)
