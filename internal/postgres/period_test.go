@@ -176,7 +176,7 @@ func TestRelease_GivesTheUseBackToThePeriodOfItsCreatedAt(t *testing.T) {
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	want := map[string]int{
 		"CUSTOMER 7 " + today.Add(-24*time.Hour).Format(time.RFC3339): 1,
-		"CUSTOMER 7 " + today.Format(time.RFC3339):                     2,
+		"CUSTOMER 7 " + today.Format(time.RFC3339):                    2,
 	}
 	if got := periodUsed(t, code); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("period counts %v, want %v", got, want)
