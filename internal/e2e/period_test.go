@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -293,13 +294,13 @@ func TestPeriodLimits_BadInputIsRefusedWithItsFieldAndNothingIsMade(t *testing.T
 			t.Errorf("%s: the voucher was made: %s", tc.desc, v.Raw)
 		}
 	}
-	// A campaign's writers do not hold them yet either.
+	// A flash campaign's gate does not hold them yet either.
 	r := gql(t, s, adminToken, `mutation($in: CreateCampaignInput!) { createCampaign(input: $in) { campaign { id } error { code message field } } }`,
-		map[string]any{"in": map[string]any{"name": "weekly", "codeCount": 3, "discountAmount": 100,
+		map[string]any{"in": map[string]any{"name": "weekly", "codeCount": 3, "discountAmount": 100, "flash": true,
 			"startsAt": time.Now().Format(time.RFC3339), "endsAt": time.Now().Add(time.Hour).Format(time.RFC3339),
 			"periodLimits": []any{limit(2)}}})
 	if e := path(r.Body, "data", "createCampaign", "error"); str(path(e, "code")) != "INVALID_INPUT" || str(path(e, "field")) != "periodLimits" {
-		t.Errorf("a campaign with period limits: %s, want INVALID_INPUT on periodLimits", r.Raw)
+		t.Errorf("a flash campaign with period limits: %s, want INVALID_INPUT on periodLimits", r.Raw)
 	}
 	// What the voucher shows of its settings.
 	code := createRestricted(t, s, map[string]any{"timeZone": "Asia/Tokyo", "periodLimits": []any{limit(4)},
@@ -308,5 +309,42 @@ func TestPeriodLimits_BadInputIsRefusedWithItsFieldAndNothingIsMade(t *testing.T
 	want := `{"data":{"voucher":{"timeZone":"Asia/Tokyo","periodLimits":[{"scope":"VOUCHER","period":"WEEK","max":4}],"eligibleSegments":["vip"],"appliesTo":{"skus":[],"categories":["shoes"]}}}}`
 	if string(v.Raw) != want {
 		t.Errorf("voucher: %s\nwant %s", v.Raw, want)
+	}
+}
+
+// A campaign's period limit spans all its codes: a customer's uses of any
+// code count in the customer's day of the campaign.
+func TestPeriodLimits_Campaign_HeldAcrossItsCodesUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	r := gql(t, s, adminToken, `mutation($in: CreateCampaignInput!) { createCampaign(input: $in) { campaign { id } error { code message field } } }`,
+		map[string]any{"in": map[string]any{"name": "daily " + uniqueCode("c"), "codeCount": 60, "usesPerCode": 10, "discountAmount": 100, "perUserLimit": 100,
+			"startsAt": time.Now().Add(-time.Hour).Format(time.RFC3339), "endsAt": time.Now().Add(24 * time.Hour).Format(time.RFC3339),
+			"timeZone": "Europe/Berlin", "eligibleSegments": []any{"vip"},
+			"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 3}}}})
+	id := str(path(r.Body, "data", "createCampaign", "campaign", "id"))
+	if id == "" {
+		t.Fatalf("createCampaign: %s", r.Raw)
+	}
+	waitCampaignReady(t, s, id, time.Minute)
+	codes := exportCodes(t, s, id)
+	vip := map[string]any{"customerSegments": []any{"vip"}}
+	for _, transport := range transportNames {
+		t.Run(transport, func(t *testing.T) {
+			base := int64(800)
+			if transport == "rest" {
+				base = 900
+			}
+			if a := reserveOrder(t, s, transport, strings.Split(codes[0], ",")[0], base+50, 5000, nil); a.Error != "NOT_ELIGIBLE" {
+				t.Fatalf("a customer in no segment of the campaign's: %+v, want NOT_ELIGIBLE", a)
+			}
+			outcomes := stampede(60, func(i int) string {
+				code := strings.Split(codes[i], ",")[0]
+				return reserveOrder(t, s, transport, code, base+int64(i%10), 5000, vip).Error
+			})
+			if outcomes[""] != 30 || outcomes["PERIOD_LIMIT_REACHED"] != 30 {
+				t.Fatalf("60 reserves on 60 codes by 10 customers: %v, want 30 successes and 30 PERIOD_LIMIT_REACHED", outcomes)
+			}
+		})
 	}
 }

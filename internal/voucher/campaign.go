@@ -307,10 +307,14 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	if err := n.Validate(); err != nil {
 		return Campaign{}, err
 	}
-	// The campaigns' writers do not hold period limits, segments or items
-	// yet: refused rather than ignored.
-	if err := n.Terms.Restrictions.notAtTheGate("a campaign"); err != nil {
-		return Campaign{}, err
+	// The campaign's gate does not hold period limits, segments or items
+	// yet: a flash campaign with them is refused rather than sold without
+	// them. An ordinary campaign's codes are decided by the database, on
+	// the campaign's row, which holds them.
+	if n.Terms.Flash {
+		if err := n.Terms.Restrictions.notAtTheGate("a flash campaign"); err != nil {
+			return Campaign{}, err
+		}
 	}
 	n.CodePrefix = upperCode(n.CodePrefix)
 	n.Terms.DiscountType = orDefault(n.Terms.DiscountType, DiscountFixed)
