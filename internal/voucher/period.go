@@ -401,3 +401,21 @@ type PeriodCount struct {
 	CustomerID int64
 	Used, Max  int
 }
+
+// Describe is the restrictions in words, for the audit log: "" for none.
+func (r Restrictions) Describe() string {
+	var parts []string
+	for _, l := range r.PeriodLimits {
+		parts = append(parts, fmt.Sprintf("%d per %s (%s)", l.Max, strings.ToLower(string(l.Period)), strings.ToLower(string(l.Scope))))
+	}
+	if len(r.PeriodLimits) > 0 {
+		parts = append(parts, "time zone "+r.ZoneName())
+	}
+	if len(r.EligibleSegments) > 0 {
+		parts = append(parts, "segments "+strings.Join(r.EligibleSegments, ","))
+	}
+	if a := r.AppliesTo; a != nil {
+		parts = append(parts, "applies to SKUs ["+strings.Join(a.SKUs, ",")+"] categories ["+strings.Join(a.Categories, ",")+"]")
+	}
+	return strings.Join(parts, ", ")
+}

@@ -159,8 +159,8 @@ FROM (SELECT unnest($2::text[]) AS scope,
 WHERE t.uses <= t.max_uses
 ORDER BY t.scope, t.period, t.period_start, t.customer_id
 ON CONFLICT (voucher_code, scope, period, period_start, customer_id) DO UPDATE
-SET used_count = p.used_count + excluded.used_count
-WHERE p.used_count + excluded.used_count <= p.max_uses
+SET used_count = p.used_count + excluded.used_count, max_uses = excluded.max_uses
+WHERE p.used_count + excluded.used_count <= excluded.max_uses
 RETURNING p.scope, p.period, p.period_start, p.customer_id
 `
 
@@ -188,8 +188,10 @@ type VoucherPeriodUsesTakeRow struct {
 // CUSTOMER limit; customer_id 0 for a VOUCHER one), made at its first use.
 // The conditional upsert decides under the row's lock, so concurrent
 // reserves never take more than max_uses in a period; a row that would pass
-// it is not returned (the caller rolls back). The rows are taken in key
-// order, the order of every writer of several period rows.
+// it is not returned (the caller rolls back). The limit is the voucher's
+// now (a scheduled voucher's may have changed since a row was made). The
+// rows are taken in key order, the order of every writer of several period
+// rows.
 func (q *Queries) VoucherPeriodUsesTake(ctx context.Context, arg VoucherPeriodUsesTakeParams) ([]VoucherPeriodUsesTakeRow, error) {
 	rows, err := q.db.Query(ctx, voucherPeriodUsesTake,
 		arg.Code,
