@@ -279,3 +279,21 @@ func TestReserve_PeriodLimitReachedIsAvailableAtTheNextMidnightInTheZone(t *test
 		t.Fatalf("availableAt %s, want %s (the next midnight in Asia/Kolkata)", e.AvailableAt, want)
 	}
 }
+
+// PERIOD_LIMIT_REACHED is checked after ALREADY_USED and before
+// OUT_OF_STOCK.
+func TestReserve_PeriodLimitComesAfterAlreadyUsedAndBeforeOutOfStock(t *testing.T) {
+	t.Parallel()
+	s := New(testPool)
+	code := newLimitedVoucher(t, s, 1, 1, "", voucher.PeriodLimit{Scope: voucher.ScopeVoucher, Period: voucher.PeriodMonth, Max: 1})
+	if _, got, _ := reserveAt(t, s, code, 1); got != "" {
+		t.Fatalf("first reserve: %s", got)
+	}
+	// Customer 1 holds their one use, the month is full, the voucher sold out.
+	if _, got, _ := reserveAt(t, s, code, 1); got != voucher.AlreadyUsed {
+		t.Errorf("the same customer: %q, want ALREADY_USED", got)
+	}
+	if _, got, _ := reserveAt(t, s, code, 2); got != voucher.PeriodLimitReached {
+		t.Errorf("another customer: %q, want PERIOD_LIMIT_REACHED (before OUT_OF_STOCK)", got)
+	}
+}
