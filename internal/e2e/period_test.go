@@ -8,12 +8,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"voucherd/internal/testenv"
 )
 
 // Period limits, customer segments and line items (README "Period limits,
-// segments and line items"), over both transports, on the database path.
-// The flash gate and campaigns do not hold them yet: creating a flash
-// voucher or a campaign with them is refused.
+// segments and line items"), over both transports, on the database path
+// and in campaigns; segments on both flash write paths. The flash gate does
+// not hold period limits or appliesTo yet: creating a flash voucher or a
+// flash campaign with them is refused.
 
 // createRestricted creates an ordinary voucher (1000 off, 1000 uses, 100 per
 // customer, live) with the extra CreateVoucherInput fields, and returns its
@@ -280,7 +283,6 @@ func TestPeriodLimits_BadInputIsRefusedWithItsFieldAndNothingIsMade(t *testing.T
 		{"an unknown time zone", map[string]any{"timeZone": "Europe/Atlantis"}, "timeZone"},
 		{"a segment out of the alphabet", map[string]any{"eligibleSegments": []any{"Gold Members"}}, "eligibleSegments"},
 		{"a flash voucher with period limits", map[string]any{"flash": true, "periodLimits": []any{limit(5)}}, "periodLimits"},
-		{"a flash voucher with segments", map[string]any{"flash": true, "eligibleSegments": []any{"vip"}}, "eligibleSegments"},
 		{"a flash voucher with appliesTo", map[string]any{"flash": true, "appliesTo": map[string]any{"skus": []any{"a"}}}, "appliesTo"},
 	} {
 		in := restrictedInput(tc.extra)
@@ -347,4 +349,62 @@ func TestPeriodLimits_Campaign_HeldAcrossItsCodesUnderConcurrency(t *testing.T) 
 			}
 		})
 	}
+}
+
+// Segments are the request's: a flash voucher decides them before its gate,
+// on either write path; the gate's stock holds.
+func TestSegments_FlashVoucher_DecidedBeforeTheGateOnBothWritePaths(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"sync", "kafka"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			s := sharedServer(t)
+			if mode == "kafka" {
+				s = kafkaServer(t, nil)
+			}
+			code := createRestricted(t, s, map[string]any{"flash": true, "totalLimit": 5, "perUserLimit": 1, "eligibleSegments": []any{"vip"}})
+			for _, transport := range transportNames {
+				if a := reserveOrder(t, s, transport, code, 1, 5000, map[string]any{"customerSegments": []any{"new"}}); a.Error != "NOT_ELIGIBLE" {
+					t.Errorf("%s: a customer in no segment of the voucher's: %+v, want NOT_ELIGIBLE", transport, a)
+				}
+				if a := checkOrder(t, s, transport, code, 1, 5000, nil); a.Error != "NOT_ELIGIBLE" {
+					t.Errorf("%s: a check without segments: %+v, want NOT_ELIGIBLE", transport, a)
+				}
+			}
+			vip := map[string]any{"customerSegments": []any{"vip"}}
+			outcomes := stampede(20, func(i int) string {
+				var a orderAnswer
+				testenvEventuallyAnswer(t, func() bool {
+					a = reserveOrder(t, s, transportNames[i%2], code, int64(100+i), 5000, vip)
+					return a.Error != "UNAVAILABLE"
+				})
+				return a.Error
+			})
+			if outcomes[""] != 5 || outcomes["OUT_OF_STOCK"] != 15 {
+				t.Fatalf("20 vip reserves on 5 uses: %v, want 5 successes and 15 OUT_OF_STOCK", outcomes)
+			}
+			// An identical retry (its segments with it) passes the check and
+			// gets its reservation from the gate.
+			order := uniqueOrder()
+			code2 := createRestricted(t, s, map[string]any{"flash": true, "totalLimit": 5, "perUserLimit": 1, "eligibleSegments": []any{"vip"}})
+			in := map[string]any{"code": code2, "customerId": "77", "orderId": order, "orderAmount": 5000, "customerSegments": []any{"vip"}}
+			for try := range 2 {
+				var r response
+				testenvEventuallyAnswer(t, func() bool {
+					r = gql(t, s, storefrontToken, `mutation($in: ReserveVoucherInput!) { reserveVoucher(input: $in) { reservation { status } error { code } } }`, map[string]any{"in": in})
+					return str(path(r.Body, "data", "reserveVoucher", "error", "code")) != "UNAVAILABLE"
+				})
+				if got := str(path(r.Body, "data", "reserveVoucher", "reservation", "status")); got != "RESERVED" {
+					t.Errorf("reserve %d of one order: %s, want the reservation", try+1, r.Raw)
+				}
+			}
+		})
+	}
+}
+
+// testenvEventuallyAnswer retries a reserve while the gate is being loaded
+// (UNAVAILABLE), with a deadline.
+func testenvEventuallyAnswer(t testing.TB, try func() bool) {
+	t.Helper()
+	testenv.Eventually(t, "a reserve answered past the gate's load", func() (bool, string) { return try(), "UNAVAILABLE" })
 }

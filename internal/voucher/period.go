@@ -379,13 +379,14 @@ func (v Voucher) checkPeriods(now time.Time, uses PeriodUses) error {
 // notAtTheGate refuses the restrictions the flash gate does not hold yet
 // (what, e.g. "a flash voucher", names the path): INVALID_INPUT naming the
 // first one set, rather than a sale that would ignore it. A time zone alone
-// restricts nothing.
+// restricts nothing; segments are the request's, checked before the gate
+// on both write paths (checkOrderLines). Period limits need counts at the
+// gate, and appliesTo a discount the gate's give-backs do not reckon from
+// the order amount alone.
 func (r Restrictions) notAtTheGate(what string) error {
 	switch {
 	case len(r.PeriodLimits) > 0:
 		return Invalid("periodLimits", "periodLimits are not supported on "+what+" yet")
-	case len(r.EligibleSegments) > 0:
-		return Invalid("eligibleSegments", "eligibleSegments are not supported on "+what+" yet")
 	case r.AppliesTo != nil:
 		return Invalid("appliesTo", "appliesTo is not supported on "+what+" yet")
 	}
