@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -102,24 +103,27 @@ type Restrictions struct {
 	AppliesTo *AppliesTo
 }
 
-// Any reports whether r restricts anything.
-func (r Restrictions) Any() bool {
-	return len(r.PeriodLimits) > 0 || len(r.EligibleSegments) > 0 || r.AppliesTo != nil ||
-		r.TimeZone != "" && r.TimeZone != "UTC"
-}
-
 // Location is the period limits' time zone (UTC when none or unknown: a
 // stored zone was checked at creation).
 func (r Restrictions) Location() *time.Location {
 	if r.TimeZone == "" || r.TimeZone == "UTC" {
 		return time.UTC
 	}
+	if loc, ok := zones.Load(r.TimeZone); ok {
+		return loc.(*time.Location)
+	}
 	loc, err := time.LoadLocation(r.TimeZone)
 	if err != nil {
 		return time.UTC
 	}
+	zones.Store(r.TimeZone, loc)
 	return loc
 }
+
+// zones caches the time zones loaded (name -> *time.Location): LoadLocation
+// reads and parses the zone's file each call, and a reserve of a voucher
+// with period limits needs its zone. There are a few hundred names at most.
+var zones sync.Map
 
 // ZoneName is the time zone as answers show it: UTC when none was given.
 func (r Restrictions) ZoneName() string {
