@@ -106,7 +106,7 @@ func (n NewVoucher) FieldErrors() map[string]string {
 	} else if !n.StartsAt.IsZero() && !n.StartsAt.Before(n.EndsAt) {
 		out["endsAt"] = "endsAt must be after startsAt"
 	}
-	n.Restrictions.fieldErrors(out)
+	n.fieldErrors(out)
 	return out
 }
 
@@ -736,7 +736,7 @@ func describeChange(v Voucher, n NewVoucher) string {
 	diff("startsAt", stamp(v.StartsAt), stamp(n.StartsAt))
 	diff("endsAt", stamp(v.EndsAt), stamp(n.EndsAt))
 	diff("flash", v.Flash, n.Flash)
-	diff("restrictions", v.Restrictions.Describe(), n.Restrictions.Describe())
+	diff("restrictions", v.Describe(), n.Describe())
 	return strings.Join(parts, "; ")
 }
 

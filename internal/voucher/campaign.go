@@ -312,7 +312,7 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	// them. An ordinary campaign's codes are decided by the database, on
 	// the campaign's row, which holds them.
 	if n.Terms.Flash {
-		if err := n.Terms.Restrictions.notAtTheGate("a flash campaign"); err != nil {
+		if err := n.Terms.notAtTheGate("a flash campaign"); err != nil {
 			return Campaign{}, err
 		}
 	}
