@@ -109,7 +109,7 @@ func TestDiscount_AppliesToTakesTheEligibleSubtotalAndSegmentsDecideEligibility(
 		Restrictions: Restrictions{AppliesTo: &AppliesTo{Categories: []string{"shoes"}}, EligibleSegments: []string{"vip"}}}
 	percent := fixed
 	percent.DiscountType, percent.DiscountAmount, percent.DiscountPercent = DiscountPercent, 0, 10
-	percent.Restrictions.AppliesTo = &AppliesTo{SKUs: []string{"sock-1"}}
+	percent.AppliesTo = &AppliesTo{SKUs: []string{"sock-1"}}
 	for _, tc := range []struct {
 		desc string
 		v    Voucher
