@@ -408,3 +408,23 @@ func testenvEventuallyAnswer(t testing.TB, try func() bool) {
 	t.Helper()
 	testenv.Eventually(t, "a reserve answered past the gate's load", func() (bool, string) { return try(), "UNAVAILABLE" })
 }
+
+// A voucher with period limits cannot become a flash voucher by a change
+// either: the gate would sell it without them.
+func TestPeriodLimits_UpdateVoucherToFlashIsRefused(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	code := createRestricted(t, s, map[string]any{
+		"startsAt":     time.Now().Add(24 * time.Hour).Format(time.RFC3339),
+		"endsAt":       time.Now().Add(48 * time.Hour).Format(time.RFC3339),
+		"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 1}}})
+	r := gql(t, s, adminToken, `mutation($in: UpdateVoucherInput!) { updateVoucher(input: $in) { voucher { flash } error { code field } } }`,
+		map[string]any{"in": map[string]any{"code": code, "flash": true}})
+	if e := path(r.Body, "data", "updateVoucher", "error"); str(path(e, "code")) != "INVALID_INPUT" || str(path(e, "field")) != "periodLimits" {
+		t.Fatalf("updateVoucher to flash: %s, want INVALID_INPUT on periodLimits", r.Raw)
+	}
+	v := gql(t, s, adminToken, `query($c: String!) { voucher(code: $c) { flash periodLimits { max } } }`, map[string]any{"c": code})
+	if want := `{"data":{"voucher":{"flash":false,"periodLimits":[{"max":1}]}}}`; string(v.Raw) != want {
+		t.Errorf("after the refused change: %s, want %s", v.Raw, want)
+	}
+}
