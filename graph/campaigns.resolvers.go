@@ -31,6 +31,7 @@ func (r *mutationResolver) CreateCampaign(ctx context.Context, input model.Creat
 			StartsAt:          input.StartsAt,
 			EndsAt:            input.EndsAt,
 			Flash:             deref(input.Flash, false),
+			Restrictions:      restrictionsOf(input.PeriodLimits, input.TimeZone, input.EligibleSegments, input.AppliesTo),
 		},
 	})
 	if err != nil {

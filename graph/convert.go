@@ -13,7 +13,7 @@ func toVoucher(v voucher.Voucher) *model.Voucher {
 	if v.DiscountType == voucher.DiscountPercent {
 		percent = &v.DiscountPercent
 	}
-	return &model.Voucher{
+	out := &model.Voucher{
 		Code:              v.Code,
 		DiscountType:      model.DiscountType(v.DiscountType),
 		DiscountAmount:    v.DiscountAmount,
@@ -35,6 +35,8 @@ func toVoucher(v voucher.Voucher) *model.Voucher {
 		Flash:             v.Flash,
 		CampaignID:        v.CampaignID,
 	}
+	restrictionFields(out, v.Restrictions)
+	return out
 }
 
 func toReservation(r voucher.Reservation) *model.Reservation {
@@ -73,6 +75,10 @@ func payloadError(err error) (*model.VoucherError, error) {
 	out := &model.VoucherError{Code: model.VoucherErrorCode(e.Code), Message: e.Message}
 	if e.Field != "" {
 		out.Field = &e.Field
+	}
+	if !e.AvailableAt.IsZero() {
+		at := e.AvailableAt.UTC()
+		out.AvailableAt = &at
 	}
 	return out, nil
 }
@@ -189,4 +195,42 @@ func toSaleReport(s voucher.SaleReport) *model.SaleReport {
 		out.Series[i] = &model.SaleSecond{At: e.At, Admitted: int(e.Admitted), Refused: int(e.Refused)}
 	}
 	return out
+}
+
+// restrictionsOf reads the period limits, time zone, segments and appliesTo
+// of a voucher's or campaign's input.
+func restrictionsOf(limits []*model.PeriodLimitInput, timeZone *string, segments []string, appliesTo *model.AppliesToInput) voucher.Restrictions {
+	r := voucher.Restrictions{TimeZone: deref(timeZone, ""), EligibleSegments: segments}
+	for _, l := range limits {
+		r.PeriodLimits = append(r.PeriodLimits, voucher.PeriodLimit{Scope: voucher.LimitScope(l.Scope), Period: voucher.LimitPeriod(l.Period), Max: l.Max})
+	}
+	if appliesTo != nil {
+		r.AppliesTo = &voucher.AppliesTo{SKUs: appliesTo.Skus, Categories: appliesTo.Categories}
+	}
+	return r
+}
+
+// lineItemsOf reads an order's items; nil when none were given.
+func lineItemsOf(items []*model.LineItemInput) []voucher.LineItem {
+	if items == nil {
+		return nil
+	}
+	out := make([]voucher.LineItem, len(items))
+	for i, it := range items {
+		out[i] = voucher.LineItem{SKU: it.Sku, Category: deref(it.Category, ""), Quantity: it.Quantity, UnitAmount: it.UnitAmount}
+	}
+	return out
+}
+
+// restrictionFields fills a voucher's answer with its restrictions.
+func restrictionFields(out *model.Voucher, r voucher.Restrictions) {
+	out.PeriodLimits = make([]*model.PeriodLimit, len(r.PeriodLimits))
+	for i, l := range r.PeriodLimits {
+		out.PeriodLimits[i] = &model.PeriodLimit{Scope: model.LimitScope(l.Scope), Period: model.LimitPeriod(l.Period), Max: l.Max}
+	}
+	out.TimeZone = r.ZoneName()
+	out.EligibleSegments = append([]string{}, r.EligibleSegments...)
+	if a := r.AppliesTo; a != nil {
+		out.AppliesTo = &model.AppliesTo{Skus: append([]string{}, a.SKUs...), Categories: append([]string{}, a.Categories...)}
+	}
 }

@@ -16,6 +16,9 @@ func (r *queryResolver) CheckVoucher(ctx context.Context, input model.CheckVouch
 			CustomerID:  customerID,
 			OrderAmount: input.OrderAmount,
 			Currency:    deref(input.Currency, ""),
+			// Segments and items as given: nil when absent.
+			CustomerSegments: input.CustomerSegments,
+			Items:            lineItemsOf(input.Items),
 		})
 		if err == nil {
 			return &model.CheckVoucherPayload{DiscountAmount: &discount}, nil

@@ -19,6 +19,9 @@ func (r *mutationResolver) ReserveVoucher(ctx context.Context, input model.Reser
 		OrderID:     input.OrderID,
 		OrderAmount: input.OrderAmount,
 		Currency:    deref(input.Currency, ""),
+		// Segments and items as given: nil when absent.
+		CustomerSegments: input.CustomerSegments,
+		Items:            lineItemsOf(input.Items),
 	}))
 }
 
@@ -52,6 +55,7 @@ func (r *mutationResolver) CreateVoucher(ctx context.Context, input model.Create
 		StartsAt:          input.StartsAt,
 		EndsAt:            input.EndsAt,
 		Flash:             deref(input.Flash, false),
+		Restrictions:      restrictionsOf(input.PeriodLimits, input.TimeZone, input.EligibleSegments, input.AppliesTo),
 	}))
 }
 

@@ -23,6 +23,7 @@ var statusOf = map[voucher.ErrorCode]int{
 	voucher.ReservationReleased: http.StatusConflict,
 	voucher.AlreadyConfirmed:    http.StatusConflict,
 	voucher.NotConfirmed:        http.StatusConflict,
+	voucher.PeriodLimitReached:  http.StatusConflict,
 	voucher.VoucherExists:       http.StatusConflict,
 	voucher.NotEligible:         http.StatusUnprocessableEntity,
 	voucher.NotFound:            http.StatusNotFound,
@@ -79,6 +80,9 @@ type reserveBody struct {
 	OrderID     json.RawMessage `json:"orderId"`
 	OrderAmount json.RawMessage `json:"orderAmount"`
 	Currency    json.RawMessage `json:"currency"` // optional
+	// Optional: the customer's segments and the order's items.
+	CustomerSegments json.RawMessage `json:"customerSegments"`
+	Items            json.RawMessage `json:"items"`
 }
 
 func (b reserveBody) request(code string) (voucher.ReserveRequest, error) {
@@ -96,7 +100,54 @@ func (b reserveBody) request(code string) (voucher.ReserveRequest, error) {
 	if len(b.Currency) > 0 && json.Unmarshal(b.Currency, &r.Currency) != nil {
 		return r, voucher.Invalid("currency", "currency must be an ISO 4217 code of three capital letters, e.g. USD")
 	}
+	if len(b.CustomerSegments) > 0 && string(b.CustomerSegments) != "null" {
+		if json.Unmarshal(b.CustomerSegments, &r.CustomerSegments) != nil || r.CustomerSegments == nil {
+			return r, voucher.Invalid("customerSegments", "customerSegments must be an array of strings")
+		}
+	}
+	if r.Items, err = parseItems(b.Items); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// parseItems reads the optional items: an array of objects with exactly the
+// keys sku, category (optional), quantity and unitAmount. nil when absent.
+func parseItems(raw json.RawMessage) ([]voucher.LineItem, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	bad := voucher.Invalid("items", "items must be an array of {sku, category, quantity, unitAmount}")
+	var list []json.RawMessage
+	if json.Unmarshal(raw, &list) != nil || list == nil {
+		return nil, bad
+	}
+	if len(list) > voucher.MaxItems {
+		return nil, voucher.Invalid("items", "at most 100 items")
+	}
+	items := make([]voucher.LineItem, len(list))
+	for i, one := range list {
+		var sku, category, quantity, unit json.RawMessage
+		if err := decodeObject(one, member{"sku", &sku}, member{"category", &category}, member{"quantity", &quantity}, member{"unitAmount", &unit}); err != nil {
+			return nil, bad
+		}
+		it := &items[i]
+		if len(sku) == 0 || json.Unmarshal(sku, &it.SKU) != nil {
+			return nil, bad
+		}
+		if len(category) > 0 && string(category) != "null" && json.Unmarshal(category, &it.Category) != nil {
+			return nil, bad
+		}
+		q, err := strconv.ParseInt(string(quantity), 10, 64)
+		if err != nil || q < 1 || q > voucher.MaxLimit {
+			return nil, voucher.Invalid("items", "an item's quantity must be an integer, at least 1 and at most 2147483647")
+		}
+		it.Quantity = int(q)
+		if it.UnitAmount, err = parseMoney("items", unit); err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
 }
 
 func parseCustomerID(raw json.RawMessage) (int64, error) {
@@ -166,7 +217,8 @@ func reserveRequest(r *http.Request) (voucher.ReserveRequest, error) {
 // readReserveBody is the general path: decodeObject, then each field's parser.
 func readReserveBody(data []byte, code string) (voucher.ReserveRequest, error) {
 	var b reserveBody
-	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderId", &b.OrderID}, member{"orderAmount", &b.OrderAmount}, member{"currency", &b.Currency}); err != nil {
+	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderId", &b.OrderID}, member{"orderAmount", &b.OrderAmount}, member{"currency", &b.Currency},
+		member{"customerSegments", &b.CustomerSegments}, member{"items", &b.Items}); err != nil {
 		return voucher.ReserveRequest{}, err
 	}
 	return b.request(code)
@@ -252,6 +304,8 @@ type errorJSON struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// AvailableAt: PERIOD_LIMIT_REACHED's end of the period.
+	AvailableAt *time.Time `json:"availableAt,omitempty"`
 }
 
 // writeError answers with the code's status; a fault is logged with its
@@ -266,7 +320,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
 	}
 	if production(r.Context()) {
-		e = &voucher.Error{Code: e.Code, Message: e.PublicMessage(true), Field: e.Field}
+		e = &voucher.Error{Code: e.Code, Message: e.PublicMessage(true), Field: e.Field, AvailableAt: e.AvailableAt}
 	}
 	// Most refusals (the late crowd's OUT_OF_STOCK above all) are plain
 	// ASCII: written by hand they cost one allocation instead of
@@ -275,7 +329,12 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		writeBody(w, status, body)
 		return
 	}
-	writeJSON(w, status, errorJSON{Error: string(e.Code), Message: e.Message, Field: e.Field})
+	out := errorJSON{Error: string(e.Code), Message: e.Message, Field: e.Field}
+	if !e.AvailableAt.IsZero() {
+		at := e.AvailableAt.UTC()
+		out.AvailableAt = &at
+	}
+	writeJSON(w, status, out)
 }
 
 type productionKey struct{}
@@ -298,7 +357,7 @@ func production(ctx context.Context) bool {
 // encoding/json writes as it is (no quote, backslash or its HTML escapes
 // <, > and &); ok is false otherwise.
 func appendErrorJSON(b []byte, e *voucher.Error) ([]byte, bool) {
-	if !plainJSON(string(e.Code)) || !plainJSON(e.Message) || !plainJSON(e.Field) {
+	if !e.AvailableAt.IsZero() || !plainJSON(string(e.Code)) || !plainJSON(e.Message) || !plainJSON(e.Field) {
 		return nil, false
 	}
 	b = append(b, `{"error":"`...)
@@ -375,7 +434,8 @@ func checkRequest(r *http.Request) (voucher.CheckRequest, error) {
 		return voucher.CheckRequest{}, voucher.Invalid("body", "the request body could not be read")
 	}
 	var b reserveBody
-	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderAmount", &b.OrderAmount}, member{"currency", &b.Currency}); err != nil {
+	if err := decodeObject(data, member{"customerId", &b.CustomerID}, member{"orderAmount", &b.OrderAmount}, member{"currency", &b.Currency},
+		member{"customerSegments", &b.CustomerSegments}, member{"items", &b.Items}); err != nil {
 		return voucher.CheckRequest{}, err
 	}
 	b.OrderID = json.RawMessage(`"check"`) // a check has none; request wants one
@@ -383,5 +443,6 @@ func checkRequest(r *http.Request) (voucher.CheckRequest, error) {
 	if err != nil {
 		return voucher.CheckRequest{}, err
 	}
-	return voucher.CheckRequest{Code: req.Code, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount, Currency: req.Currency}, nil
+	return voucher.CheckRequest{Code: req.Code, CustomerID: req.CustomerID, OrderAmount: req.OrderAmount, Currency: req.Currency,
+		CustomerSegments: req.CustomerSegments, Items: req.Items}, nil
 }

@@ -192,6 +192,10 @@ func voucherForm(r *http.Request, defaultCurrency string) (components.VoucherFor
 		EndsAt:            r.PostFormValue("endsAt"),
 		Zone:              r.PostFormValue("tz"),
 		Flash:             r.PostFormValue("flash") == "1",
+		TimeZone:          strings.TrimSpace(r.PostFormValue("timeZone")),
+		Segments:          strings.TrimSpace(r.PostFormValue("eligibleSegments")),
+		SKUs:              strings.TrimSpace(r.PostFormValue("appliesToSkus")),
+		Categories:        strings.TrimSpace(r.PostFormValue("appliesToCategories")),
 		Errors:            map[string]string{},
 	}
 	n := voucher.NewVoucher{Code: f.Code, Flash: f.Flash, DiscountType: voucher.DiscountType(f.DiscountType), Currency: f.Currency}
@@ -266,6 +270,7 @@ func voucherForm(r *http.Request, defaultCurrency string) (components.VoucherFor
 	}
 	n.StartsAt = when("startsAt", f.StartsAt)
 	n.EndsAt = when("endsAt", f.EndsAt)
+	n.Restrictions, f.Limits = restrictionsForm(r, f, parseErrs)
 	for k, v := range n.FieldErrors() {
 		f.Errors[k] = v
 	}
@@ -276,6 +281,43 @@ func voucherForm(r *http.Request, defaultCurrency string) (components.VoucherFor
 		f.Errors[k] = inLabels(v)
 	}
 	return f, n
+}
+
+// restrictionsForm reads the period limit rows (a row without a max is
+// none), the limits' time zone and the comma-separated lists.
+func restrictionsForm(r *http.Request, f components.VoucherForm, parseErrs map[string]string) (voucher.Restrictions, []components.LimitRow) {
+	out := voucher.Restrictions{TimeZone: f.TimeZone}
+	var rows []components.LimitRow
+	scopes, periods, maxes := r.PostForm["limitScope"], r.PostForm["limitPeriod"], r.PostForm["limitMax"]
+	for i, raw := range maxes {
+		raw = strings.TrimSpace(raw)
+		if raw == "" || i >= len(scopes) || i >= len(periods) {
+			continue
+		}
+		rows = append(rows, components.LimitRow{Scope: scopes[i], Period: periods[i], Max: raw})
+		n, err := strconv.ParseInt(raw, 10, 32)
+		if err != nil {
+			parseErrs["periodLimits"] = "a limit must be a whole number, at least 1 and at most 2147483647"
+		}
+		out.PeriodLimits = append(out.PeriodLimits, voucher.PeriodLimit{Scope: voucher.LimitScope(scopes[i]), Period: voucher.LimitPeriod(periods[i]), Max: int(n)})
+	}
+	out.EligibleSegments = commaList(f.Segments)
+	if skus, cats := commaList(f.SKUs), commaList(f.Categories); skus != nil || cats != nil {
+		out.AppliesTo = &voucher.AppliesTo{SKUs: skus, Categories: cats}
+	}
+	return out, rows
+}
+
+// commaList splits a comma-separated field into its trimmed, non-empty
+// items; nil when there is none.
+func commaList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // fieldLabels are the form's labels of the contract's field names.
@@ -290,6 +332,9 @@ var fieldLabels = strings.NewReplacer(
 	"perUserLimit", "uses per customer",
 	"startsAt", "start",
 	"endsAt", "end",
+	"periodLimits", "limits",
+	"timeZone", "calendar time zone",
+	"eligibleSegments", "segments",
 )
 
 // inLabels says a rule's message in the form's words: "discountAmount must
@@ -381,7 +426,30 @@ func termsForm(o voucher.Voucher, zone *time.Location) components.VoucherForm {
 		EndsAt:            o.EndsAt.In(zone).Format(components.DateTimeLocal),
 		Zone:              zone.String(),
 		Flash:             o.Flash,
+		Limits:            limitRows(o.PeriodLimits),
+		TimeZone:          o.ZoneName(),
+		Segments:          strings.Join(o.EligibleSegments, ", "),
+		SKUs:              appliesList(o.AppliesTo, true),
+		Categories:        appliesList(o.AppliesTo, false),
 	}
+}
+
+func limitRows(limits []voucher.PeriodLimit) []components.LimitRow {
+	rows := make([]components.LimitRow, len(limits))
+	for i, l := range limits {
+		rows[i] = components.LimitRow{Scope: string(l.Scope), Period: string(l.Period), Max: strconv.Itoa(l.Max)}
+	}
+	return rows
+}
+
+func appliesList(a *voucher.AppliesTo, skus bool) string {
+	switch {
+	case a == nil:
+		return ""
+	case skus:
+		return strings.Join(a.SKUs, ", ")
+	}
+	return strings.Join(a.Categories, ", ")
 }
 
 // duplicateVoucher shows the new-voucher form filled with a voucher's terms
@@ -425,6 +493,7 @@ func (d *dashboard) updateVoucher(w http.ResponseWriter, r *http.Request) {
 		// budget is none, not "unchanged".
 		ClearMaxDiscountAmount: n.MaxDiscountAmount == nil,
 		ClearBudgetAmount:      n.BudgetAmount == nil,
+		Restrictions:           &n.Restrictions,
 	}
 	if n.DiscountType != "" {
 		change.DiscountType = &n.DiscountType

@@ -865,7 +865,7 @@ func (ec *executionContext) unmarshalInputCreateCampaignInput(ctx context.Contex
 		asMap["flash"] = false
 	}
 
-	fieldsInOrder := [...]string{"name", "codeCount", "codePrefix", "codeLength", "usesPerCode", "totalLimit", "perUserLimit", "discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "minOrderAmount", "currency", "budgetAmount", "startsAt", "endsAt", "flash"}
+	fieldsInOrder := [...]string{"name", "codeCount", "codePrefix", "codeLength", "usesPerCode", "totalLimit", "perUserLimit", "discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "minOrderAmount", "currency", "budgetAmount", "startsAt", "endsAt", "flash", "periodLimits", "timeZone", "eligibleSegments", "appliesTo"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -991,6 +991,34 @@ func (ec *executionContext) unmarshalInputCreateCampaignInput(ctx context.Contex
 				return it, err
 			}
 			it.Flash = data
+		case "periodLimits":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("periodLimits"))
+			data, err := ec.unmarshalOPeriodLimitInput2ᚕᚖvoucherdᚋgraphᚋmodelᚐPeriodLimitInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PeriodLimits = data
+		case "timeZone":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeZone"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeZone = data
+		case "eligibleSegments":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eligibleSegments"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EligibleSegments = data
+		case "appliesTo":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("appliesTo"))
+			data, err := ec.unmarshalOAppliesToInput2ᚖvoucherdᚋgraphᚋmodelᚐAppliesToInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AppliesTo = data
 		}
 	}
 	return it, nil

@@ -93,7 +93,7 @@ func (ec *executionContext) unmarshalInputCheckVoucherInput(ctx context.Context,
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "customerId", "orderAmount", "currency"}
+	fieldsInOrder := [...]string{"code", "customerId", "orderAmount", "currency", "customerSegments", "items"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -128,6 +128,20 @@ func (ec *executionContext) unmarshalInputCheckVoucherInput(ctx context.Context,
 				return it, err
 			}
 			it.Currency = data
+		case "customerSegments":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("customerSegments"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CustomerSegments = data
+		case "items":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("items"))
+			data, err := ec.unmarshalOLineItemInput2ᚕᚖvoucherdᚋgraphᚋmodelᚐLineItemInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Items = data
 		}
 	}
 	return it, nil

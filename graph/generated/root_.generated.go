@@ -51,6 +51,11 @@ type ComplexityRoot struct {
 		Secret func(childComplexity int) int
 	}
 
+	AppliesTo struct {
+		Categories func(childComplexity int) int
+		Skus       func(childComplexity int) int
+	}
+
 	Campaign struct {
 		BudgetAmount      func(childComplexity int) int
 		BudgetUsed        func(childComplexity int) int
@@ -137,6 +142,12 @@ type ComplexityRoot struct {
 		HasNextPage func(childComplexity int) int
 	}
 
+	PeriodLimit struct {
+		Max    func(childComplexity int) int
+		Period func(childComplexity int) int
+		Scope  func(childComplexity int) int
+	}
+
 	Query struct {
 		APIKeys      func(childComplexity int) int
 		Campaign     func(childComplexity int, id string) int
@@ -188,6 +199,7 @@ type ComplexityRoot struct {
 	}
 
 	Voucher struct {
+		AppliesTo         func(childComplexity int) int
 		BudgetAmount      func(childComplexity int) int
 		BudgetUsed        func(childComplexity int) int
 		Campaign          func(childComplexity int) int
@@ -197,17 +209,20 @@ type ComplexityRoot struct {
 		DiscountAmount    func(childComplexity int) int
 		DiscountPercent   func(childComplexity int) int
 		DiscountType      func(childComplexity int) int
+		EligibleSegments  func(childComplexity int) int
 		EndsAt            func(childComplexity int) int
 		Flash             func(childComplexity int) int
 		GateRemaining     func(childComplexity int) int
 		MaxDiscountAmount func(childComplexity int) int
 		MinOrderAmount    func(childComplexity int) int
 		PerUserLimit      func(childComplexity int) int
+		PeriodLimits      func(childComplexity int) int
 		Remaining         func(childComplexity int) int
 		ReservedCount     func(childComplexity int) int
 		RolledBackCount   func(childComplexity int) int
 		Sale              func(childComplexity int) int
 		StartsAt          func(childComplexity int) int
+		TimeZone          func(childComplexity int) int
 		TotalLimit        func(childComplexity int) int
 		UsedCount         func(childComplexity int) int
 	}
@@ -223,9 +238,10 @@ type ComplexityRoot struct {
 	}
 
 	VoucherError struct {
-		Code    func(childComplexity int) int
-		Field   func(childComplexity int) int
-		Message func(childComplexity int) int
+		AvailableAt func(childComplexity int) int
+		Code        func(childComplexity int) int
+		Field       func(childComplexity int) int
+		Message     func(childComplexity int) int
 	}
 
 	VoucherPayload struct {
@@ -327,6 +343,19 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ApiKeyPayload.Secret(childComplexity), true
+
+	case "AppliesTo.categories":
+		if e.ComplexityRoot.AppliesTo.Categories == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppliesTo.Categories(childComplexity), true
+	case "AppliesTo.skus":
+		if e.ComplexityRoot.AppliesTo.Skus == nil {
+			break
+		}
+
+		return e.ComplexityRoot.AppliesTo.Skus(childComplexity), true
 
 	case "Campaign.budgetAmount":
 		if e.ComplexityRoot.Campaign.BudgetAmount == nil {
@@ -756,6 +785,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.PageInfo.HasNextPage(childComplexity), true
 
+	case "PeriodLimit.max":
+		if e.ComplexityRoot.PeriodLimit.Max == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodLimit.Max(childComplexity), true
+	case "PeriodLimit.period":
+		if e.ComplexityRoot.PeriodLimit.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodLimit.Period(childComplexity), true
+	case "PeriodLimit.scope":
+		if e.ComplexityRoot.PeriodLimit.Scope == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodLimit.Scope(childComplexity), true
+
 	case "Query.apiKeys":
 		if e.ComplexityRoot.Query.APIKeys == nil {
 			break
@@ -985,6 +1033,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SaleSecond.Refused(childComplexity), true
 
+	case "Voucher.appliesTo":
+		if e.ComplexityRoot.Voucher.AppliesTo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.AppliesTo(childComplexity), true
 	case "Voucher.budgetAmount":
 		if e.ComplexityRoot.Voucher.BudgetAmount == nil {
 			break
@@ -1039,6 +1093,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.DiscountType(childComplexity), true
+	case "Voucher.eligibleSegments":
+		if e.ComplexityRoot.Voucher.EligibleSegments == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.EligibleSegments(childComplexity), true
 	case "Voucher.endsAt":
 		if e.ComplexityRoot.Voucher.EndsAt == nil {
 			break
@@ -1075,6 +1135,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.PerUserLimit(childComplexity), true
+	case "Voucher.periodLimits":
+		if e.ComplexityRoot.Voucher.PeriodLimits == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.PeriodLimits(childComplexity), true
 	case "Voucher.remaining":
 		if e.ComplexityRoot.Voucher.Remaining == nil {
 			break
@@ -1105,6 +1171,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Voucher.StartsAt(childComplexity), true
+	case "Voucher.timeZone":
+		if e.ComplexityRoot.Voucher.TimeZone == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Voucher.TimeZone(childComplexity), true
 	case "Voucher.totalLimit":
 		if e.ComplexityRoot.Voucher.TotalLimit == nil {
 			break
@@ -1144,6 +1216,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.VoucherEdge.Node(childComplexity), true
 
+	case "VoucherError.availableAt":
+		if e.ComplexityRoot.VoucherError.AvailableAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.VoucherError.AvailableAt(childComplexity), true
 	case "VoucherError.code":
 		if e.ComplexityRoot.VoucherError.Code == nil {
 			break
@@ -1185,11 +1263,14 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	ec := newExecutionContext(opCtx, e, make(chan graphql.DeferredResult))
 	inputUnmarshalers := func() *graphql.InputUnmarshalerIndex {
 		return graphql.NewInputUnmarshalerIndex(
+			graphql.NewInputUnmarshaler("AppliesToInput", ec.unmarshalInputAppliesToInput),
 			graphql.NewInputUnmarshaler("CheckVoucherInput", ec.unmarshalInputCheckVoucherInput),
 			graphql.NewInputUnmarshaler("CreateApiKeyInput", ec.unmarshalInputCreateApiKeyInput),
 			graphql.NewInputUnmarshaler("CreateCampaignInput", ec.unmarshalInputCreateCampaignInput),
 			graphql.NewInputUnmarshaler("CreateVoucherInput", ec.unmarshalInputCreateVoucherInput),
 			graphql.NewInputUnmarshaler("ExtendVoucherInput", ec.unmarshalInputExtendVoucherInput),
+			graphql.NewInputUnmarshaler("LineItemInput", ec.unmarshalInputLineItemInput),
+			graphql.NewInputUnmarshaler("PeriodLimitInput", ec.unmarshalInputPeriodLimitInput),
 			graphql.NewInputUnmarshaler("ReservationInput", ec.unmarshalInputReservationInput),
 			graphql.NewInputUnmarshaler("ReserveVoucherInput", ec.unmarshalInputReserveVoucherInput),
 			graphql.NewInputUnmarshaler("RollbackInput", ec.unmarshalInputRollbackInput),
@@ -1589,6 +1670,98 @@ extend type Query {
   checkVoucher(input: CheckVoucherInput!): CheckVoucherPayload!
 }
 `, BuiltIn: false},
+	{Name: "../periods.graphqls", Input: `# Period limits, customer segments and line items (shared/contract/
+# schema.next.graphqls, README "Period limits, segments and line items").
+
+enum LimitScope {
+  "All customers together."
+  VOUCHER
+  "Each customer on their own."
+  CUSTOMER
+}
+
+enum LimitPeriod {
+  DAY
+  WEEK
+  MONTH
+}
+
+input PeriodLimitInput {
+  scope: LimitScope!
+  period: LimitPeriod!
+  max: Int!
+}
+
+type PeriodLimit {
+  scope: LimitScope!
+  period: LimitPeriod!
+  max: Int!
+}
+
+input AppliesToInput {
+  skus: [String!]
+  categories: [String!]
+}
+
+type AppliesTo {
+  skus: [String!]!
+  categories: [String!]!
+}
+
+input LineItemInput {
+  sku: String!
+  category: String
+  quantity: Int!
+  unitAmount: Money!
+}
+
+extend input CreateVoucherInput {
+  periodLimits: [PeriodLimitInput!]
+  "IANA time zone of the period limits' calendar; default UTC."
+  timeZone: String
+  "When set, only customers in one of these segments are eligible."
+  eligibleSegments: [String!]
+  "When set, the discount applies to the eligible items' subtotal only."
+  appliesTo: AppliesToInput
+}
+
+extend input CreateCampaignInput {
+  periodLimits: [PeriodLimitInput!]
+  timeZone: String
+  eligibleSegments: [String!]
+  appliesTo: AppliesToInput
+}
+
+extend input ReserveVoucherInput {
+  "The segments the storefront knows the customer is in."
+  customerSegments: [String!]
+  "The order's lines; their quantity x unitAmount add up to orderAmount."
+  items: [LineItemInput!]
+}
+
+extend input CheckVoucherInput {
+  customerSegments: [String!]
+  items: [LineItemInput!]
+}
+
+extend type Voucher {
+  periodLimits: [PeriodLimit!]!
+  timeZone: String!
+  eligibleSegments: [String!]!
+  appliesTo: AppliesTo
+}
+
+extend type VoucherError {
+  "PERIOD_LIMIT_REACHED: when the period ends and a use may be taken again."
+  availableAt: Time
+}
+
+extend enum VoucherErrorCode {
+  "A period limit of the voucher is reached; VoucherError.availableAt says when the period ends."
+  PERIOD_LIMIT_REACHED
+}
+
+`, BuiltIn: false},
 	{Name: "../rollback.graphqls", Input: `# Rollback of a confirmed use (shared/contract/schema.next.graphqls, README
 # "Rollback of a confirmed use"): a payment refunded or an order cancelled
 # after it was paid gives its use back.
@@ -1886,6 +2059,16 @@ func (ec *executionContext) childFields_ApiKeyPayload(ctx context.Context, field
 	return nil, fmt.Errorf("no field named %q was found under type ApiKeyPayload", field.Name)
 }
 
+func (ec *executionContext) childFields_AppliesTo(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "skus":
+		return ec.fieldContext_AppliesTo_skus(ctx, field)
+	case "categories":
+		return ec.fieldContext_AppliesTo_categories(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type AppliesTo", field.Name)
+}
+
 func (ec *executionContext) childFields_Campaign(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "id":
@@ -2024,6 +2207,18 @@ func (ec *executionContext) childFields_PageInfo(ctx context.Context, field grap
 	return nil, fmt.Errorf("no field named %q was found under type PageInfo", field.Name)
 }
 
+func (ec *executionContext) childFields_PeriodLimit(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "scope":
+		return ec.fieldContext_PeriodLimit_scope(ctx, field)
+	case "period":
+		return ec.fieldContext_PeriodLimit_period(ctx, field)
+	case "max":
+		return ec.fieldContext_PeriodLimit_max(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PeriodLimit", field.Name)
+}
+
 func (ec *executionContext) childFields_RefusalCount(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
 	case "code":
@@ -2144,6 +2339,14 @@ func (ec *executionContext) childFields_Voucher(ctx context.Context, field graph
 		return ec.fieldContext_Voucher_budgetAmount(ctx, field)
 	case "budgetUsed":
 		return ec.fieldContext_Voucher_budgetUsed(ctx, field)
+	case "periodLimits":
+		return ec.fieldContext_Voucher_periodLimits(ctx, field)
+	case "timeZone":
+		return ec.fieldContext_Voucher_timeZone(ctx, field)
+	case "eligibleSegments":
+		return ec.fieldContext_Voucher_eligibleSegments(ctx, field)
+	case "appliesTo":
+		return ec.fieldContext_Voucher_appliesTo(ctx, field)
 	case "rolledBackCount":
 		return ec.fieldContext_Voucher_rolledBackCount(ctx, field)
 	case "sale":
@@ -2180,6 +2383,8 @@ func (ec *executionContext) childFields_VoucherError(ctx context.Context, field 
 		return ec.fieldContext_VoucherError_message(ctx, field)
 	case "field":
 		return ec.fieldContext_VoucherError_field(ctx, field)
+	case "availableAt":
+		return ec.fieldContext_VoucherError_availableAt(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type VoucherError", field.Name)
 }

@@ -2326,6 +2326,116 @@ func (ec *executionContext) fieldContext_Voucher_budgetUsed(_ context.Context, f
 	return graphql.NewScalarFieldContext("Voucher", field, false, false, "Money")
 }
 
+func (ec *executionContext) _Voucher_periodLimits(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_periodLimits(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PeriodLimits, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []*model.PeriodLimit) graphql.Marshaler {
+			return ec.marshalNPeriodLimit2ᚕᚖvoucherdᚋgraphᚋmodelᚐPeriodLimitᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_periodLimits(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Voucher",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PeriodLimit(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Voucher_timeZone(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_timeZone(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TimeZone, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_timeZone(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "String")
+}
+
+func (ec *executionContext) _Voucher_eligibleSegments(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_eligibleSegments(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EligibleSegments, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_eligibleSegments(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Voucher", field, false, false, "String")
+}
+
+func (ec *executionContext) _Voucher_appliesTo(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Voucher_appliesTo(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AppliesTo, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.AppliesTo) graphql.Marshaler {
+			return ec.marshalOAppliesTo2ᚖvoucherdᚋgraphᚋmodelᚐAppliesTo(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Voucher_appliesTo(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Voucher",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_AppliesTo(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Voucher_rolledBackCount(ctx context.Context, field graphql.CollectedField, obj *model.Voucher) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2569,6 +2679,29 @@ func (ec *executionContext) fieldContext_VoucherError_field(_ context.Context, f
 	return graphql.NewScalarFieldContext("VoucherError", field, false, false, "String")
 }
 
+func (ec *executionContext) _VoucherError_availableAt(ctx context.Context, field graphql.CollectedField, obj *model.VoucherError) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_VoucherError_availableAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AvailableAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *time.Time) graphql.Marshaler {
+			return ec.marshalOTime2ᚖtimeᚐTime(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_VoucherError_availableAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("VoucherError", field, false, false, "Time")
+}
+
 func (ec *executionContext) _VoucherPayload_voucher(ctx context.Context, field graphql.CollectedField, obj *model.VoucherPayload) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2664,7 +2797,7 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 		asMap["discountType"] = "FIXED"
 	}
 
-	fieldsInOrder := [...]string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount"}
+	fieldsInOrder := [...]string{"code", "discountAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "flash", "discountType", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount", "periodLimits", "timeZone", "eligibleSegments", "appliesTo"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -2762,6 +2895,34 @@ func (ec *executionContext) unmarshalInputCreateVoucherInput(ctx context.Context
 				return it, err
 			}
 			it.BudgetAmount = data
+		case "periodLimits":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("periodLimits"))
+			data, err := ec.unmarshalOPeriodLimitInput2ᚕᚖvoucherdᚋgraphᚋmodelᚐPeriodLimitInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.PeriodLimits = data
+		case "timeZone":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("timeZone"))
+			data, err := ec.unmarshalOString2ᚖstring(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.TimeZone = data
+		case "eligibleSegments":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("eligibleSegments"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.EligibleSegments = data
+		case "appliesTo":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("appliesTo"))
+			data, err := ec.unmarshalOAppliesToInput2ᚖvoucherdᚋgraphᚋmodelᚐAppliesToInput(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.AppliesTo = data
 		}
 	}
 	return it, nil
@@ -2839,7 +3000,7 @@ func (ec *executionContext) unmarshalInputReserveVoucherInput(ctx context.Contex
 		asMap[k] = v
 	}
 
-	fieldsInOrder := [...]string{"code", "customerId", "orderId", "orderAmount", "currency"}
+	fieldsInOrder := [...]string{"code", "customerId", "orderId", "orderAmount", "currency", "customerSegments", "items"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -2881,6 +3042,20 @@ func (ec *executionContext) unmarshalInputReserveVoucherInput(ctx context.Contex
 				return it, err
 			}
 			it.Currency = data
+		case "customerSegments":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("customerSegments"))
+			data, err := ec.unmarshalOString2ᚕstringᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CustomerSegments = data
+		case "items":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("items"))
+			data, err := ec.unmarshalOLineItemInput2ᚕᚖvoucherdᚋgraphᚋmodelᚐLineItemInputᚄ(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Items = data
 		}
 	}
 	return it, nil
@@ -3468,6 +3643,26 @@ func (ec *executionContext) _Voucher(ctx context.Context, sel ast.SelectionSet, 
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "periodLimits":
+			out.Values[i] = ec._Voucher_periodLimits(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "timeZone":
+			out.Values[i] = ec._Voucher_timeZone(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "eligibleSegments":
+			out.Values[i] = ec._Voucher_eligibleSegments(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "appliesTo":
+			out.Values[i] = ec._Voucher_appliesTo(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "rolledBackCount":
 			out.Values[i] = ec._Voucher_rolledBackCount(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -3596,6 +3791,11 @@ func (ec *executionContext) _VoucherError(ctx context.Context, sel ast.Selection
 				})
 		case "field":
 			out.Values[i] = ec._VoucherError_field(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "availableAt":
+			out.Values[i] = ec._VoucherError_availableAt(ctx, field, obj)
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}

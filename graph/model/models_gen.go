@@ -31,6 +31,16 @@ type APIKeyPayload struct {
 	Error  *VoucherError `json:"error,omitempty"`
 }
 
+type AppliesTo struct {
+	Skus       []string `json:"skus"`
+	Categories []string `json:"categories"`
+}
+
+type AppliesToInput struct {
+	Skus       []string `json:"skus,omitempty"`
+	Categories []string `json:"categories,omitempty"`
+}
+
 type Campaign struct {
 	ID        string         `json:"id"`
 	Name      string         `json:"name"`
@@ -82,10 +92,12 @@ type CampaignPayload struct {
 }
 
 type CheckVoucherInput struct {
-	Code        string  `json:"code"`
-	CustomerID  string  `json:"customerId"`
-	OrderAmount int64   `json:"orderAmount"`
-	Currency    *string `json:"currency,omitempty"`
+	Code             string           `json:"code"`
+	CustomerID       string           `json:"customerId"`
+	OrderAmount      int64            `json:"orderAmount"`
+	Currency         *string          `json:"currency,omitempty"`
+	CustomerSegments []string         `json:"customerSegments,omitempty"`
+	Items            []*LineItemInput `json:"items,omitempty"`
 }
 
 type CheckVoucherPayload struct {
@@ -130,7 +142,11 @@ type CreateCampaignInput struct {
 	StartsAt          time.Time     `json:"startsAt"`
 	EndsAt            time.Time     `json:"endsAt"`
 	// One gate for the whole campaign, as a flash voucher. With FLASH_WRITE_PATH=kafka too, where its winners are written in the request rather than through the broker.
-	Flash *bool `json:"flash,omitempty"`
+	Flash            *bool               `json:"flash,omitempty"`
+	PeriodLimits     []*PeriodLimitInput `json:"periodLimits,omitempty"`
+	TimeZone         *string             `json:"timeZone,omitempty"`
+	EligibleSegments []string            `json:"eligibleSegments,omitempty"`
+	AppliesTo        *AppliesToInput     `json:"appliesTo,omitempty"`
 }
 
 type CreateVoucherInput struct {
@@ -154,7 +170,14 @@ type CreateVoucherInput struct {
 	// ISO 4217, three capital letters; default the DEFAULT_CURRENCY setting.
 	Currency *string `json:"currency,omitempty"`
 	// The most that all held and confirmed discounts together may add up to; null: no budget.
-	BudgetAmount *int64 `json:"budgetAmount,omitempty"`
+	BudgetAmount *int64              `json:"budgetAmount,omitempty"`
+	PeriodLimits []*PeriodLimitInput `json:"periodLimits,omitempty"`
+	// IANA time zone of the period limits' calendar; default UTC.
+	TimeZone *string `json:"timeZone,omitempty"`
+	// When set, only customers in one of these segments are eligible.
+	EligibleSegments []string `json:"eligibleSegments,omitempty"`
+	// When set, the discount applies to the eligible items' subtotal only.
+	AppliesTo *AppliesToInput `json:"appliesTo,omitempty"`
 }
 
 type DriftReport struct {
@@ -186,12 +209,31 @@ type ExtendVoucherInput struct {
 	TotalLimit *int `json:"totalLimit,omitempty"`
 }
 
+type LineItemInput struct {
+	Sku        string  `json:"sku"`
+	Category   *string `json:"category,omitempty"`
+	Quantity   int     `json:"quantity"`
+	UnitAmount int64   `json:"unitAmount"`
+}
+
 type Mutation struct {
 }
 
 type PageInfo struct {
 	HasNextPage bool    `json:"hasNextPage"`
 	EndCursor   *string `json:"endCursor,omitempty"`
+}
+
+type PeriodLimit struct {
+	Scope  LimitScope  `json:"scope"`
+	Period LimitPeriod `json:"period"`
+	Max    int         `json:"max"`
+}
+
+type PeriodLimitInput struct {
+	Scope  LimitScope  `json:"scope"`
+	Period LimitPeriod `json:"period"`
+	Max    int         `json:"max"`
 }
 
 type Query struct {
@@ -240,6 +282,10 @@ type ReserveVoucherInput struct {
 	OrderAmount int64  `json:"orderAmount"`
 	// When given, must equal the voucher's currency (else NOT_ELIGIBLE).
 	Currency *string `json:"currency,omitempty"`
+	// The segments the storefront knows the customer is in.
+	CustomerSegments []string `json:"customerSegments,omitempty"`
+	// The order's lines; their quantity x unitAmount add up to orderAmount.
+	Items []*LineItemInput `json:"items,omitempty"`
 }
 
 type RollbackInput struct {
@@ -316,7 +362,11 @@ type Voucher struct {
 	Currency          string       `json:"currency"`
 	BudgetAmount      *int64       `json:"budgetAmount,omitempty"`
 	// Sum of the discounts of RESERVED and CONFIRMED reservations.
-	BudgetUsed int64 `json:"budgetUsed"`
+	BudgetUsed       int64          `json:"budgetUsed"`
+	PeriodLimits     []*PeriodLimit `json:"periodLimits"`
+	TimeZone         string         `json:"timeZone"`
+	EligibleSegments []string       `json:"eligibleSegments"`
+	AppliesTo        *AppliesTo     `json:"appliesTo,omitempty"`
 	// Uses confirmed and then rolled back (they count in neither usedCount nor confirmedCount).
 	RolledBackCount int         `json:"rolledBackCount"`
 	Sale            *SaleReport `json:"sale"`
@@ -339,6 +389,8 @@ type VoucherError struct {
 	Message string `json:"message"`
 	// The input field at fault, for INVALID_INPUT.
 	Field *string `json:"field,omitempty"`
+	// PERIOD_LIMIT_REACHED: when the period ends and a use may be taken again.
+	AvailableAt *time.Time `json:"availableAt,omitempty"`
 }
 
 type VoucherPayload struct {
@@ -515,6 +567,120 @@ func (e DiscountType) MarshalJSON() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+type LimitPeriod string
+
+const (
+	LimitPeriodDay   LimitPeriod = "DAY"
+	LimitPeriodWeek  LimitPeriod = "WEEK"
+	LimitPeriodMonth LimitPeriod = "MONTH"
+)
+
+var AllLimitPeriod = []LimitPeriod{
+	LimitPeriodDay,
+	LimitPeriodWeek,
+	LimitPeriodMonth,
+}
+
+func (e LimitPeriod) IsValid() bool {
+	switch e {
+	case LimitPeriodDay, LimitPeriodWeek, LimitPeriodMonth:
+		return true
+	}
+	return false
+}
+
+func (e LimitPeriod) String() string {
+	return string(e)
+}
+
+func (e *LimitPeriod) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = LimitPeriod(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid LimitPeriod", str)
+	}
+	return nil
+}
+
+func (e LimitPeriod) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *LimitPeriod) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e LimitPeriod) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
+type LimitScope string
+
+const (
+	// All customers together.
+	LimitScopeVoucher LimitScope = "VOUCHER"
+	// Each customer on their own.
+	LimitScopeCustomer LimitScope = "CUSTOMER"
+)
+
+var AllLimitScope = []LimitScope{
+	LimitScopeVoucher,
+	LimitScopeCustomer,
+}
+
+func (e LimitScope) IsValid() bool {
+	switch e {
+	case LimitScopeVoucher, LimitScopeCustomer:
+		return true
+	}
+	return false
+}
+
+func (e LimitScope) String() string {
+	return string(e)
+}
+
+func (e *LimitScope) UnmarshalGQL(v any) error {
+	str, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("enums must be strings")
+	}
+
+	*e = LimitScope(str)
+	if !e.IsValid() {
+		return fmt.Errorf("%s is not a valid LimitScope", str)
+	}
+	return nil
+}
+
+func (e LimitScope) MarshalGQL(w io.Writer) {
+	_, _ = fmt.Fprint(w, strconv.Quote(e.String()))
+}
+
+func (e *LimitScope) UnmarshalJSON(b []byte) error {
+	s, err := strconv.Unquote(string(b))
+	if err != nil {
+		return err
+	}
+	return e.UnmarshalGQL(s)
+}
+
+func (e LimitScope) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	e.MarshalGQL(&buf)
+	return buf.Bytes(), nil
+}
+
 type ReservationStatus string
 
 const (
@@ -603,6 +769,8 @@ const (
 	VoucherErrorCodeVoucherNotLive VoucherErrorCode = "VOUCHER_NOT_LIVE"
 	// The voucher's budgetAmount cannot cover this order's discount.
 	VoucherErrorCodeBudgetExhausted VoucherErrorCode = "BUDGET_EXHAUSTED"
+	// A period limit of the voucher is reached; VoucherError.availableAt says when the period ends.
+	VoucherErrorCodePeriodLimitReached VoucherErrorCode = "PERIOD_LIMIT_REACHED"
 	// rollbackReservation of a reservation that is RESERVED: release it instead.
 	VoucherErrorCodeNotConfirmed VoucherErrorCode = "NOT_CONFIRMED"
 )
@@ -621,12 +789,13 @@ var AllVoucherErrorCode = []VoucherErrorCode{
 	VoucherErrorCodeVoucherStarted,
 	VoucherErrorCodeVoucherNotLive,
 	VoucherErrorCodeBudgetExhausted,
+	VoucherErrorCodePeriodLimitReached,
 	VoucherErrorCodeNotConfirmed,
 }
 
 func (e VoucherErrorCode) IsValid() bool {
 	switch e {
-	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable, VoucherErrorCodeVoucherStarted, VoucherErrorCodeVoucherNotLive, VoucherErrorCodeBudgetExhausted, VoucherErrorCodeNotConfirmed:
+	case VoucherErrorCodeOutOfStock, VoucherErrorCodeAlreadyUsed, VoucherErrorCodeNotEligible, VoucherErrorCodeNotFound, VoucherErrorCodeOrderConflict, VoucherErrorCodeReservationReleased, VoucherErrorCodeAlreadyConfirmed, VoucherErrorCodeVoucherExists, VoucherErrorCodeInvalidInput, VoucherErrorCodeUnavailable, VoucherErrorCodeVoucherStarted, VoucherErrorCodeVoucherNotLive, VoucherErrorCodeBudgetExhausted, VoucherErrorCodePeriodLimitReached, VoucherErrorCodeNotConfirmed:
 		return true
 	}
 	return false

@@ -109,6 +109,7 @@ var restStatus = map[string]int{
 	"RESERVATION_RELEASED": http.StatusConflict,
 	"ALREADY_CONFIRMED":    http.StatusConflict,
 	"NOT_CONFIRMED":        http.StatusConflict,
+	"PERIOD_LIMIT_REACHED": http.StatusConflict,
 	"NOT_ELIGIBLE":         http.StatusUnprocessableEntity,
 	"NOT_FOUND":            http.StatusNotFound,
 	"INVALID_INPUT":        http.StatusBadRequest,

@@ -114,11 +114,17 @@ func crowd(t *testing.T, g *gate.Gate, codes []string, flush func()) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	seen := map[voucher.ReserveRequest][]voucher.GateVerdict{}
+	// By code and order: a request with the same two is the same request.
+	type order struct{ code, orderID string }
+	seen := map[order][]voucher.GateVerdict{}
+	reqs := map[order]voucher.ReserveRequest{}
 	for _, c := range first {
-		seen[c.r] = append(seen[c.r], c.v)
+		k := order{c.r.Code, c.r.OrderID}
+		seen[k] = append(seen[k], c.v)
+		reqs[k] = c.r
 	}
-	for r, vs := range seen {
+	for k, vs := range seen {
+		r := reqs[k]
 		if passed[r.Code] == nil {
 			passed[r.Code] = map[string]bool{}
 		}

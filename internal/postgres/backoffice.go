@@ -64,22 +64,28 @@ func (s *Store) UpdateVoucher(ctx context.Context, code string, n voucher.NewVou
 		return voucher.Voucher{}, err
 	}
 	var out voucher.Voucher
+	rc := columnsOf(n.Restrictions)
 	err = s.withTx(ctx, pgx.TxOptions{}, func(q *db.Queries) error {
 		row, err := q.VoucherUpdateBeforeStart(ctx, db.VoucherUpdateBeforeStartParams{
-			Code:              code,
-			NewCode:           n.Code,
-			DiscountType:      string(n.DiscountType),
-			DiscountAmount:    n.DiscountAmount,
-			DiscountPercent:   percent32(n.DiscountPercent),
-			MaxDiscountAmount: n.MaxDiscountAmount,
-			Currency:          n.Currency,
-			BudgetAmount:      n.BudgetAmount,
-			MinOrderAmount:    n.MinOrderAmount,
-			TotalLimit:        total,
-			PerUserLimit:      perUser,
-			StartsAt:          n.StartsAt,
-			EndsAt:            n.EndsAt,
-			Flash:             n.Flash,
+			Code:                code,
+			NewCode:             n.Code,
+			DiscountType:        string(n.DiscountType),
+			DiscountAmount:      n.DiscountAmount,
+			DiscountPercent:     percent32(n.DiscountPercent),
+			MaxDiscountAmount:   n.MaxDiscountAmount,
+			Currency:            n.Currency,
+			BudgetAmount:        n.BudgetAmount,
+			MinOrderAmount:      n.MinOrderAmount,
+			TotalLimit:          total,
+			PerUserLimit:        perUser,
+			StartsAt:            n.StartsAt,
+			EndsAt:              n.EndsAt,
+			Flash:               n.Flash,
+			TimeZone:            rc.timeZone,
+			PeriodLimits:        rc.limits,
+			EligibleSegments:    rc.segments,
+			AppliesToSkus:       rc.skus,
+			AppliesToCategories: rc.cats,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			if _, gerr := q.VoucherGetByCode(ctx, code); errors.Is(gerr, pgx.ErrNoRows) {

@@ -31,20 +31,26 @@ func (s *Store) CreateCampaign(ctx context.Context, n voucher.NewCampaign) (vouc
 		if err != nil {
 			return err
 		}
+		rc := columnsOf(t.Restrictions)
 		v, err := q.VoucherInsert(ctx, db.VoucherInsertParams{
-			Code:              campaignVoucherCode(id),
-			DiscountType:      string(t.DiscountType),
-			DiscountAmount:    t.DiscountAmount,
-			DiscountPercent:   percent32(t.DiscountPercent),
-			MaxDiscountAmount: t.MaxDiscountAmount,
-			Currency:          t.Currency,
-			BudgetAmount:      t.BudgetAmount,
-			MinOrderAmount:    t.MinOrderAmount,
-			TotalLimit:        total,
-			PerUserLimit:      perUser,
-			StartsAt:          t.StartsAt,
-			EndsAt:            t.EndsAt,
-			Flash:             t.Flash,
+			Code:                campaignVoucherCode(id),
+			DiscountType:        string(t.DiscountType),
+			DiscountAmount:      t.DiscountAmount,
+			DiscountPercent:     percent32(t.DiscountPercent),
+			MaxDiscountAmount:   t.MaxDiscountAmount,
+			Currency:            t.Currency,
+			BudgetAmount:        t.BudgetAmount,
+			MinOrderAmount:      t.MinOrderAmount,
+			TotalLimit:          total,
+			PerUserLimit:        perUser,
+			StartsAt:            t.StartsAt,
+			EndsAt:              t.EndsAt,
+			Flash:               t.Flash,
+			TimeZone:            rc.timeZone,
+			PeriodLimits:        rc.limits,
+			EligibleSegments:    rc.segments,
+			AppliesToSkus:       rc.skus,
+			AppliesToCategories: rc.cats,
 		})
 		if err != nil {
 			return err

@@ -25,7 +25,8 @@ import (
 //     constraints still bound every count.
 //
 // Both take their locks in reserve's one order: the orders' rows
-// (voucher_redemption), the customers' counts (voucher_customer), the events
+// (voucher_redemption), the customers' counts (voucher_customer), the
+// period counts (voucher_period_use, takeUses only), the events
 // (reservation_event), the campaign codes' counts (voucher_code), then the
 // voucher's hot row (voucher) last, so its lock is held only for its update
 // and the commit. Each set in a fixed order (order id, customer, code), so
@@ -48,6 +49,9 @@ type takeRule int
 const (
 	// byCustomer: a customer would pass their per-customer limit.
 	byCustomer takeRule = iota + 1
+	// byPeriod: a period of a period limit has fewer uses left than claims
+	// in it (takeRefused.refusal says which and until when).
+	byPeriod
 	// byCode: a campaign code has fewer uses left than claims on it.
 	byCode
 	// bySum: the claims' discounts together would take budgetUsed past
@@ -64,6 +68,8 @@ const (
 type takeRefused struct {
 	rule     takeRule
 	suspects []bool
+	// refusal is a byPeriod claim's answer (PERIOD_LIMIT_REACHED).
+	refusal *voucher.Error
 }
 
 func (e *takeRefused) Error() string {
@@ -129,6 +135,13 @@ func takeUses(ctx context.Context, q *db.Queries, owner string, campaign bool, v
 			ok[c] = true
 		}
 		return nil, &takeRefused{rule: byCustomer, suspects: suspectsOf(func(row db.VoucherRedemption) bool { return !ok[row.CustomerID] })}
+	}
+	// The period counts after the customers' (ALREADY_USED is checked
+	// first), in the period of each row's created_at.
+	if over, refusal, err := takePeriodUses(ctx, q, owner, v, claims, rows); err != nil {
+		return nil, err
+	} else if refusal != nil {
+		return nil, &takeRefused{rule: byPeriod, suspects: over, refusal: refusal}
 	}
 	if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
 		Kind: "reserved", Path: string(path), OrderIds: u.orderIDs, Codes: slices.Repeat([]string{owner}, len(u.orderIDs)), CustomerIds: u.orderCustomers,

@@ -77,20 +77,26 @@ func (s *Store) CreateVoucher(ctx context.Context, n voucher.NewVoucher) (vouche
 	if err != nil {
 		return voucher.Voucher{}, err
 	}
+	rc := columnsOf(n.Restrictions)
 	row, err := s.q.VoucherInsert(ctx, db.VoucherInsertParams{
-		Code:              n.Code,
-		DiscountType:      string(n.DiscountType),
-		DiscountAmount:    n.DiscountAmount,
-		DiscountPercent:   percent32(n.DiscountPercent),
-		MaxDiscountAmount: n.MaxDiscountAmount,
-		Currency:          n.Currency,
-		BudgetAmount:      n.BudgetAmount,
-		MinOrderAmount:    n.MinOrderAmount,
-		TotalLimit:        total,
-		PerUserLimit:      perUser,
-		StartsAt:          n.StartsAt,
-		EndsAt:            n.EndsAt,
-		Flash:             n.Flash,
+		Code:                n.Code,
+		DiscountType:        string(n.DiscountType),
+		DiscountAmount:      n.DiscountAmount,
+		DiscountPercent:     percent32(n.DiscountPercent),
+		MaxDiscountAmount:   n.MaxDiscountAmount,
+		Currency:            n.Currency,
+		BudgetAmount:        n.BudgetAmount,
+		MinOrderAmount:      n.MinOrderAmount,
+		TotalLimit:          total,
+		PerUserLimit:        perUser,
+		StartsAt:            n.StartsAt,
+		EndsAt:              n.EndsAt,
+		Flash:               n.Flash,
+		TimeZone:            rc.timeZone,
+		PeriodLimits:        rc.limits,
+		EligibleSegments:    rc.segments,
+		AppliesToSkus:       rc.skus,
+		AppliesToCategories: rc.cats,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return voucher.Voucher{}, voucher.Errorf(voucher.VoucherExists, "voucher %s already exists", n.Code)
@@ -143,6 +149,9 @@ func (s *Store) Availability(ctx context.Context, code string, customerID int64)
 			return err
 		}
 		a = voucher.Availability{Remaining: v.Remaining(), CustomerUses: int(uses)}
+		if a.PeriodUses, err = periodUses(ctx, q, v.Code, v, customerID, now); err != nil {
+			return err
+		}
 		if cc != nil {
 			// The code's uses left, within the campaign's.
 			a.Remaining = min(a.Remaining, cc.useLimit-cc.used)
@@ -273,7 +282,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		}
 
 		// A batch of one for the writer of reserves the database decides.
-		discount := v.DiscountFor(r.OrderAmount)
+		discount := v.DiscountOf(r)
 		rows, err := takeUses(ctx, q, owner, cc != nil, v, ttl, path, []claim{{
 			orderID: r.OrderID, customerID: r.CustomerID, amount: r.OrderAmount, discount: discount, code: r.Code,
 		}})
@@ -281,6 +290,8 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		switch {
 		case errors.As(err, &refused) && refused.rule == byCustomer:
 			return voucher.Errorf(voucher.AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", r.CustomerID, v.PerUserLimit, r.Code)
+		case errors.As(err, &refused) && refused.rule == byPeriod:
+			return refused.refusal
 		case errors.As(err, &refused) && refused.rule == byCode:
 			return voucher.CodeUsedUp(cc.code)
 		case errors.As(err, &refused):
@@ -497,22 +508,7 @@ func (s *Store) Rollback(ctx context.Context, code, orderID, reason string, audi
 			return err
 		}
 		res, rolledBack = toReservation(row), true
-		// The lock order of every writer: redemption (above), customer,
-		// event, campaign code, voucher last.
-		if err := q.VoucherCustomerUsesGiveBack(ctx, db.VoucherCustomerUsesGiveBackParams{
-			Codes: []string{row.VoucherCode}, CustomerIds: []int64{row.CustomerID}, Uses: []int32{1},
-		}); err != nil {
-			return err
-		}
-		if err := q.ReservationEventInsertMany(ctx, event(row, "rolled_back", voucher.PathDatabase)); err != nil {
-			return err
-		}
-		if row.CampaignCode != nil {
-			if err := q.CampaignCodeUseRollBack(ctx, *row.CampaignCode); err != nil {
-				return err
-			}
-		}
-		if err := q.VoucherUseRollBack(ctx, db.VoucherUseRollBackParams{Code: row.VoucherCode, Discount: row.DiscountAmount}); err != nil {
+		if err := giveBack(ctx, q, row, "rolled_back", voucher.PathDatabase); err != nil {
 			return err
 		}
 		audit.VoucherCode = row.VoucherCode
@@ -530,31 +526,50 @@ func giveBack(ctx context.Context, q *db.Queries, row db.VoucherRedemption, kind
 	return giveBackUses(ctx, q, []db.VoucherRedemption{row}, kind, path)
 }
 
-// giveBackUses is the one writer of released uses: it gives the uses of rows
-// (released in this transaction) back to their customers, campaign codes and
-// vouchers with their discounts, and records an event of kind for each, in
-// the lock order of every writer (redemptions, customers, events, codes,
+// giveBackUses is the one writer of uses given back: it gives the uses of
+// rows (released, expired or rolled back in this transaction; a
+// ROLLED_BACK row's use was confirmed, the others' reserved) back to their
+// customers, the periods of their created_at, campaign codes and vouchers
+// with their discounts, and records an event of kind for each, in the lock
+// order of every writer (redemptions, customers, periods, events, codes,
 // vouchers last, each set sorted).
 func giveBackUses(ctx context.Context, q *db.Queries, rows []db.VoucherRedemption, kind string, path voucher.Path) error {
 	type holder struct {
 		code     string
 		customer int64
 	}
+	type uses struct{ released, rolledBack int32 }
+	type codeUses struct{ all, rolledBack int32 }
 	customers := map[holder]int32{}
-	vouchers := map[string]int32{}
-	codes := map[string]int32{}     // campaign codes' uses released
-	discounts := map[string]int64{} // each voucher's released discounts, back to its budget
+	vouchers := map[string]uses{}
+	codes := map[string]codeUses{}  // campaign codes' uses given back
+	discounts := map[string]int64{} // each voucher's discounts given back, to its budget
 	events := db.ReservationEventInsertManyParams{Kind: kind, Path: string(path)}
+	var periods db.VoucherPeriodUsesGiveBackParams
 	for _, r := range rows {
 		customers[holder{r.VoucherCode, r.CustomerID}]++
-		vouchers[r.VoucherCode]++
+		u := vouchers[r.VoucherCode]
+		if voucher.Status(r.Status) == voucher.StatusRolledBack {
+			u.rolledBack++
+		} else {
+			u.released++
+		}
+		vouchers[r.VoucherCode] = u
 		if r.CampaignCode != nil {
-			codes[*r.CampaignCode]++
+			c := codes[*r.CampaignCode]
+			c.all++
+			if voucher.Status(r.Status) == voucher.StatusRolledBack {
+				c.rolledBack++
+			}
+			codes[*r.CampaignCode] = c
 		}
 		discounts[r.VoucherCode] += r.DiscountAmount
 		events.OrderIds = append(events.OrderIds, r.OrderID)
 		events.Codes = append(events.Codes, r.VoucherCode)
 		events.CustomerIds = append(events.CustomerIds, r.CustomerID)
+		periods.Codes = append(periods.Codes, r.VoucherCode)
+		periods.CustomerIds = append(periods.CustomerIds, r.CustomerID)
+		periods.CreatedAts = append(periods.CreatedAts, r.CreatedAt)
 	}
 	held := slices.SortedFunc(maps.Keys(customers), func(a, b holder) int {
 		return cmp.Or(strings.Compare(a.code, b.code), cmp.Compare(a.customer, b.customer))
@@ -575,6 +590,11 @@ func giveBackUses(ctx context.Context, q *db.Queries, rows []db.VoucherRedemptio
 	if err := q.VoucherCustomerUsesGiveBack(ctx, back); err != nil {
 		return err
 	}
+	// Each use to the period of its reservation's created_at (a voucher
+	// without period limits has no rows there: nothing is touched).
+	if err := q.VoucherPeriodUsesGiveBack(ctx, periods); err != nil {
+		return err
+	}
 	if err := q.ReservationEventInsertMany(ctx, events); err != nil {
 		return err
 	}
@@ -582,7 +602,8 @@ func giveBackUses(ctx context.Context, q *db.Queries, rows []db.VoucherRedemptio
 		var back db.CampaignCodeUsesGiveBackParams
 		for _, code := range slices.Sorted(maps.Keys(codes)) {
 			back.Codes = append(back.Codes, code)
-			back.Uses = append(back.Uses, codes[code])
+			back.Uses = append(back.Uses, codes[code].all)
+			back.RolledBack = append(back.RolledBack, codes[code].rolledBack)
 		}
 		if len(codes) > 1 {
 			if _, err := q.CampaignCodeLockMany(ctx, back.Codes); err != nil {
@@ -594,7 +615,8 @@ func giveBackUses(ctx context.Context, q *db.Queries, rows []db.VoucherRedemptio
 		}
 	}
 	for _, code := range slices.Sorted(maps.Keys(vouchers)) {
-		if err := q.VoucherUsesGiveBack(ctx, db.VoucherUsesGiveBackParams{Code: code, N: vouchers[code], Discount: discounts[code]}); err != nil {
+		u := vouchers[code]
+		if err := q.VoucherUsesGiveBack(ctx, db.VoucherUsesGiveBackParams{Code: code, Released: u.released, RolledBack: u.rolledBack, Discount: discounts[code]}); err != nil {
 			return err
 		}
 	}
@@ -815,6 +837,7 @@ func toVoucher(r db.Voucher) voucher.Voucher {
 		EndsAt:            r.EndsAt,
 		Flash:             r.Flash,
 		CreatedAt:         r.CreatedAt,
+		Restrictions:      restrictionsOf(r),
 	}
 }
 

@@ -106,6 +106,7 @@ func (n NewVoucher) FieldErrors() map[string]string {
 	} else if !n.StartsAt.IsZero() && !n.StartsAt.Before(n.EndsAt) {
 		out["endsAt"] = "endsAt must be after startsAt"
 	}
+	n.fieldErrors(out)
 	return out
 }
 
@@ -155,6 +156,9 @@ type VoucherOverview struct {
 	// nothing, the voucher is not flash or the gate did not answer.
 	Gate            *int
 	GateUnavailable bool
+	// PeriodCounts are the latest period counts that hold uses, latest
+	// first (Voucher reads them; lists leave them out).
+	PeriodCounts []PeriodCount
 }
 
 // AuditEvent is one change of a voucher by a person or a token.
@@ -237,6 +241,9 @@ type BackofficeStore interface {
 	// by audit from the values before and after, in one transaction:
 	// NOT_FOUND, VOUCHER_NOT_LIVE, INVALID_INPUT (totalLimit, endsAt).
 	ExtendVoucher(ctx context.Context, code string, totalLimit int, endsAt time.Time, audit func(before, after Voucher) AuditEvent) (before, after Voucher, err error)
+	// PeriodCounts lists a voucher's period counts that hold uses, latest
+	// period first, at most limit.
+	PeriodCounts(ctx context.Context, code string, limit int) ([]PeriodCount, error)
 	AddAuditEvent(ctx context.Context, e AuditEvent) error
 	AuditEvents(ctx context.Context, code string, limit int) ([]AuditEvent, error)
 	ReservationEvents(ctx context.Context, code string, limit int) ([]ReservationEvent, error)
@@ -342,7 +349,13 @@ func (b *Backoffice) Voucher(ctx context.Context, code string) (VoucherOverview,
 	if err != nil {
 		return VoucherOverview{}, err
 	}
-	return b.overview(ctx, v), nil
+	o := b.overview(ctx, v)
+	if len(v.PeriodLimits) > 0 && v.CampaignID == 0 {
+		if o.PeriodCounts, err = b.store.PeriodCounts(ctx, v.Code, 20); err != nil {
+			return VoucherOverview{}, err
+		}
+	}
+	return o, nil
 }
 
 // Activity returns a voucher's page: its figures, samples of its remaining
@@ -408,6 +421,9 @@ type VoucherChange struct {
 	// budget: a nil amount above keeps it. Neither goes with its amount.
 	ClearMaxDiscountAmount bool
 	ClearBudgetAmount      bool
+	// Restrictions replaces the period limits, time zone, segments and
+	// appliesTo together; nil keeps them.
+	Restrictions *Restrictions
 }
 
 // check refuses a change that both sets and clears an amount.
@@ -430,6 +446,7 @@ func (c VoucherChange) Apply(v Voucher) NewVoucher {
 		MinOrderAmount: v.MinOrderAmount,
 		TotalLimit:     v.TotalLimit, PerUserLimit: v.PerUserLimit,
 		StartsAt: v.StartsAt, EndsAt: v.EndsAt, Flash: v.Flash,
+		Restrictions: v.Restrictions,
 	}
 	set(&n.Code, c.Code)
 	if c.DiscountType != nil && *c.DiscountType != v.DiscountType {
@@ -456,6 +473,7 @@ func (c VoucherChange) Apply(v Voucher) NewVoucher {
 	set(&n.StartsAt, c.StartsAt)
 	set(&n.EndsAt, c.EndsAt)
 	set(&n.Flash, c.Flash)
+	set(&n.Restrictions, c.Restrictions)
 	return n
 }
 
@@ -677,7 +695,16 @@ func describeTerms(v Voucher) string {
 		discount = fmt.Sprintf("discountPercent %d, maxDiscountAmount %s", v.DiscountPercent, optional(v.MaxDiscountAmount))
 	}
 	return fmt.Sprintf("discountType %s, %s, currency %s, budgetAmount %s, minOrderAmount %d, totalLimit %d, perUserLimit %d, startsAt %s, endsAt %s, flash %t",
-		v.DiscountType, discount, v.Currency, optional(v.BudgetAmount), v.MinOrderAmount, v.TotalLimit, v.PerUserLimit, stamp(v.StartsAt), stamp(v.EndsAt), v.Flash)
+		v.DiscountType, discount, v.Currency, optional(v.BudgetAmount), v.MinOrderAmount, v.TotalLimit, v.PerUserLimit, stamp(v.StartsAt), stamp(v.EndsAt), v.Flash) +
+		restrictionsTerm(v.Restrictions)
+}
+
+// restrictionsTerm is ", restrictions ..." for a voucher with any; "" else.
+func restrictionsTerm(r Restrictions) string {
+	if d := r.Describe(); d != "" {
+		return ", restrictions " + d
+	}
+	return ""
 }
 
 // optional shows an optional amount for people: "none" when not set.
@@ -709,6 +736,7 @@ func describeChange(v Voucher, n NewVoucher) string {
 	diff("startsAt", stamp(v.StartsAt), stamp(n.StartsAt))
 	diff("endsAt", stamp(v.EndsAt), stamp(n.EndsAt))
 	diff("flash", v.Flash, n.Flash)
+	diff("restrictions", v.Describe(), n.Describe())
 	return strings.Join(parts, "; ")
 }
 

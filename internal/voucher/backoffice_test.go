@@ -3,6 +3,8 @@ package voucher
 import (
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestVoucherState_FollowsTheWindowAndTheCount(t *testing.T) {
@@ -76,8 +78,8 @@ func TestVoucherChange_KeepsWhatItDoesNotSet(t *testing.T) {
 	limit, flash := 20, true
 	got := VoucherChange{TotalLimit: &limit, Flash: &flash}.Apply(v)
 	want := NewVoucher{Code: "A", DiscountAmount: 5, MinOrderAmount: 1, TotalLimit: 20, PerUserLimit: 2, StartsAt: start, EndsAt: start.Add(time.Hour), Flash: true}
-	if got != want {
-		t.Errorf("Apply = %+v, want %+v", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Apply (-want +got):\n%s", diff)
 	}
 	if d := describeChange(v, got); d != "totalLimit 10 → 20; flash false → true" {
 		t.Errorf("describeChange = %q", d)

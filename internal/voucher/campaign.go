@@ -100,7 +100,8 @@ type NewCampaign struct {
 
 // newCampaignFields is the order in which Validate reports fields at fault.
 var newCampaignFields = []string{"name", "codeCount", "codePrefix", "codeLength", "usesPerCode", "totalLimit", "perUserLimit",
-	"discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "minOrderAmount", "currency", "budgetAmount", "startsAt", "endsAt", "flash"}
+	"discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "minOrderAmount", "currency", "budgetAmount", "startsAt", "endsAt", "flash",
+	"periodLimits", "timeZone", "eligibleSegments", "appliesTo"}
 
 // FieldErrors checks every field of a new campaign and returns a message per
 // field at fault, keyed as the schema spells it.
@@ -305,6 +306,15 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	}
 	if err := n.Validate(); err != nil {
 		return Campaign{}, err
+	}
+	// The campaign's gate does not hold period limits, segments or items
+	// yet: a flash campaign with them is refused rather than sold without
+	// them. An ordinary campaign's codes are decided by the database, on
+	// the campaign's row, which holds them.
+	if n.Terms.Flash {
+		if err := n.Terms.notAtTheGate("a flash campaign"); err != nil {
+			return Campaign{}, err
+		}
 	}
 	n.CodePrefix = upperCode(n.CodePrefix)
 	n.Terms.DiscountType = orDefault(n.Terms.DiscountType, DiscountFixed)

@@ -11,12 +11,21 @@ type CheckRequest struct {
 	CustomerID  int64
 	OrderAmount int64
 	Currency    string // optional, as in ReserveRequest
+	// CustomerSegments and Items: as in ReserveRequest.
+	CustomerSegments []string
+	Items            []LineItem
+}
+
+// reserve is the reserve the check asks about (without an orderId).
+func (c CheckRequest) reserve() ReserveRequest {
+	return ReserveRequest{Code: c.Code, CustomerID: c.CustomerID, OrderID: "check", OrderAmount: c.OrderAmount, Currency: c.Currency,
+		CustomerSegments: c.CustomerSegments, Items: c.Items}
 }
 
 // Validate returns INVALID_INPUT naming the first field at fault: the
 // reserve's rules, without an orderId.
 func (c CheckRequest) Validate() error {
-	return ReserveRequest{Code: c.Code, CustomerID: c.CustomerID, OrderID: "check", OrderAmount: c.OrderAmount, Currency: c.Currency}.Validate()
+	return c.reserve().Validate()
 }
 
 // Availability is what a check is decided on besides the voucher's terms:
@@ -32,25 +41,34 @@ type Availability struct {
 	// CodeRemaining is a campaign code's own uses left, when they are read
 	// apart from the campaign's (a flash campaign's gate); nil otherwise.
 	CodeRemaining *int
+	// PeriodUses counts the uses held in the current period of each of the
+	// voucher's period limits (nil: it has none).
+	PeriodUses PeriodUses
 }
 
 // Check answers a check as a reserve would decide it at now, in the
 // reserve's order of rules (the orderId's aside): NOT_ELIGIBLE (currency,
-// window, minimum), ALREADY_USED, OUT_OF_STOCK, INVALID_INPUT for a
+// window, minimum, segments, items), ALREADY_USED, PERIOD_LIMIT_REACHED,
+// OUT_OF_STOCK, INVALID_INPUT for a
 // discount the voucher's sum cannot take (Voucher.BudgetRefusal),
 // BUDGET_EXHAUSTED; else the
 // discount the reserve would hold.
 func (v Voucher) Check(now time.Time, c CheckRequest, a Availability) (int64, error) {
-	if err := v.CheckEligible(now, ReserveRequest{Code: v.Code, CustomerID: c.CustomerID, OrderAmount: c.OrderAmount, Currency: c.Currency}); err != nil {
+	r := c.reserve()
+	r.Code = v.Code
+	if err := v.CheckEligible(now, r); err != nil {
 		return 0, err
 	}
 	if a.CustomerUses >= v.PerUserLimit {
 		return 0, Errorf(AlreadyUsed, "customer %d already holds %d use(s) of voucher %s", c.CustomerID, v.PerUserLimit, v.Code)
 	}
+	if err := v.checkPeriods(now, a.PeriodUses); err != nil {
+		return 0, err
+	}
 	if a.Remaining <= 0 || a.CodeRemaining != nil && *a.CodeRemaining <= 0 {
 		return 0, Errorf(OutOfStock, "voucher %s is sold out", v.Code)
 	}
-	discount := v.DiscountFor(c.OrderAmount)
+	discount := v.DiscountOf(r)
 	if a.Room != nil && discount > *a.Room {
 		return 0, SumTooLarge()
 	}
@@ -66,7 +84,8 @@ func (v Voucher) Check(now time.Time, c CheckRequest, a Availability) (int64, er
 // database; a flash voucher from its gate (or this instance's sold-out
 // snapshot), never its hot row, so a stampede of checks costs what a
 // sold-out reserve does. Errors: INVALID_INPUT, NOT_FOUND, NOT_ELIGIBLE,
-// ALREADY_USED, OUT_OF_STOCK, BUDGET_EXHAUSTED, UNAVAILABLE.
+// ALREADY_USED, PERIOD_LIMIT_REACHED, OUT_OF_STOCK, BUDGET_EXHAUSTED,
+// UNAVAILABLE.
 func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, error) {
 	if err := authorize(ctx, OpCheckout); err != nil {
 		return 0, err

@@ -22,4 +22,7 @@
 //   - sold-out memory: an instance's snapshot of a sold-out gate, answering the late crowd without Redis.
 //   - dead letter: an event the database refused; its admission is lost (the use kept) until an operator acts.
 //   - rollback: a confirmed use given back (ROLLED_BACK: a refund), decided in the database on every path; the gate gets the use back as for a release.
+//   - period limit: at most max uses held in a calendar day, week or month of the voucher's time zone, by all customers (VOUCHER) or each (CUSTOMER); a use counts in the period of its createdAt (docs/period-limits.md).
+//   - segment: a group the storefront says the customer is in; a voucher with eligibleSegments takes only reserves naming one.
+//   - appliesTo: the SKUs and categories whose items' subtotal a voucher's discount is taken on.
 package voucher

@@ -3,6 +3,7 @@ package voucher
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrorCode is one of the contract's error codes (VoucherErrorCode), plus the
@@ -23,10 +24,14 @@ const (
 	AlreadyConfirmed    ErrorCode = "ALREADY_CONFIRMED"
 	// NotConfirmed: a rollback of a reservation still RESERVED (release it
 	// instead).
-	NotConfirmed  ErrorCode = "NOT_CONFIRMED"
-	VoucherExists ErrorCode = "VOUCHER_EXISTS"
-	InvalidInput  ErrorCode = "INVALID_INPUT"
-	Unavailable   ErrorCode = "UNAVAILABLE"
+	NotConfirmed ErrorCode = "NOT_CONFIRMED"
+	// PeriodLimitReached: a period limit of the voucher holds its max in
+	// the current period (checked after ALREADY_USED, before OUT_OF_STOCK);
+	// Error.AvailableAt says when the period ends.
+	PeriodLimitReached ErrorCode = "PERIOD_LIMIT_REACHED"
+	VoucherExists      ErrorCode = "VOUCHER_EXISTS"
+	InvalidInput       ErrorCode = "INVALID_INPUT"
+	Unavailable        ErrorCode = "UNAVAILABLE"
 	// Forbidden is a caller without the role for an operation; it is a
 	// GraphQL error (extensions.code), not a payload error.
 	Forbidden ErrorCode = "FORBIDDEN"
@@ -40,6 +45,9 @@ type Error struct {
 	Code    ErrorCode
 	Message string
 	Field   string
+	// AvailableAt is, for PERIOD_LIMIT_REACHED, when the period ends and a
+	// use may be taken again; zero otherwise.
+	AvailableAt time.Time
 	// Cause is what went wrong underneath (UNAVAILABLE): logged, never shown.
 	Cause error
 }
@@ -125,12 +133,13 @@ var publicMessages = map[ErrorCode]string{
 	OutOfStock:          "every use of the voucher is held or confirmed",
 	BudgetExhausted:     "the voucher's budget cannot cover this discount",
 	AlreadyUsed:         "the customer already holds every use of the voucher allowed to one customer",
-	NotEligible:         "the voucher does not apply: outside its validity window, below its minimum order amount or in another currency",
+	NotEligible:         "the voucher does not apply: outside its validity window, below its minimum order amount, in another currency, for other customer segments or for none of the items",
 	NotFound:            "not found",
 	OrderConflict:       "the orderId was already used with another voucher, customer or amount",
 	ReservationReleased: "the reservation was released or expired",
 	AlreadyConfirmed:    "the reservation is confirmed",
 	NotConfirmed:        "the reservation is not confirmed; release it instead",
+	PeriodLimitReached:  "a period limit of the voucher is reached; see availableAt",
 	VoucherExists:       "a voucher or campaign code with that code exists",
 	Unavailable:         "the service cannot answer now; retry with the same orderId",
 	Forbidden:           "the credential may not do this",

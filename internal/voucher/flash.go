@@ -114,6 +114,12 @@ func (s *Service) checkTerms(n NewVoucher) error {
 	if !n.Flash {
 		return nil
 	}
+	// The gate does not hold period limits, segments or items yet: a flash
+	// voucher with them is refused on every path (one started without a
+	// gate may later run with one), rather than sold without them.
+	if err := n.notAtTheGate("a flash voucher"); err != nil {
+		return err
+	}
 	return s.flash.accepts(n)
 }
 

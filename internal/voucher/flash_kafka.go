@@ -62,6 +62,11 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 	if err := v.CheckCurrency(r.Currency); err != nil {
 		return Reservation{}, err
 	}
+	// Segments are the request's: decided here, before the gate (a held
+	// order's retry still gets its reservation: rule 2 first).
+	if err := v.checkOrderLines(r.CustomerSegments, r.Items); err != nil {
+		return k.refusedUnlessHeld(ctx, v, r, err)
+	}
 	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
 		*path = PathGateMemory
 		return k.refusedAtGate(ctx, v, r, verdict)

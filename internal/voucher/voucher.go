@@ -88,6 +88,8 @@ type Voucher struct {
 	// CampaignID is the campaign a code belongs to (its counts are then the
 	// code's own, its terms the campaign's); 0 for a standalone voucher.
 	CampaignID int64
+	// Restrictions are its period limits, segments and items.
+	Restrictions
 }
 
 // Remaining is how many uses are neither held nor sold.
@@ -127,7 +129,8 @@ func (v Voucher) CheckCurrency(currency string) error {
 }
 
 // CheckEligible returns NOT_ELIGIBLE when the request names another currency,
-// now is outside the voucher's window, or the order is below its minimum.
+// now is outside the voucher's window, the order is below its minimum, the
+// customer is in none of its segments or no item is one it applies to.
 func (v Voucher) CheckEligible(now time.Time, r ReserveRequest) error {
 	if err := v.CheckCurrency(r.Currency); err != nil {
 		return err
@@ -142,7 +145,7 @@ func (v Voucher) CheckEligible(now time.Time, r ReserveRequest) error {
 	if orderAmount < v.MinOrderAmount {
 		return Errorf(NotEligible, "order amount %d is below the minimum %d", orderAmount, v.MinOrderAmount)
 	}
-	return nil
+	return v.checkOrderLines(r.CustomerSegments, r.Items)
 }
 
 // NewVoucher is what a marketer gives to create a voucher.
@@ -164,10 +167,12 @@ type NewVoucher struct {
 	StartsAt       time.Time
 	EndsAt         time.Time
 	Flash          bool
+	// Restrictions: period limits, segments, items; fixed at creation.
+	Restrictions
 }
 
 // newVoucherFields is the order in which Validate reports fields at fault.
-var newVoucherFields = []string{"code", "discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt"}
+var newVoucherFields = []string{"code", "discountType", "discountAmount", "discountPercent", "maxDiscountAmount", "currency", "budgetAmount", "minOrderAmount", "totalLimit", "perUserLimit", "startsAt", "endsAt", "periodLimits", "timeZone", "eligibleSegments", "appliesTo"}
 
 // Validate returns INVALID_INPUT naming the first field at fault (FieldErrors
 // has the rules and every message).
@@ -213,6 +218,12 @@ type ReserveRequest struct {
 	OrderAmount int64
 	// Currency, when given, must be the voucher's (else NOT_ELIGIBLE).
 	Currency string
+	// CustomerSegments are the segments the storefront knows the customer
+	// is in (a voucher with eligibleSegments needs one of them).
+	CustomerSegments []string
+	// Items are the order's lines (nil: not given); their quantity x
+	// unitAmount add up to OrderAmount.
+	Items []LineItem
 }
 
 // Validate returns INVALID_INPUT naming the first field at fault.
@@ -233,6 +244,9 @@ func (r ReserveRequest) Validate() error {
 		if err := ValidateCurrency(r.Currency); err != nil {
 			return err
 		}
+	}
+	if r.CustomerSegments != nil || r.Items != nil {
+		return validateOrderLines(r.CustomerSegments, r.Items, r.OrderAmount)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 const campaignCodeGet = `-- name: CampaignCodeGet :one
-SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, now()::timestamptz AS db_now,
+SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, voucher.time_zone, voucher.period_limits, voucher.eligible_segments, voucher.applies_to_skus, voucher.applies_to_categories, now()::timestamptz AS db_now,
        vc.code AS campaign_code, vc.use_limit, vc.used_count AS code_used, vc.confirmed_count AS code_confirmed, vc.rolled_back_count AS code_rolled_back,
        c.id AS campaign_id, c.status AS campaign_status
 FROM voucher_code vc
@@ -58,6 +58,11 @@ func (q *Queries) CampaignCodeGet(ctx context.Context, code string) (CampaignCod
 		&i.Voucher.BudgetUsed,
 		&i.Voucher.AdmittedCount,
 		&i.Voucher.RolledBackCount,
+		&i.Voucher.TimeZone,
+		&i.Voucher.PeriodLimits,
+		&i.Voucher.EligibleSegments,
+		&i.Voucher.AppliesToSkus,
+		&i.Voucher.AppliesToCategories,
 		&i.DbNow,
 		&i.CampaignCode,
 		&i.UseLimit,
@@ -131,34 +136,27 @@ func (q *Queries) CampaignCodeUseConfirm(ctx context.Context, code string) error
 	return err
 }
 
-const campaignCodeUseRollBack = `-- name: CampaignCodeUseRollBack :exec
-UPDATE voucher_code
-SET used_count = used_count - 1, confirmed_count = confirmed_count - 1, rolled_back_count = rolled_back_count + 1
-WHERE code = $1
-`
-
-// CampaignCodeUseRollBack gives a campaign code's rolled-back confirmed
-// use back.
-func (q *Queries) CampaignCodeUseRollBack(ctx context.Context, code string) error {
-	_, err := q.db.Exec(ctx, campaignCodeUseRollBack, code)
-	return err
-}
-
 const campaignCodeUsesGiveBack = `-- name: CampaignCodeUsesGiveBack :exec
 UPDATE voucher_code vc
-SET used_count = vc.used_count - g.uses
+SET used_count = vc.used_count - g.uses,
+    confirmed_count = vc.confirmed_count - g.rolled_back,
+    rolled_back_count = vc.rolled_back_count + g.rolled_back
 FROM (SELECT unnest($1::text[]) AS code,
-             unnest($2::integer[]) AS uses) AS g
+             unnest($2::integer[]) AS uses,
+             unnest($3::integer[]) AS rolled_back) AS g
 WHERE vc.code = g.code
 `
 
 type CampaignCodeUsesGiveBackParams struct {
-	Codes []string
-	Uses  []int32
+	Codes      []string
+	Uses       []int32
+	RolledBack []int32
 }
 
+// CampaignCodeUsesGiveBack gives codes' uses back: uses of them in all,
+// rolled_back of which were confirmed uses rolled back.
 func (q *Queries) CampaignCodeUsesGiveBack(ctx context.Context, arg CampaignCodeUsesGiveBackParams) error {
-	_, err := q.db.Exec(ctx, campaignCodeUsesGiveBack, arg.Codes, arg.Uses)
+	_, err := q.db.Exec(ctx, campaignCodeUsesGiveBack, arg.Codes, arg.Uses, arg.RolledBack)
 	return err
 }
 
@@ -297,7 +295,7 @@ func (q *Queries) CampaignGateTerms(ctx context.Context, voucherCode string) (Ca
 }
 
 const campaignGet = `-- name: CampaignGet :one
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, voucher.time_zone, voucher.period_limits, voucher.eligible_segments, voucher.applies_to_skus, voucher.applies_to_categories
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 WHERE campaign.id = $1
 `
@@ -342,6 +340,11 @@ func (q *Queries) CampaignGet(ctx context.Context, id int64) (CampaignGetRow, er
 		&i.Voucher.BudgetUsed,
 		&i.Voucher.AdmittedCount,
 		&i.Voucher.RolledBackCount,
+		&i.Voucher.TimeZone,
+		&i.Voucher.PeriodLimits,
+		&i.Voucher.EligibleSegments,
+		&i.Voucher.AppliesToSkus,
+		&i.Voucher.AppliesToCategories,
 	)
 	return i, err
 }
@@ -390,7 +393,7 @@ func (q *Queries) CampaignInsert(ctx context.Context, arg CampaignInsertParams) 
 }
 
 const campaignListAfter = `-- name: CampaignListAfter :many
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, voucher.time_zone, voucher.period_limits, voucher.eligible_segments, voucher.applies_to_skus, voucher.applies_to_categories
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 WHERE (campaign.created_at, campaign.id) < ($2::timestamptz, $3::bigint)
 ORDER BY campaign.created_at DESC, campaign.id DESC
@@ -449,6 +452,11 @@ func (q *Queries) CampaignListAfter(ctx context.Context, arg CampaignListAfterPa
 			&i.Voucher.BudgetUsed,
 			&i.Voucher.AdmittedCount,
 			&i.Voucher.RolledBackCount,
+			&i.Voucher.TimeZone,
+			&i.Voucher.PeriodLimits,
+			&i.Voucher.EligibleSegments,
+			&i.Voucher.AppliesToSkus,
+			&i.Voucher.AppliesToCategories,
 		); err != nil {
 			return nil, err
 		}
@@ -461,7 +469,7 @@ func (q *Queries) CampaignListAfter(ctx context.Context, arg CampaignListAfterPa
 }
 
 const campaignListFirst = `-- name: CampaignListFirst :many
-SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count
+SELECT campaign.id, campaign.voucher_code, campaign.name, campaign.code_count, campaign.generated_count, campaign.code_prefix, campaign.code_length, campaign.uses_per_code, campaign.status, campaign.failure, campaign.created_at, voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, voucher.time_zone, voucher.period_limits, voucher.eligible_segments, voucher.applies_to_skus, voucher.applies_to_categories
 FROM campaign JOIN voucher ON voucher.code = campaign.voucher_code
 ORDER BY campaign.created_at DESC, campaign.id DESC
 LIMIT $1
@@ -513,6 +521,11 @@ func (q *Queries) CampaignListFirst(ctx context.Context, limit int32) ([]Campaig
 			&i.Voucher.BudgetUsed,
 			&i.Voucher.AdmittedCount,
 			&i.Voucher.RolledBackCount,
+			&i.Voucher.TimeZone,
+			&i.Voucher.PeriodLimits,
+			&i.Voucher.EligibleSegments,
+			&i.Voucher.AppliesToSkus,
+			&i.Voucher.AppliesToCategories,
 		); err != nil {
 			return nil, err
 		}

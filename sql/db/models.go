@@ -151,26 +151,31 @@ type SaleSecond struct {
 }
 
 type Voucher struct {
-	Code              string
-	DiscountAmount    int64
-	MinOrderAmount    int64
-	TotalLimit        int32
-	PerUserLimit      int32
-	UsedCount         int32
-	ReservedCount     int32
-	ConfirmedCount    int32
-	StartsAt          time.Time
-	EndsAt            time.Time
-	Flash             bool
-	CreatedAt         time.Time
-	DiscountType      string
-	DiscountPercent   *int32
-	MaxDiscountAmount *int64
-	Currency          string
-	BudgetAmount      *int64
-	BudgetUsed        int64
-	AdmittedCount     int32
-	RolledBackCount   int32
+	Code                string
+	DiscountAmount      int64
+	MinOrderAmount      int64
+	TotalLimit          int32
+	PerUserLimit        int32
+	UsedCount           int32
+	ReservedCount       int32
+	ConfirmedCount      int32
+	StartsAt            time.Time
+	EndsAt              time.Time
+	Flash               bool
+	CreatedAt           time.Time
+	DiscountType        string
+	DiscountPercent     *int32
+	MaxDiscountAmount   *int64
+	Currency            string
+	BudgetAmount        *int64
+	BudgetUsed          int64
+	AdmittedCount       int32
+	RolledBackCount     int32
+	TimeZone            string
+	PeriodLimits        []string
+	EligibleSegments    []string
+	AppliesToSkus       []string
+	AppliesToCategories []string
 }
 
 type VoucherAudit struct {
@@ -198,6 +203,17 @@ type VoucherCustomer struct {
 	CustomerID  int64
 	UsedCount   int32
 	UseLimit    int32
+}
+
+type VoucherPeriodUse struct {
+	VoucherCode string
+	Scope       string
+	Period      string
+	PeriodStart time.Time
+	CustomerID  int64
+	PeriodEnd   time.Time
+	UsedCount   int32
+	MaxUses     int32
 }
 
 type VoucherRedemption struct {

@@ -25,7 +25,7 @@ func (q *Queries) VoucherClock(ctx context.Context) (time.Time, error) {
 }
 
 const voucherGetByCode = `-- name: VoucherGetByCode :one
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher WHERE code = $1
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories FROM voucher WHERE code = $1
 `
 
 func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, error) {
@@ -52,12 +52,17 @@ func (q *Queries) VoucherGetByCode(ctx context.Context, code string) (Voucher, e
 		&i.BudgetUsed,
 		&i.AdmittedCount,
 		&i.RolledBackCount,
+		&i.TimeZone,
+		&i.PeriodLimits,
+		&i.EligibleSegments,
+		&i.AppliesToSkus,
+		&i.AppliesToCategories,
 	)
 	return i, err
 }
 
 const voucherGetForReserve = `-- name: VoucherGetForReserve :one
-SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, now()::timestamptz AS db_now
+SELECT voucher.code, voucher.discount_amount, voucher.min_order_amount, voucher.total_limit, voucher.per_user_limit, voucher.used_count, voucher.reserved_count, voucher.confirmed_count, voucher.starts_at, voucher.ends_at, voucher.flash, voucher.created_at, voucher.discount_type, voucher.discount_percent, voucher.max_discount_amount, voucher.currency, voucher.budget_amount, voucher.budget_used, voucher.admitted_count, voucher.rolled_back_count, voucher.time_zone, voucher.period_limits, voucher.eligible_segments, voucher.applies_to_skus, voucher.applies_to_categories, now()::timestamptz AS db_now
 FROM voucher WHERE code = $1
 `
 
@@ -92,6 +97,11 @@ func (q *Queries) VoucherGetForReserve(ctx context.Context, code string) (Vouche
 		&i.Voucher.BudgetUsed,
 		&i.Voucher.AdmittedCount,
 		&i.Voucher.RolledBackCount,
+		&i.Voucher.TimeZone,
+		&i.Voucher.PeriodLimits,
+		&i.Voucher.EligibleSegments,
+		&i.Voucher.AppliesToSkus,
+		&i.Voucher.AppliesToCategories,
 		&i.DbNow,
 	)
 	return i, err
@@ -99,26 +109,32 @@ func (q *Queries) VoucherGetForReserve(ctx context.Context, code string) (Vouche
 
 const voucherInsert = `-- name: VoucherInsert :one
 INSERT INTO voucher (code, discount_type, discount_amount, discount_percent, max_discount_amount, currency,
-                     budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                     budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash,
+                     time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 ON CONFLICT (code) DO NOTHING
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories
 `
 
 type VoucherInsertParams struct {
-	Code              string
-	DiscountType      string
-	DiscountAmount    int64
-	DiscountPercent   *int32
-	MaxDiscountAmount *int64
-	Currency          string
-	BudgetAmount      *int64
-	MinOrderAmount    int64
-	TotalLimit        int32
-	PerUserLimit      int32
-	StartsAt          time.Time
-	EndsAt            time.Time
-	Flash             bool
+	Code                string
+	DiscountType        string
+	DiscountAmount      int64
+	DiscountPercent     *int32
+	MaxDiscountAmount   *int64
+	Currency            string
+	BudgetAmount        *int64
+	MinOrderAmount      int64
+	TotalLimit          int32
+	PerUserLimit        int32
+	StartsAt            time.Time
+	EndsAt              time.Time
+	Flash               bool
+	TimeZone            string
+	PeriodLimits        []string
+	EligibleSegments    []string
+	AppliesToSkus       []string
+	AppliesToCategories []string
 }
 
 func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (Voucher, error) {
@@ -136,6 +152,11 @@ func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (V
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.Flash,
+		arg.TimeZone,
+		arg.PeriodLimits,
+		arg.EligibleSegments,
+		arg.AppliesToSkus,
+		arg.AppliesToCategories,
 	)
 	var i Voucher
 	err := row.Scan(
@@ -159,12 +180,17 @@ func (q *Queries) VoucherInsert(ctx context.Context, arg VoucherInsertParams) (V
 		&i.BudgetUsed,
 		&i.AdmittedCount,
 		&i.RolledBackCount,
+		&i.TimeZone,
+		&i.PeriodLimits,
+		&i.EligibleSegments,
+		&i.AppliesToSkus,
+		&i.AppliesToCategories,
 	)
 	return i, err
 }
 
 const voucherListAfter = `-- name: VoucherListAfter :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories FROM voucher
 WHERE (created_at, code) < ($2::timestamptz, $3::text)
   AND code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
@@ -207,6 +233,11 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 			&i.BudgetUsed,
 			&i.AdmittedCount,
 			&i.RolledBackCount,
+			&i.TimeZone,
+			&i.PeriodLimits,
+			&i.EligibleSegments,
+			&i.AppliesToSkus,
+			&i.AppliesToCategories,
 		); err != nil {
 			return nil, err
 		}
@@ -219,7 +250,7 @@ func (q *Queries) VoucherListAfter(ctx context.Context, arg VoucherListAfterPara
 }
 
 const voucherListFirst = `-- name: VoucherListFirst :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories FROM voucher
 WHERE code NOT LIKE '~%'
 ORDER BY created_at DESC, code DESC
 LIMIT $1
@@ -257,6 +288,11 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 			&i.BudgetUsed,
 			&i.AdmittedCount,
 			&i.RolledBackCount,
+			&i.TimeZone,
+			&i.PeriodLimits,
+			&i.EligibleSegments,
+			&i.AppliesToSkus,
+			&i.AppliesToCategories,
 		); err != nil {
 			return nil, err
 		}
@@ -269,7 +305,7 @@ func (q *Queries) VoucherListFirst(ctx context.Context, limit int32) ([]Voucher,
 }
 
 const voucherListFlash = `-- name: VoucherListFlash :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher WHERE flash ORDER BY code
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories FROM voucher WHERE flash ORDER BY code
 `
 
 func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
@@ -302,6 +338,11 @@ func (q *Queries) VoucherListFlash(ctx context.Context) ([]Voucher, error) {
 			&i.BudgetUsed,
 			&i.AdmittedCount,
 			&i.RolledBackCount,
+			&i.TimeZone,
+			&i.PeriodLimits,
+			&i.EligibleSegments,
+			&i.AppliesToSkus,
+			&i.AppliesToCategories,
 		); err != nil {
 			return nil, err
 		}
@@ -324,42 +365,33 @@ func (q *Queries) VoucherUseConfirm(ctx context.Context, code string) error {
 	return err
 }
 
-const voucherUseRollBack = `-- name: VoucherUseRollBack :exec
-UPDATE voucher
-SET used_count = used_count - 1, confirmed_count = confirmed_count - 1,
-    rolled_back_count = rolled_back_count + 1, budget_used = budget_used - $1::bigint
-WHERE code = $2
-`
-
-type VoucherUseRollBackParams struct {
-	Discount int64
-	Code     string
-}
-
-// VoucherUseRollBack gives a rolled-back confirmed use back with its
-// discount; the use is counted as rolled back.
-func (q *Queries) VoucherUseRollBack(ctx context.Context, arg VoucherUseRollBackParams) error {
-	_, err := q.db.Exec(ctx, voucherUseRollBack, arg.Discount, arg.Code)
-	return err
-}
-
 const voucherUsesGiveBack = `-- name: VoucherUsesGiveBack :exec
 UPDATE voucher
-SET used_count = used_count - $1::integer, reserved_count = reserved_count - $1::integer,
-    budget_used = budget_used - $2::bigint
-WHERE code = $3
+SET used_count = used_count - $1::integer - $2::integer,
+    reserved_count = reserved_count - $1::integer,
+    confirmed_count = confirmed_count - $2::integer,
+    rolled_back_count = rolled_back_count + $2::integer,
+    budget_used = budget_used - $3::bigint
+WHERE code = $4
 `
 
 type VoucherUsesGiveBackParams struct {
-	N        int32
-	Discount int64
-	Code     string
+	Released   int32
+	RolledBack int32
+	Discount   int64
+	Code       string
 }
 
-// VoucherUsesGiveBack gives n released reserved uses back at once, with the
-// sum of their discounts.
+// VoucherUsesGiveBack gives uses back at once with the sum of their
+// discounts: released reserved ones (released, expired) and rolled-back
+// confirmed ones, which are counted as rolled back.
 func (q *Queries) VoucherUsesGiveBack(ctx context.Context, arg VoucherUsesGiveBackParams) error {
-	_, err := q.db.Exec(ctx, voucherUsesGiveBack, arg.N, arg.Discount, arg.Code)
+	_, err := q.db.Exec(ctx, voucherUsesGiveBack,
+		arg.Released,
+		arg.RolledBack,
+		arg.Discount,
+		arg.Code,
+	)
 	return err
 }
 

@@ -14,7 +14,7 @@ const voucherEndNow = `-- name: VoucherEndNow :one
 UPDATE voucher
 SET ends_at = now()
 WHERE code = $1 AND starts_at < now() AND ends_at > now()
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories
 `
 
 // VoucherEndNow closes the window of a live voucher now; no row back means
@@ -43,6 +43,11 @@ func (q *Queries) VoucherEndNow(ctx context.Context, code string) (Voucher, erro
 		&i.BudgetUsed,
 		&i.AdmittedCount,
 		&i.RolledBackCount,
+		&i.TimeZone,
+		&i.PeriodLimits,
+		&i.EligibleSegments,
+		&i.AppliesToSkus,
+		&i.AppliesToCategories,
 	)
 	return i, err
 }
@@ -157,7 +162,7 @@ func (q *Queries) VoucherRedemptionPage(ctx context.Context, arg VoucherRedempti
 }
 
 const voucherSearch = `-- name: VoucherSearch :many
-SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count FROM voucher
+SELECT code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories FROM voucher
 WHERE code NOT LIKE '~%' -- a campaign's voucher row: the campaign is listed instead
   AND ($1::text = '' OR lower(code) LIKE '%' || $1::text || '%')
   AND ($2::text = '' OR voucher_state(starts_at, ends_at, used_count, total_limit) = $2::text)
@@ -231,6 +236,11 @@ func (q *Queries) VoucherSearch(ctx context.Context, arg VoucherSearchParams) ([
 			&i.BudgetUsed,
 			&i.AdmittedCount,
 			&i.RolledBackCount,
+			&i.TimeZone,
+			&i.PeriodLimits,
+			&i.EligibleSegments,
+			&i.AppliesToSkus,
+			&i.AppliesToCategories,
 		); err != nil {
 			return nil, err
 		}
@@ -278,26 +288,36 @@ SET code = $1,
     per_user_limit = $10,
     starts_at = $11,
     ends_at = $12,
-    flash = $13
-WHERE code = $14 AND starts_at > now() AND used_count = 0
-RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count
+    flash = $13,
+    time_zone = $14,
+    period_limits = $15,
+    eligible_segments = $16,
+    applies_to_skus = $17,
+    applies_to_categories = $18
+WHERE code = $19 AND starts_at > now() AND used_count = 0
+RETURNING code, discount_amount, min_order_amount, total_limit, per_user_limit, used_count, reserved_count, confirmed_count, starts_at, ends_at, flash, created_at, discount_type, discount_percent, max_discount_amount, currency, budget_amount, budget_used, admitted_count, rolled_back_count, time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories
 `
 
 type VoucherUpdateBeforeStartParams struct {
-	NewCode           string
-	DiscountType      string
-	DiscountAmount    int64
-	DiscountPercent   *int32
-	MaxDiscountAmount *int64
-	Currency          string
-	BudgetAmount      *int64
-	MinOrderAmount    int64
-	TotalLimit        int32
-	PerUserLimit      int32
-	StartsAt          time.Time
-	EndsAt            time.Time
-	Flash             bool
-	Code              string
+	NewCode             string
+	DiscountType        string
+	DiscountAmount      int64
+	DiscountPercent     *int32
+	MaxDiscountAmount   *int64
+	Currency            string
+	BudgetAmount        *int64
+	MinOrderAmount      int64
+	TotalLimit          int32
+	PerUserLimit        int32
+	StartsAt            time.Time
+	EndsAt              time.Time
+	Flash               bool
+	TimeZone            string
+	PeriodLimits        []string
+	EligibleSegments    []string
+	AppliesToSkus       []string
+	AppliesToCategories []string
+	Code                string
 }
 
 // VoucherUpdateBeforeStart changes every term of a voucher whose window has
@@ -318,6 +338,11 @@ func (q *Queries) VoucherUpdateBeforeStart(ctx context.Context, arg VoucherUpdat
 		arg.StartsAt,
 		arg.EndsAt,
 		arg.Flash,
+		arg.TimeZone,
+		arg.PeriodLimits,
+		arg.EligibleSegments,
+		arg.AppliesToSkus,
+		arg.AppliesToCategories,
 		arg.Code,
 	)
 	var i Voucher
@@ -342,6 +367,11 @@ func (q *Queries) VoucherUpdateBeforeStart(ctx context.Context, arg VoucherUpdat
 		&i.BudgetUsed,
 		&i.AdmittedCount,
 		&i.RolledBackCount,
+		&i.TimeZone,
+		&i.PeriodLimits,
+		&i.EligibleSegments,
+		&i.AppliesToSkus,
+		&i.AppliesToCategories,
 	)
 	return i, err
 }

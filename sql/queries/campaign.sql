@@ -71,13 +71,6 @@ WHERE vc.code = $1;
 -- name: CampaignCodeUseConfirm :exec
 UPDATE voucher_code SET confirmed_count = confirmed_count + 1 WHERE code = $1;
 
--- CampaignCodeUseRollBack gives a campaign code's rolled-back confirmed
--- use back.
--- name: CampaignCodeUseRollBack :exec
-UPDATE voucher_code
-SET used_count = used_count - 1, confirmed_count = confirmed_count - 1, rolled_back_count = rolled_back_count + 1
-WHERE code = $1;
-
 -- CampaignCodeLockMany locks codes in code order (the fixed order of every
 -- writer of several codes: the expiry sweep's batch before
 -- CampaignCodeUsesGiveBack, a batch of winners before CampaignCodeUsesTake)
@@ -89,11 +82,16 @@ WHERE code = ANY(sqlc.arg(codes)::text[])
 ORDER BY code
 FOR NO KEY UPDATE;
 
+-- CampaignCodeUsesGiveBack gives codes' uses back: uses of them in all,
+-- rolled_back of which were confirmed uses rolled back.
 -- name: CampaignCodeUsesGiveBack :exec
 UPDATE voucher_code vc
-SET used_count = vc.used_count - g.uses
+SET used_count = vc.used_count - g.uses,
+    confirmed_count = vc.confirmed_count - g.rolled_back,
+    rolled_back_count = vc.rolled_back_count + g.rolled_back
 FROM (SELECT unnest(sqlc.arg(codes)::text[]) AS code,
-             unnest(sqlc.arg(uses)::integer[]) AS uses) AS g
+             unnest(sqlc.arg(uses)::integer[]) AS uses,
+             unnest(sqlc.arg(rolled_back)::integer[]) AS rolled_back) AS g
 WHERE vc.code = g.code;
 
 -- CampaignOfCode reads which campaign a code is of, its status and whether

@@ -1,7 +1,8 @@
 -- name: VoucherInsert :one
 INSERT INTO voucher (code, discount_type, discount_amount, discount_percent, max_discount_amount, currency,
-                     budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                     budget_amount, min_order_amount, total_limit, per_user_limit, starts_at, ends_at, flash,
+                     time_zone, period_limits, eligible_segments, applies_to_skus, applies_to_categories)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 ON CONFLICT (code) DO NOTHING
 RETURNING *;
 
@@ -84,11 +85,15 @@ WITH counted AS (
 )
 SELECT admitted_count FROM counted;
 
--- VoucherUsesGiveBack gives n released reserved uses back at once, with the
--- sum of their discounts.
+-- VoucherUsesGiveBack gives uses back at once with the sum of their
+-- discounts: released reserved ones (released, expired) and rolled-back
+-- confirmed ones, which are counted as rolled back.
 -- name: VoucherUsesGiveBack :exec
 UPDATE voucher
-SET used_count = used_count - sqlc.arg(n)::integer, reserved_count = reserved_count - sqlc.arg(n)::integer,
+SET used_count = used_count - sqlc.arg(released)::integer - sqlc.arg(rolled_back)::integer,
+    reserved_count = reserved_count - sqlc.arg(released)::integer,
+    confirmed_count = confirmed_count - sqlc.arg(rolled_back)::integer,
+    rolled_back_count = rolled_back_count + sqlc.arg(rolled_back)::integer,
     budget_used = budget_used - sqlc.arg(discount)::bigint
 WHERE code = sqlc.arg(code);
 
@@ -96,14 +101,6 @@ WHERE code = sqlc.arg(code);
 UPDATE voucher
 SET reserved_count = reserved_count - 1, confirmed_count = confirmed_count + 1
 WHERE code = $1;
-
--- VoucherUseRollBack gives a rolled-back confirmed use back with its
--- discount; the use is counted as rolled back.
--- name: VoucherUseRollBack :exec
-UPDATE voucher
-SET used_count = used_count - 1, confirmed_count = confirmed_count - 1,
-    rolled_back_count = rolled_back_count + 1, budget_used = budget_used - sqlc.arg(discount)::bigint
-WHERE code = sqlc.arg(code);
 
 -- VoucherGetForReserve reads a voucher with the database's clock, which
 -- decides the window and stamps the reservation.

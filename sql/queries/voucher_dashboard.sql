@@ -49,7 +49,12 @@ SET code = sqlc.arg(new_code),
     per_user_limit = sqlc.arg(per_user_limit),
     starts_at = sqlc.arg(starts_at),
     ends_at = sqlc.arg(ends_at),
-    flash = sqlc.arg(flash)
+    flash = sqlc.arg(flash),
+    time_zone = sqlc.arg(time_zone),
+    period_limits = sqlc.arg(period_limits),
+    eligible_segments = sqlc.arg(eligible_segments),
+    applies_to_skus = sqlc.narg(applies_to_skus),
+    applies_to_categories = sqlc.narg(applies_to_categories)
 WHERE code = sqlc.arg(code) AND starts_at > now() AND used_count = 0
 RETURNING *;
 

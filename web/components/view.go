@@ -382,7 +382,15 @@ type VoucherForm struct {
 	EndsAt          string
 	Zone            string // an IANA zone name
 	Flash           bool
-	Errors          map[string]string
+	// Limits are the period limits' rows (LimitRows pads them to the most
+	// a voucher has); a row without a max is none.
+	Limits []LimitRow
+	// TimeZone is the period limits' calendar (the voucher's timeZone).
+	TimeZone string
+	// Segments, SKUs and Categories are comma-separated lists; SKUs and
+	// Categories both empty: the discount applies to the whole order.
+	Segments, SKUs, Categories string
+	Errors                     map[string]string
 	// Form is a message about the whole form (e.g. an unexpected failure).
 	Form string
 }
@@ -742,3 +750,78 @@ func keyRate(k voucher.ApiKey) string {
 
 // now is the time a page is drawn at, for what has expired.
 func (p Page) now() time.Time { return time.Now() }
+
+// LimitRow is one period limit as the form holds it.
+type LimitRow struct{ Scope, Period, Max string }
+
+// LimitRows are the form's period limit rows: the ones given, then empty
+// ones up to voucher.MaxPeriodLimits.
+func (f VoucherForm) LimitRows() []LimitRow {
+	rows := append([]LimitRow{}, f.Limits...)
+	for len(rows) < voucher.MaxPeriodLimits {
+		rows = append(rows, LimitRow{Scope: "CUSTOMER", Period: "DAY"})
+	}
+	return rows
+}
+
+// PeriodLimitsOf says a voucher's period limits in words: "3 per day per
+// customer, 100 per month for everyone (Europe/Berlin)"; "none".
+func PeriodLimitsOf(r voucher.Restrictions) string {
+	if len(r.PeriodLimits) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, l := range r.PeriodLimits {
+		who := "for everyone"
+		if l.Scope == voucher.ScopeCustomer {
+			who = "per customer"
+		}
+		parts = append(parts, fmt.Sprintf("%s per %s %s", Count(l.Max), strings.ToLower(string(l.Period)), who))
+	}
+	return strings.Join(parts, ", ") + " (" + r.ZoneName() + ")"
+}
+
+// ListOr is a list joined by commas, or none when empty.
+func ListOr(list []string, none string) string {
+	if len(list) == 0 {
+		return none
+	}
+	return strings.Join(list, ", ")
+}
+
+// AppliesToOf says which items a voucher's discount is taken on.
+func AppliesToOf(r voucher.Restrictions) string {
+	a := r.AppliesTo
+	if a == nil {
+		return "the whole order"
+	}
+	var parts []string
+	if len(a.SKUs) > 0 {
+		parts = append(parts, "SKUs "+strings.Join(a.SKUs, ", "))
+	}
+	if len(a.Categories) > 0 {
+		parts = append(parts, "categories "+strings.Join(a.Categories, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// PeriodOf is a period count's period in the voucher's zone, e.g.
+// "2026-12-06" for a day, "week of 2026-11-30", "2026-12" for a month.
+func PeriodOf(c voucher.PeriodCount, zone *time.Location) string {
+	start := c.Start.In(zone)
+	switch c.Period {
+	case voucher.PeriodWeek:
+		return "week of " + start.Format("2006-01-02")
+	case voucher.PeriodMonth:
+		return start.Format("2006-01")
+	}
+	return start.Format("2006-01-02")
+}
+
+// WhoOf is a period count's customer, or "everyone" for a VOUCHER limit.
+func WhoOf(c voucher.PeriodCount) string {
+	if c.Scope == voucher.ScopeVoucher {
+		return "everyone"
+	}
+	return "customer " + strconv.FormatInt(c.CustomerID, 10)
+}

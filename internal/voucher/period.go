@@ -1,0 +1,426 @@
+package voucher
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// LimitScope says whose uses a period limit counts.
+type LimitScope string
+
+// The scopes of a period limit.
+const (
+	ScopeVoucher  LimitScope = "VOUCHER"  // all customers together
+	ScopeCustomer LimitScope = "CUSTOMER" // each customer on their own
+)
+
+// LimitPeriod is the calendar period a period limit counts in.
+type LimitPeriod string
+
+// The periods: calendar days, weeks starting on Monday, and months, in the
+// voucher's time zone.
+const (
+	PeriodDay   LimitPeriod = "DAY"
+	PeriodWeek  LimitPeriod = "WEEK"
+	PeriodMonth LimitPeriod = "MONTH"
+)
+
+// The bounds of a voucher's restrictions (README "Period limits, segments
+// and line items").
+const (
+	MaxPeriodLimits = 5
+	MaxItems        = 100
+	// maxListed bounds eligibleSegments and each list of appliesTo: they
+	// are read on every reserve.
+	maxListed = 100
+)
+
+// PeriodLimit is at most Max uses held (RESERVED + CONFIRMED) in one calendar
+// Period, by all customers together (ScopeVoucher) or by each customer
+// (ScopeCustomer). A use counts in the period of its reservation's createdAt.
+type PeriodLimit struct {
+	Scope  LimitScope
+	Period LimitPeriod
+	Max    int
+}
+
+// String is the limit as the database keeps it: SCOPE:PERIOD:MAX.
+func (l PeriodLimit) String() string {
+	return string(l.Scope) + ":" + string(l.Period) + ":" + strconv.Itoa(l.Max)
+}
+
+// ParsePeriodLimit reads a limit as String writes it.
+func ParsePeriodLimit(s string) (PeriodLimit, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return PeriodLimit{}, fmt.Errorf("voucher: period limit %q is not SCOPE:PERIOD:MAX", s)
+	}
+	n, err := strconv.Atoi(parts[2])
+	if err != nil {
+		return PeriodLimit{}, fmt.Errorf("voucher: period limit %q: %w", s, err)
+	}
+	return PeriodLimit{Scope: LimitScope(parts[0]), Period: LimitPeriod(parts[1]), Max: n}, nil
+}
+
+// AppliesTo chooses the order's items a discount is taken on: those whose
+// SKU is in SKUs or whose category is in Categories.
+type AppliesTo struct {
+	SKUs       []string
+	Categories []string
+}
+
+// Covers reports whether an item is eligible.
+func (a AppliesTo) Covers(it LineItem) bool {
+	return slices.Contains(a.SKUs, it.SKU) || it.Category != "" && slices.Contains(a.Categories, it.Category)
+}
+
+// LineItem is one line of an order: Quantity x UnitAmount of a SKU.
+type LineItem struct {
+	SKU        string
+	Category   string // optional
+	Quantity   int
+	UnitAmount int64
+}
+
+// Restrictions are the terms of a voucher (or a campaign) beyond its
+// discount and totals: period limits in its time zone, the customer segments
+// it is for, and the items its discount applies to. The zero value
+// restricts nothing.
+type Restrictions struct {
+	PeriodLimits []PeriodLimit
+	// TimeZone is the IANA name of the period limits' calendar; empty is UTC.
+	TimeZone string
+	// EligibleSegments: when any, a reserve must name one of them.
+	EligibleSegments []string
+	// AppliesTo: when set, the discount is taken on the eligible items'
+	// subtotal only, and a reserve without one is NOT_ELIGIBLE.
+	AppliesTo *AppliesTo
+}
+
+// Location is the period limits' time zone (UTC when none or unknown: a
+// stored zone was checked at creation).
+func (r Restrictions) Location() *time.Location {
+	if r.TimeZone == "" || r.TimeZone == "UTC" {
+		return time.UTC
+	}
+	if loc, ok := zones.Load(r.TimeZone); ok {
+		return loc.(*time.Location)
+	}
+	loc, err := time.LoadLocation(r.TimeZone)
+	if err != nil {
+		return time.UTC
+	}
+	zones.Store(r.TimeZone, loc)
+	return loc
+}
+
+// zones caches the time zones loaded (name -> *time.Location): LoadLocation
+// reads and parses the zone's file each call, and a reserve of a voucher
+// with period limits needs its zone. There are a few hundred names at most.
+var zones sync.Map
+
+// ZoneName is the time zone as answers show it: UTC when none was given.
+func (r Restrictions) ZoneName() string {
+	if r.TimeZone == "" {
+		return "UTC"
+	}
+	return r.TimeZone
+}
+
+// fieldErrors adds the rules of the restrictions to out, by field.
+func (r Restrictions) fieldErrors(out map[string]string) {
+	if len(r.PeriodLimits) > MaxPeriodLimits {
+		out["periodLimits"] = fmt.Sprintf("at most %d period limits", MaxPeriodLimits)
+	}
+	seen := map[[2]string]bool{}
+	for _, l := range r.PeriodLimits {
+		key := [2]string{string(l.Scope), string(l.Period)}
+		switch {
+		case l.Scope != ScopeVoucher && l.Scope != ScopeCustomer:
+			out["periodLimits"] = "a period limit's scope must be VOUCHER or CUSTOMER"
+		case l.Period != PeriodDay && l.Period != PeriodWeek && l.Period != PeriodMonth:
+			out["periodLimits"] = "a period limit's period must be DAY, WEEK or MONTH"
+		case l.Max < 1 || l.Max > MaxLimit:
+			out["periodLimits"] = "a period limit's max must be at least 1 and at most 2147483647"
+		case seen[key]:
+			out["periodLimits"] = "at most one period limit per scope and period"
+		}
+		seen[key] = true
+	}
+	if r.TimeZone != "" {
+		if err := ValidateTimeZone(r.TimeZone); err != nil {
+			out["timeZone"] = AsError(err).Message
+		}
+	}
+	if len(r.EligibleSegments) > maxListed {
+		out["eligibleSegments"] = fmt.Sprintf("at most %d eligible segments", maxListed)
+	}
+	for _, s := range r.EligibleSegments {
+		if err := ValidateSegment("eligibleSegments", s); err != nil {
+			out["eligibleSegments"] = AsError(err).Message
+		}
+	}
+	if a := r.AppliesTo; a != nil {
+		switch {
+		case len(a.SKUs) == 0 && len(a.Categories) == 0:
+			out["appliesTo"] = "appliesTo needs at least one SKU or category"
+		case len(a.SKUs) > maxListed || len(a.Categories) > maxListed:
+			out["appliesTo"] = fmt.Sprintf("appliesTo lists at most %d SKUs and %d categories", maxListed, maxListed)
+		}
+		for _, s := range a.SKUs {
+			if err := ValidateItemName("appliesTo.skus", s); err != nil {
+				out["appliesTo"] = AsError(err).Message
+			}
+		}
+		for _, c := range a.Categories {
+			if err := ValidateItemName("appliesTo.categories", c); err != nil {
+				out["appliesTo"] = AsError(err).Message
+			}
+		}
+	}
+}
+
+// ValidateTimeZone checks an IANA time zone name this server knows.
+func ValidateTimeZone(name string) error {
+	if err := ValidateText("timeZone", name); err != nil {
+		return err
+	}
+	// LoadLocation also takes "Local" and file paths: neither is a zone.
+	if name == "Local" || strings.HasPrefix(name, "/") || strings.Contains(name, "..") || len(name) > 64 {
+		return Invalid("timeZone", "timeZone must be an IANA time zone name, e.g. Europe/Berlin")
+	}
+	if _, err := time.LoadLocation(name); err != nil {
+		return Invalid("timeZone", "timeZone must be an IANA time zone name, e.g. Europe/Berlin")
+	}
+	return nil
+}
+
+// ValidateSegment checks a customer segment: 1-64 characters of a-z 0-9 _ - :.
+func ValidateSegment(field, s string) error {
+	ok := len(s) >= 1 && len(s) <= 64
+	for i := 0; ok && i < len(s); i++ {
+		c := s[i]
+		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == ':'
+	}
+	if !ok {
+		return Invalid(field, "a segment must be 1-64 characters of a-z, 0-9, _, - and :")
+	}
+	return nil
+}
+
+// ValidateItemName checks a SKU or a category: 1-64 characters of valid
+// UTF-8 text without control characters.
+func ValidateItemName(field, s string) error {
+	if err := ValidateText(field, s); err != nil {
+		return err
+	}
+	if n := utf8.RuneCountInString(s); n < 1 || n > 64 {
+		return Invalid(field, field+" must be 1-64 characters")
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return Invalid(field, field+" must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// validateOrderLines checks a reserve's (or check's) segments and items:
+// INVALID_INPUT with field customerSegments or items; the items must add up
+// to orderAmount.
+func validateOrderLines(segments []string, items []LineItem, orderAmount int64) error {
+	if len(segments) > maxListed {
+		return Invalid("customerSegments", fmt.Sprintf("at most %d customer segments", maxListed))
+	}
+	for _, s := range segments {
+		if err := ValidateSegment("customerSegments", s); err != nil {
+			return err
+		}
+	}
+	if items == nil {
+		return nil
+	}
+	if len(items) > MaxItems {
+		return Invalid("items", fmt.Sprintf("at most %d items", MaxItems))
+	}
+	var sum int64
+	for _, it := range items {
+		if err := ValidateItemName("items", it.SKU); err != nil {
+			return err
+		}
+		if it.Category != "" {
+			if err := ValidateItemName("items", it.Category); err != nil {
+				return err
+			}
+		}
+		if it.Quantity < 1 || it.Quantity > MaxLimit {
+			return Invalid("items", "an item's quantity must be at least 1 and at most 2147483647")
+		}
+		if msg := moneyRule("items", it.UnitAmount, 0); msg != "" {
+			return Invalid("items", "an item's unitAmount must be an amount >= 0, at most 9007199254740991")
+		}
+		line, ok := lineAmount(it)
+		if !ok || line > MoneyRoom(sum) {
+			return Invalid("items", "the items' quantity x unitAmount must add up to orderAmount")
+		}
+		sum += line
+	}
+	if sum != orderAmount {
+		return Invalid("items", "the items' quantity x unitAmount must add up to orderAmount")
+	}
+	return nil
+}
+
+// lineAmount is quantity x unitAmount, when it is a Money.
+func lineAmount(it LineItem) (int64, bool) {
+	q := int64(it.Quantity)
+	if it.UnitAmount != 0 && q > MaxMoney/it.UnitAmount {
+		return 0, false
+	}
+	return q * it.UnitAmount, true
+}
+
+// checkOrderLines returns NOT_ELIGIBLE when the voucher lists segments and
+// the request names none of them, or applies to items and the request has
+// no eligible one.
+func (v Voucher) checkOrderLines(segments []string, items []LineItem) error {
+	if len(v.EligibleSegments) > 0 && !slices.ContainsFunc(segments, func(s string) bool { return slices.Contains(v.EligibleSegments, s) }) {
+		return Errorf(NotEligible, "voucher %s is for customers in the segments %s only", v.Code, strings.Join(v.EligibleSegments, ", "))
+	}
+	if v.AppliesTo != nil && !slices.ContainsFunc(items, v.AppliesTo.Covers) {
+		return Errorf(NotEligible, "voucher %s applies to none of the order's items", v.Code)
+	}
+	return nil
+}
+
+// discountBase is the amount a request's discount is taken on: the order
+// amount, or with AppliesTo the eligible items' subtotal (the items were
+// checked to add up to the order amount, so it fits a Money).
+func (v Voucher) discountBase(orderAmount int64, items []LineItem) int64 {
+	if v.AppliesTo == nil {
+		return orderAmount
+	}
+	var sub int64
+	for _, it := range items {
+		if v.AppliesTo.Covers(it) {
+			line, _ := lineAmount(it)
+			sub += line
+		}
+	}
+	return sub
+}
+
+// DiscountOf is the discount a reserve of r holds: DiscountFor of the
+// order amount, or of the eligible items' subtotal with AppliesTo.
+func (v Voucher) DiscountOf(r ReserveRequest) int64 {
+	return v.DiscountFor(v.discountBase(r.OrderAmount, r.Items))
+}
+
+// PeriodBounds is the calendar period of p holding t in loc: [start, end).
+// Days start at midnight, weeks on Monday at midnight, months on the 1st.
+func PeriodBounds(t time.Time, loc *time.Location, p LimitPeriod) (start, end time.Time) {
+	y, m, d := t.In(loc).Date()
+	switch p {
+	case PeriodWeek:
+		back := (int(time.Date(y, m, d, 0, 0, 0, 0, loc).Weekday()) + 6) % 7 // days since Monday
+		start = time.Date(y, m, d-back, 0, 0, 0, 0, loc)
+		end = time.Date(y, m, d-back+7, 0, 0, 0, 0, loc)
+	case PeriodMonth:
+		start = time.Date(y, m, 1, 0, 0, 0, 0, loc)
+		end = time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+	default:
+		start = time.Date(y, m, d, 0, 0, 0, 0, loc)
+		end = time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+	}
+	return start, end
+}
+
+// PeriodLimitRefusal is the refusal of a reserve past a period limit:
+// PERIOD_LIMIT_REACHED with when the period ends.
+func PeriodLimitRefusal(code string, l PeriodLimit, availableAt time.Time) *Error {
+	who := "all customers"
+	if l.Scope == ScopeCustomer {
+		who = "the customer"
+	}
+	return &Error{
+		Code:        PeriodLimitReached,
+		Message:     fmt.Sprintf("voucher %s allows %d use(s) per %s to %s; available again at %s", code, l.Max, strings.ToLower(string(l.Period)), who, availableAt.UTC().Format(time.RFC3339)),
+		AvailableAt: availableAt,
+	}
+}
+
+// PeriodUses are the uses held in the current periods of a voucher's
+// limits, as a check reads them: PeriodUses[i] counts the current period
+// of PeriodLimits[i] (all customers', or the customer's, by its scope).
+type PeriodUses []int
+
+// checkPeriods returns PERIOD_LIMIT_REACHED when a limit's current period
+// (the one now is in) holds its max; uses[i] is limit i's count.
+func (v Voucher) checkPeriods(now time.Time, uses PeriodUses) error {
+	loc := v.Location()
+	var refused *PeriodLimit
+	var at time.Time
+	for i, l := range v.PeriodLimits {
+		if i < len(uses) && uses[i] >= l.Max {
+			_, end := PeriodBounds(now, loc, l.Period)
+			if refused == nil || end.After(at) {
+				refused, at = &v.PeriodLimits[i], end
+			}
+		}
+	}
+	if refused != nil {
+		return PeriodLimitRefusal(v.Code, *refused, at)
+	}
+	return nil
+}
+
+// notAtTheGate refuses the restrictions the flash gate does not hold yet
+// (what, e.g. "a flash voucher", names the path): INVALID_INPUT naming the
+// first one set, rather than a sale that would ignore it. A time zone alone
+// restricts nothing; segments are the request's, checked before the gate
+// on both write paths (checkOrderLines). Period limits need counts at the
+// gate, and appliesTo a discount the gate's give-backs do not reckon from
+// the order amount alone.
+func (r Restrictions) notAtTheGate(what string) error {
+	switch {
+	case len(r.PeriodLimits) > 0:
+		return Invalid("periodLimits", "periodLimits are not supported on "+what+" yet")
+	case r.AppliesTo != nil:
+		return Invalid("appliesTo", "appliesTo is not supported on "+what+" yet")
+	}
+	return nil
+}
+
+// PeriodCount is the uses held in one period of one of a voucher's period
+// limits: all customers' (CustomerID 0) or one customer's.
+type PeriodCount struct {
+	Scope      LimitScope
+	Period     LimitPeriod
+	Start, End time.Time
+	CustomerID int64
+	Used, Max  int
+}
+
+// Describe is the restrictions in words, for the audit log: "" for none.
+func (r Restrictions) Describe() string {
+	var parts []string
+	for _, l := range r.PeriodLimits {
+		parts = append(parts, fmt.Sprintf("%d per %s (%s)", l.Max, strings.ToLower(string(l.Period)), strings.ToLower(string(l.Scope))))
+	}
+	if len(r.PeriodLimits) > 0 {
+		parts = append(parts, "time zone "+r.ZoneName())
+	}
+	if len(r.EligibleSegments) > 0 {
+		parts = append(parts, "segments "+strings.Join(r.EligibleSegments, ","))
+	}
+	if a := r.AppliesTo; a != nil {
+		parts = append(parts, "applies to SKUs ["+strings.Join(a.SKUs, ",")+"] categories ["+strings.Join(a.Categories, ",")+"]")
+	}
+	return strings.Join(parts, ", ")
+}
