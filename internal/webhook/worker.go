@@ -78,7 +78,7 @@ func NewWorker(cfg Config) *Worker {
 	return &Worker{
 		cfg:    cfg,
 		client: NewClient(cfg.Guard, cfg.Timeout),
-		lease:  cfg.Timeout + 20*time.Second,
+		lease:  cfg.Timeout + 5*time.Second,
 		dbSlot: make(chan struct{}, 1),
 		slots:  make(chan struct{}, cfg.Concurrency),
 		wake:   make(chan struct{}, 1),
