@@ -261,7 +261,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}()
 	defer func() { stopRing(); ringStopped(); <-keysListening }()
 
-	dash, err := newDashboard(ctx, cfg, store, svc, apiKeys, logger, stdout)
+	// Webhook endpoints (GraphQL, the dashboard); the URL guard judges
+	// every URL given and every address a delivery dials.
+	guard := webhook.Guard{AllowPrivate: cfg.WebhookAllowPrivate}
+	webhooks := voucher.NewWebhooks(store, guard.CheckURL)
+
+	dash, err := newDashboard(ctx, cfg, store, svc, apiKeys, webhooks, logger, stdout)
 	if err != nil {
 		return err
 	}
@@ -285,8 +290,6 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}()
 	// Webhooks: every instance numbers committed events and delivers them,
 	// sharing the work through the database, off the request path.
-	guard := webhook.Guard{AllowPrivate: cfg.WebhookAllowPrivate}
-	webhooks := voucher.NewWebhooks(store, guard.CheckURL)
 	deliveries := webhook.NewWorker(webhook.Config{
 		Store: store, Guard: guard, Timeout: cfg.WebhookTimeout, Concurrency: cfg.WebhookConcurrency,
 		FirstRetry: cfg.WebhookFirstRetry, RetryFor: cfg.WebhookRetryFor, Observer: m, Logger: logger,
