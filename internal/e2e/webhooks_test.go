@@ -82,11 +82,11 @@ type receiver struct {
 	URL string // on localhost: an answer naming 127.0.0.1 is a leak by assertNothingLeaked
 
 	mu       sync.Mutex
-	status   int                        // the answer; 0: 200
-	hold     chan struct{}              // non-nil: requests wait for it to close
-	requests []delivered                // every request, in arrival order
-	events   map[string]delivered       // by event id: the first of each
-	dupes    int                        // requests for an id seen before
+	status   int                         // the answer; 0: 200
+	hold     chan struct{}               // non-nil: requests wait for it to close
+	requests []delivered                 // every request, in arrival order
+	events   map[string]delivered        // by event id: the first of each
+	dupes    int                         // requests for an id seen before
 	onEvent  func(delivered) (int, bool) // optional: an answer of its own
 }
 
