@@ -128,7 +128,10 @@ func TestClient_ADeliveryToANameRebindingToAnInternalAddressIsRefusedAtTheDial(t
 	if err := g.CheckURL(context.Background(), url); err != nil {
 		t.Fatalf("registration: %v", err)
 	}
-	_, err := NewClient(g, 2*time.Second).Post(url, "application/json", strings.NewReader("{}"))
+	resp, err := NewClient(g, 2*time.Second).Post(url, "application/json", strings.NewReader("{}"))
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	if err == nil || !errors.Is(err, errRefusedAddress) {
 		t.Errorf("delivery after rebinding: %v, want the address refused", err)
 	}
@@ -137,7 +140,7 @@ func TestClient_ADeliveryToANameRebindingToAnInternalAddressIsRefusedAtTheDial(t
 	}
 	// The same with private addresses allowed reaches it.
 	allowed := Guard{AllowPrivate: true, Lookup: rebinding}
-	resp, err := NewClient(allowed, 2*time.Second).Post(url, "application/json", strings.NewReader("{}"))
+	resp, err = NewClient(allowed, 2*time.Second).Post(url, "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
