@@ -49,6 +49,10 @@ func complexityRoot() generated.ComplexityRoot {
 	// One read of a bounded list (voucher.ApiKeyListLimit) whose nodes read
 	// nothing more, as driftReports.
 	c.Query.APIKeys = func(child int) int { return 1 + readCost + child }
+	// Webhook endpoints: a bounded list (voucher.WebhookEndpointListLimit);
+	// an endpoint's deliveries: a page (1-100) read once.
+	c.Query.WebhookEndpoints = func(child int) int { return 1 + readCost + child }
+	c.Query.WebhookDeliveries = func(child int, _ string, first *int, after *string) int { return readCost + page(child, first, after) }
 	c.Voucher.GateRemaining = func(child int) int { return 1 + gateCost + child }
 	// A voucher's sale is a read of the database per node; its series and
 	// refusals are bounded lists (MaxSaleSeries, the refusal codes).
@@ -69,5 +73,10 @@ func complexityRoot() generated.ComplexityRoot {
 	c.Mutation.WarmGates = write
 	c.Mutation.CreateAPIKey = func(child int, _ model.CreateAPIKeyInput) int { return write(child) }
 	c.Mutation.RevokeAPIKey = func(child int, _ string) int { return write(child) }
+	c.Mutation.CreateWebhookEndpoint = func(child int, _ model.CreateWebhookEndpointInput) int { return write(child) }
+	c.Mutation.UpdateWebhookEndpoint = func(child int, _ model.UpdateWebhookEndpointInput) int { return write(child) }
+	c.Mutation.RotateWebhookSecret = func(child int, _ string) int { return write(child) }
+	c.Mutation.DeleteWebhookEndpoint = func(child int, _ string) int { return write(child) }
+	c.Mutation.ResendWebhookEvent = func(child int, _, _ string) int { return write(child) }
 	return c
 }

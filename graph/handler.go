@@ -40,6 +40,8 @@ type Options struct {
 	Backoffice *voucher.Backoffice
 	// ApiKeys serves createApiKey, revokeApiKey and apiKeys.
 	ApiKeys *voucher.ApiKeys
+	// Webhooks serves the webhook endpoints and deliveries.
+	Webhooks *voucher.Webhooks
 	// generalOnly leaves the storefront's fast path out (fastpath.go): the
 	// differential tests compare the two.
 	generalOnly bool
@@ -59,7 +61,7 @@ func newHandler(svc *voucher.Service, opts Options) (http.Handler, *fastPath) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	resolver := &Resolver{Service: svc, Backoffice: opts.Backoffice, ApiKeys: opts.ApiKeys, Logger: logger, Production: opts.Production}
+	resolver := &Resolver{Service: svc, Backoffice: opts.Backoffice, ApiKeys: opts.ApiKeys, Webhooks: opts.Webhooks, Logger: logger, Production: opts.Production}
 	cfg := generated.Config{Resolvers: resolver, Complexity: complexityRoot()}
 	es := generated.NewExecutableSchema(cfg)
 	srv := handler.New(es)

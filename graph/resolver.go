@@ -15,7 +15,9 @@ type Resolver struct {
 	Backoffice *voucher.Backoffice
 	// ApiKeys serves the API key operations; nil refuses them.
 	ApiKeys *voucher.ApiKeys
-	Logger  *slog.Logger
+	// Webhooks serves the webhook operations; nil refuses them.
+	Webhooks *voucher.Webhooks
+	Logger   *slog.Logger
 	// Production: answers quote no value of the request.
 	Production bool
 }

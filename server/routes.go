@@ -32,7 +32,7 @@ func addRoutes(mux *http.ServeMux, svc *voucher.Service, cfg Config) {
 		mux.Handle("GET /metrics", metrics)
 	}
 
-	api("POST /graphql", refuseReplacedText(graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice, ApiKeys: cfg.ApiKeys})))
+	api("POST /graphql", refuseReplacedText(graph.NewHandler(svc, graph.Options{Logger: cfg.Logger, Production: cfg.Production, Backoffice: cfg.Backoffice, ApiKeys: cfg.ApiKeys, Webhooks: cfg.Webhooks})))
 	if !cfg.Production {
 		mux.Handle("GET /graphql", graph.Playground("/graphql", cfg.GraphiQLHeaders))
 		mux.Handle("GET "+graph.GraphiQLAssets, graph.PlaygroundAssets())

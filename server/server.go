@@ -26,6 +26,8 @@ type Config struct {
 	// ApiKeys serves the API key operations (createApiKey and the rest);
 	// nil refuses them.
 	ApiKeys *voucher.ApiKeys
+	// Webhooks serves the webhook operations; nil refuses them.
+	Webhooks *voucher.Webhooks
 	// Production turns off GraphiQL and introspection.
 	Production bool
 	// GraphiQLHeaders is the JSON that GraphiQL's headers pane starts with

@@ -103,6 +103,8 @@ type Deps struct {
 	Campaigns Campaigns
 	// ApiKeys creates, lists and revokes API keys; nil: no page.
 	ApiKeys ApiKeys
+	// Webhooks manages webhook endpoints and their deliveries; nil: no page.
+	Webhooks Webhooks
 	// Sales reads a voucher's sale as it happened; nil: not shown.
 	Sales Sales
 }
@@ -215,6 +217,17 @@ func (d *dashboard) routes(mux *http.ServeMux) {
 		signedIn("POST /admin/api-keys/{id}/revoke", voucher.OpManageKeys, d.revokeApiKey)
 	}
 
+	if d.deps.Webhooks != nil {
+		signedIn("GET /admin/webhooks", voucher.OpManageWebhooks, d.webhooksPage)
+		signedIn("POST /admin/webhooks", voucher.OpManageWebhooks, d.createWebhook)
+		signedIn("GET /admin/webhooks/{id}", voucher.OpManageWebhooks, d.webhookPage)
+		signedIn("POST /admin/webhooks/{id}/test", voucher.OpManageWebhooks, d.testWebhook)
+		signedIn("POST /admin/webhooks/{id}/enabled", voucher.OpManageWebhooks, d.enableWebhook)
+		signedIn("POST /admin/webhooks/{id}/rotate", voucher.OpManageWebhooks, d.rotateWebhook)
+		signedIn("POST /admin/webhooks/{id}/delete", voucher.OpManageWebhooks, d.deleteWebhook)
+		signedIn("POST /admin/webhooks/{id}/resend", voucher.OpManageWebhooks, d.resendWebhook)
+	}
+
 	mux.Handle("/admin/", d.requireSession(voucher.OpRead, func(w http.ResponseWriter, r *http.Request) {
 		d.problem(w, r, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
 	}))
@@ -249,6 +262,7 @@ func (d *dashboard) page(r *http.Request, title, active string) components.Page 
 		// The navigation shows the campaigns when the dashboard has them.
 		Campaigns: d.deps.Campaigns != nil,
 		ApiKeys:   d.deps.ApiKeys != nil,
+		Webhooks:  d.deps.Webhooks != nil,
 	}
 }
 
@@ -272,6 +286,11 @@ var notices = map[string]string{
 	"dl-discarded":     "Dead letter discarded: nothing was written.",
 	"campaign-created": "Campaign created.",
 	"key-revoked":      "API key revoked: every server refuses it within a second.",
+	"hook-tested":      "Test event queued: it is delivered within a second or two; its delivery is listed below.",
+	"hook-enabled":     "Endpoint enabled: its pending deliveries are attempted again.",
+	"hook-disabled":    "Endpoint disabled: nothing is sent to it until it is enabled; new events are not queued for it meanwhile.",
+	"hook-deleted":     "Endpoint deleted, with its pending deliveries.",
+	"hook-resent":      "Event queued to be delivered again now.",
 	"rebuilt":          "Gate rebuilt from the database, and a reconciliation pass ran right after: the reports below are from it.",
 }
 

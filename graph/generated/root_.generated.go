@@ -121,20 +121,25 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		ConfirmReservation  func(childComplexity int, input model.ReservationInput) int
-		CreateAPIKey        func(childComplexity int, input model.CreateAPIKeyInput) int
-		CreateCampaign      func(childComplexity int, input model.CreateCampaignInput) int
-		CreateVoucher       func(childComplexity int, input model.CreateVoucherInput) int
-		EndVoucher          func(childComplexity int, code string) int
-		ExtendVoucher       func(childComplexity int, input model.ExtendVoucherInput) int
-		RebuildGate         func(childComplexity int, code string) int
-		ReconcileVoucher    func(childComplexity int, code string) int
-		ReleaseReservation  func(childComplexity int, input model.ReservationInput) int
-		ReserveVoucher      func(childComplexity int, input model.ReserveVoucherInput) int
-		RevokeAPIKey        func(childComplexity int, id string) int
-		RollbackReservation func(childComplexity int, input model.RollbackInput) int
-		UpdateVoucher       func(childComplexity int, input model.UpdateVoucherInput) int
-		WarmGates           func(childComplexity int) int
+		ConfirmReservation    func(childComplexity int, input model.ReservationInput) int
+		CreateAPIKey          func(childComplexity int, input model.CreateAPIKeyInput) int
+		CreateCampaign        func(childComplexity int, input model.CreateCampaignInput) int
+		CreateVoucher         func(childComplexity int, input model.CreateVoucherInput) int
+		CreateWebhookEndpoint func(childComplexity int, input model.CreateWebhookEndpointInput) int
+		DeleteWebhookEndpoint func(childComplexity int, id string) int
+		EndVoucher            func(childComplexity int, code string) int
+		ExtendVoucher         func(childComplexity int, input model.ExtendVoucherInput) int
+		RebuildGate           func(childComplexity int, code string) int
+		ReconcileVoucher      func(childComplexity int, code string) int
+		ReleaseReservation    func(childComplexity int, input model.ReservationInput) int
+		ResendWebhookEvent    func(childComplexity int, endpointID string, eventID string) int
+		ReserveVoucher        func(childComplexity int, input model.ReserveVoucherInput) int
+		RevokeAPIKey          func(childComplexity int, id string) int
+		RollbackReservation   func(childComplexity int, input model.RollbackInput) int
+		RotateWebhookSecret   func(childComplexity int, id string) int
+		UpdateVoucher         func(childComplexity int, input model.UpdateVoucherInput) int
+		UpdateWebhookEndpoint func(childComplexity int, input model.UpdateWebhookEndpointInput) int
+		WarmGates             func(childComplexity int) int
 	}
 
 	PageInfo struct {
@@ -149,14 +154,16 @@ type ComplexityRoot struct {
 	}
 
 	Query struct {
-		APIKeys      func(childComplexity int) int
-		Campaign     func(childComplexity int, id string) int
-		Campaigns    func(childComplexity int, first *int, after *string) int
-		CheckVoucher func(childComplexity int, input model.CheckVoucherInput) int
-		DriftReports func(childComplexity int) int
-		Reservation  func(childComplexity int, orderID string) int
-		Voucher      func(childComplexity int, code string) int
-		Vouchers     func(childComplexity int, first *int, after *string) int
+		APIKeys           func(childComplexity int) int
+		Campaign          func(childComplexity int, id string) int
+		Campaigns         func(childComplexity int, first *int, after *string) int
+		CheckVoucher      func(childComplexity int, input model.CheckVoucherInput) int
+		DriftReports      func(childComplexity int) int
+		Reservation       func(childComplexity int, orderID string) int
+		Voucher           func(childComplexity int, code string) int
+		Vouchers          func(childComplexity int, first *int, after *string) int
+		WebhookDeliveries func(childComplexity int, endpointID string, first *int, after *string) int
+		WebhookEndpoints  func(childComplexity int) int
 	}
 
 	RefusalCount struct {
@@ -247,6 +254,48 @@ type ComplexityRoot struct {
 	VoucherPayload struct {
 		Error   func(childComplexity int) int
 		Voucher func(childComplexity int) int
+	}
+
+	WebhookDelivery struct {
+		Attempts       func(childComplexity int) int
+		EventID        func(childComplexity int) int
+		EventType      func(childComplexity int) int
+		ID             func(childComplexity int) int
+		LastAttemptAt  func(childComplexity int) int
+		LastStatusCode func(childComplexity int) int
+		NextAttemptAt  func(childComplexity int) int
+		Status         func(childComplexity int) int
+	}
+
+	WebhookDeliveryConnection struct {
+		Edges    func(childComplexity int) int
+		PageInfo func(childComplexity int) int
+	}
+
+	WebhookDeliveryEdge struct {
+		Cursor func(childComplexity int) int
+		Node   func(childComplexity int) int
+	}
+
+	WebhookDeliveryPayload struct {
+		Delivery func(childComplexity int) int
+		Error    func(childComplexity int) int
+	}
+
+	WebhookEndpoint struct {
+		CreatedAt      func(childComplexity int) int
+		Description    func(childComplexity int) int
+		DisabledReason func(childComplexity int) int
+		Enabled        func(childComplexity int) int
+		Events         func(childComplexity int) int
+		ID             func(childComplexity int) int
+		URL            func(childComplexity int) int
+	}
+
+	WebhookEndpointPayload struct {
+		Endpoint func(childComplexity int) int
+		Error    func(childComplexity int) int
+		Secret   func(childComplexity int) int
 	}
 }
 
@@ -666,6 +715,28 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateVoucher(childComplexity, args["input"].(model.CreateVoucherInput)), true
+	case "Mutation.createWebhookEndpoint":
+		if e.ComplexityRoot.Mutation.CreateWebhookEndpoint == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_createWebhookEndpoint_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.CreateWebhookEndpoint(childComplexity, args["input"].(model.CreateWebhookEndpointInput)), true
+	case "Mutation.deleteWebhookEndpoint":
+		if e.ComplexityRoot.Mutation.DeleteWebhookEndpoint == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteWebhookEndpoint_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteWebhookEndpoint(childComplexity, args["id"].(string)), true
 	case "Mutation.endVoucher":
 		if e.ComplexityRoot.Mutation.EndVoucher == nil {
 			break
@@ -721,6 +792,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.ReleaseReservation(childComplexity, args["input"].(model.ReservationInput)), true
+	case "Mutation.resendWebhookEvent":
+		if e.ComplexityRoot.Mutation.ResendWebhookEvent == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_resendWebhookEvent_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.ResendWebhookEvent(childComplexity, args["endpointId"].(string), args["eventId"].(string)), true
 	case "Mutation.reserveVoucher":
 		if e.ComplexityRoot.Mutation.ReserveVoucher == nil {
 			break
@@ -754,6 +836,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RollbackReservation(childComplexity, args["input"].(model.RollbackInput)), true
+	case "Mutation.rotateWebhookSecret":
+		if e.ComplexityRoot.Mutation.RotateWebhookSecret == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rotateWebhookSecret_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RotateWebhookSecret(childComplexity, args["id"].(string)), true
 	case "Mutation.updateVoucher":
 		if e.ComplexityRoot.Mutation.UpdateVoucher == nil {
 			break
@@ -765,6 +858,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.UpdateVoucher(childComplexity, args["input"].(model.UpdateVoucherInput)), true
+	case "Mutation.updateWebhookEndpoint":
+		if e.ComplexityRoot.Mutation.UpdateWebhookEndpoint == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_updateWebhookEndpoint_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.UpdateWebhookEndpoint(childComplexity, args["input"].(model.UpdateWebhookEndpointInput)), true
 	case "Mutation.warmGates":
 		if e.ComplexityRoot.Mutation.WarmGates == nil {
 			break
@@ -883,6 +987,23 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Vouchers(childComplexity, args["first"].(*int), args["after"].(*string)), true
+	case "Query.webhookDeliveries":
+		if e.ComplexityRoot.Query.WebhookDeliveries == nil {
+			break
+		}
+
+		args, err := ec.field_Query_webhookDeliveries_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.WebhookDeliveries(childComplexity, args["endpointId"].(string), args["first"].(*int), args["after"].(*string)), true
+	case "Query.webhookEndpoints":
+		if e.ComplexityRoot.Query.WebhookEndpoints == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Query.WebhookEndpoints(childComplexity), true
 
 	case "RefusalCount.code":
 		if e.ComplexityRoot.RefusalCount.Code == nil {
@@ -1254,6 +1375,156 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.VoucherPayload.Voucher(childComplexity), true
 
+	case "WebhookDelivery.attempts":
+		if e.ComplexityRoot.WebhookDelivery.Attempts == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Attempts(childComplexity), true
+	case "WebhookDelivery.eventId":
+		if e.ComplexityRoot.WebhookDelivery.EventID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.EventID(childComplexity), true
+	case "WebhookDelivery.eventType":
+		if e.ComplexityRoot.WebhookDelivery.EventType == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.EventType(childComplexity), true
+	case "WebhookDelivery.id":
+		if e.ComplexityRoot.WebhookDelivery.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.ID(childComplexity), true
+	case "WebhookDelivery.lastAttemptAt":
+		if e.ComplexityRoot.WebhookDelivery.LastAttemptAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.LastAttemptAt(childComplexity), true
+	case "WebhookDelivery.lastStatusCode":
+		if e.ComplexityRoot.WebhookDelivery.LastStatusCode == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.LastStatusCode(childComplexity), true
+	case "WebhookDelivery.nextAttemptAt":
+		if e.ComplexityRoot.WebhookDelivery.NextAttemptAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.NextAttemptAt(childComplexity), true
+	case "WebhookDelivery.status":
+		if e.ComplexityRoot.WebhookDelivery.Status == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDelivery.Status(childComplexity), true
+
+	case "WebhookDeliveryConnection.edges":
+		if e.ComplexityRoot.WebhookDeliveryConnection.Edges == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryConnection.Edges(childComplexity), true
+	case "WebhookDeliveryConnection.pageInfo":
+		if e.ComplexityRoot.WebhookDeliveryConnection.PageInfo == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryConnection.PageInfo(childComplexity), true
+
+	case "WebhookDeliveryEdge.cursor":
+		if e.ComplexityRoot.WebhookDeliveryEdge.Cursor == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryEdge.Cursor(childComplexity), true
+	case "WebhookDeliveryEdge.node":
+		if e.ComplexityRoot.WebhookDeliveryEdge.Node == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryEdge.Node(childComplexity), true
+
+	case "WebhookDeliveryPayload.delivery":
+		if e.ComplexityRoot.WebhookDeliveryPayload.Delivery == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryPayload.Delivery(childComplexity), true
+	case "WebhookDeliveryPayload.error":
+		if e.ComplexityRoot.WebhookDeliveryPayload.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookDeliveryPayload.Error(childComplexity), true
+
+	case "WebhookEndpoint.createdAt":
+		if e.ComplexityRoot.WebhookEndpoint.CreatedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.CreatedAt(childComplexity), true
+	case "WebhookEndpoint.description":
+		if e.ComplexityRoot.WebhookEndpoint.Description == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.Description(childComplexity), true
+	case "WebhookEndpoint.disabledReason":
+		if e.ComplexityRoot.WebhookEndpoint.DisabledReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.DisabledReason(childComplexity), true
+	case "WebhookEndpoint.enabled":
+		if e.ComplexityRoot.WebhookEndpoint.Enabled == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.Enabled(childComplexity), true
+	case "WebhookEndpoint.events":
+		if e.ComplexityRoot.WebhookEndpoint.Events == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.Events(childComplexity), true
+	case "WebhookEndpoint.id":
+		if e.ComplexityRoot.WebhookEndpoint.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.ID(childComplexity), true
+	case "WebhookEndpoint.url":
+		if e.ComplexityRoot.WebhookEndpoint.URL == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpoint.URL(childComplexity), true
+
+	case "WebhookEndpointPayload.endpoint":
+		if e.ComplexityRoot.WebhookEndpointPayload.Endpoint == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpointPayload.Endpoint(childComplexity), true
+	case "WebhookEndpointPayload.error":
+		if e.ComplexityRoot.WebhookEndpointPayload.Error == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpointPayload.Error(childComplexity), true
+	case "WebhookEndpointPayload.secret":
+		if e.ComplexityRoot.WebhookEndpointPayload.Secret == nil {
+			break
+		}
+
+		return e.ComplexityRoot.WebhookEndpointPayload.Secret(childComplexity), true
+
 	}
 	return 0, false
 }
@@ -1268,6 +1539,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("CreateApiKeyInput", ec.unmarshalInputCreateApiKeyInput),
 			graphql.NewInputUnmarshaler("CreateCampaignInput", ec.unmarshalInputCreateCampaignInput),
 			graphql.NewInputUnmarshaler("CreateVoucherInput", ec.unmarshalInputCreateVoucherInput),
+			graphql.NewInputUnmarshaler("CreateWebhookEndpointInput", ec.unmarshalInputCreateWebhookEndpointInput),
 			graphql.NewInputUnmarshaler("ExtendVoucherInput", ec.unmarshalInputExtendVoucherInput),
 			graphql.NewInputUnmarshaler("LineItemInput", ec.unmarshalInputLineItemInput),
 			graphql.NewInputUnmarshaler("PeriodLimitInput", ec.unmarshalInputPeriodLimitInput),
@@ -1275,6 +1547,7 @@ func (e *executableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			graphql.NewInputUnmarshaler("ReserveVoucherInput", ec.unmarshalInputReserveVoucherInput),
 			graphql.NewInputUnmarshaler("RollbackInput", ec.unmarshalInputRollbackInput),
 			graphql.NewInputUnmarshaler("UpdateVoucherInput", ec.unmarshalInputUpdateVoucherInput),
+			graphql.NewInputUnmarshaler("UpdateWebhookEndpointInput", ec.unmarshalInputUpdateWebhookEndpointInput),
 		)
 	}
 	first := true
@@ -2014,6 +2287,90 @@ type DriftReport {
   checkedAt: Time!
 }
 `, BuiltIn: false},
+	{Name: "../webhooks.graphqls", Input: `# --- Webhooks: signed events about vouchers and reservations ---
+
+extend type Query {
+  "Webhook endpoints (admin)."
+  webhookEndpoints: [WebhookEndpoint!]!
+  "Deliveries to one endpoint, newest first (admin)."
+  webhookDeliveries(endpointId: ID!, first: Int = 50, after: String): WebhookDeliveryConnection!
+}
+
+extend type Mutation {
+  "Add an endpoint; its signing secret is in the payload once and never again (admin)."
+  createWebhookEndpoint(input: CreateWebhookEndpointInput!): WebhookEndpointPayload!
+  "Change an endpoint's url, events or enabled flag; omitted fields keep their value (admin)."
+  updateWebhookEndpoint(input: UpdateWebhookEndpointInput!): WebhookEndpointPayload!
+  "A new signing secret (in the payload once); events are signed with both secrets for 24 hours (admin)."
+  rotateWebhookSecret(id: ID!): WebhookEndpointPayload!
+  "Remove an endpoint; pending deliveries to it are dropped (admin)."
+  deleteWebhookEndpoint(id: ID!): WebhookEndpointPayload!
+  "Deliver one event to one endpoint again, now (admin)."
+  resendWebhookEvent(endpointId: ID!, eventId: ID!): WebhookDeliveryPayload!
+}
+
+input CreateWebhookEndpointInput {
+  url: String!
+  "Event types (README, Webhooks), or [\"*\"] for all."
+  events: [String!]!
+  description: String
+}
+
+input UpdateWebhookEndpointInput {
+  id: ID!
+  url: String
+  events: [String!]
+  enabled: Boolean
+  description: String
+}
+
+type WebhookEndpoint {
+  id: ID!
+  url: String!
+  events: [String!]!
+  description: String
+  enabled: Boolean!
+  "Set when the server disabled it after failing deliveries for 24 hours."
+  disabledReason: String
+  createdAt: Time!
+}
+
+type WebhookEndpointPayload {
+  endpoint: WebhookEndpoint
+  "The signing secret (whsec_...): only in the answer of create and rotate."
+  secret: String
+  error: VoucherError
+}
+
+type WebhookDelivery {
+  id: ID!
+  eventId: ID!
+  eventType: String!
+  "PENDING, DELIVERED or FAILED (retries spent)."
+  status: String!
+  attempts: Int!
+  "The HTTP status of the last attempt; null when it got none."
+  lastStatusCode: Int
+  lastAttemptAt: Time
+  nextAttemptAt: Time
+}
+
+type WebhookDeliveryEdge {
+  node: WebhookDelivery!
+  cursor: String!
+}
+
+type WebhookDeliveryConnection {
+  edges: [WebhookDeliveryEdge!]!
+  pageInfo: PageInfo!
+}
+
+type WebhookDeliveryPayload {
+  delivery: WebhookDelivery
+  error: VoucherError
+}
+
+`, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
 
@@ -2397,6 +2754,90 @@ func (ec *executionContext) childFields_VoucherPayload(ctx context.Context, fiel
 		return ec.fieldContext_VoucherPayload_error(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type VoucherPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookDelivery(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_WebhookDelivery_id(ctx, field)
+	case "eventId":
+		return ec.fieldContext_WebhookDelivery_eventId(ctx, field)
+	case "eventType":
+		return ec.fieldContext_WebhookDelivery_eventType(ctx, field)
+	case "status":
+		return ec.fieldContext_WebhookDelivery_status(ctx, field)
+	case "attempts":
+		return ec.fieldContext_WebhookDelivery_attempts(ctx, field)
+	case "lastStatusCode":
+		return ec.fieldContext_WebhookDelivery_lastStatusCode(ctx, field)
+	case "lastAttemptAt":
+		return ec.fieldContext_WebhookDelivery_lastAttemptAt(ctx, field)
+	case "nextAttemptAt":
+		return ec.fieldContext_WebhookDelivery_nextAttemptAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDelivery", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookDeliveryConnection(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "edges":
+		return ec.fieldContext_WebhookDeliveryConnection_edges(ctx, field)
+	case "pageInfo":
+		return ec.fieldContext_WebhookDeliveryConnection_pageInfo(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDeliveryConnection", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookDeliveryEdge(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "node":
+		return ec.fieldContext_WebhookDeliveryEdge_node(ctx, field)
+	case "cursor":
+		return ec.fieldContext_WebhookDeliveryEdge_cursor(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDeliveryEdge", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookDeliveryPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "delivery":
+		return ec.fieldContext_WebhookDeliveryPayload_delivery(ctx, field)
+	case "error":
+		return ec.fieldContext_WebhookDeliveryPayload_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookDeliveryPayload", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookEndpoint(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_WebhookEndpoint_id(ctx, field)
+	case "url":
+		return ec.fieldContext_WebhookEndpoint_url(ctx, field)
+	case "events":
+		return ec.fieldContext_WebhookEndpoint_events(ctx, field)
+	case "description":
+		return ec.fieldContext_WebhookEndpoint_description(ctx, field)
+	case "enabled":
+		return ec.fieldContext_WebhookEndpoint_enabled(ctx, field)
+	case "disabledReason":
+		return ec.fieldContext_WebhookEndpoint_disabledReason(ctx, field)
+	case "createdAt":
+		return ec.fieldContext_WebhookEndpoint_createdAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookEndpoint", field.Name)
+}
+
+func (ec *executionContext) childFields_WebhookEndpointPayload(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "endpoint":
+		return ec.fieldContext_WebhookEndpointPayload_endpoint(ctx, field)
+	case "secret":
+		return ec.fieldContext_WebhookEndpointPayload_secret(ctx, field)
+	case "error":
+		return ec.fieldContext_WebhookEndpointPayload_error(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type WebhookEndpointPayload", field.Name)
 }
 
 func (ec *executionContext) childFields___Directive(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {

@@ -180,6 +180,13 @@ type CreateVoucherInput struct {
 	AppliesTo *AppliesToInput `json:"appliesTo,omitempty"`
 }
 
+type CreateWebhookEndpointInput struct {
+	URL string `json:"url"`
+	// Event types (README, Webhooks), or ["*"] for all.
+	Events      []string `json:"events"`
+	Description *string  `json:"description,omitempty"`
+}
+
 type DriftReport struct {
 	VoucherCode string `json:"voucherCode"`
 	// totalLimit - usedCount in the database.
@@ -337,6 +344,14 @@ type UpdateVoucherInput struct {
 	ClearBudgetAmount *bool `json:"clearBudgetAmount,omitempty"`
 }
 
+type UpdateWebhookEndpointInput struct {
+	ID          string   `json:"id"`
+	URL         *string  `json:"url,omitempty"`
+	Events      []string `json:"events,omitempty"`
+	Enabled     *bool    `json:"enabled,omitempty"`
+	Description *string  `json:"description,omitempty"`
+}
+
 type Voucher struct {
 	Code           string `json:"code"`
 	DiscountAmount int64  `json:"discountAmount"`
@@ -396,6 +411,52 @@ type VoucherError struct {
 type VoucherPayload struct {
 	Voucher *Voucher      `json:"voucher,omitempty"`
 	Error   *VoucherError `json:"error,omitempty"`
+}
+
+type WebhookDelivery struct {
+	ID        string `json:"id"`
+	EventID   string `json:"eventId"`
+	EventType string `json:"eventType"`
+	// PENDING, DELIVERED or FAILED (retries spent).
+	Status   string `json:"status"`
+	Attempts int    `json:"attempts"`
+	// The HTTP status of the last attempt; null when it got none.
+	LastStatusCode *int       `json:"lastStatusCode,omitempty"`
+	LastAttemptAt  *time.Time `json:"lastAttemptAt,omitempty"`
+	NextAttemptAt  *time.Time `json:"nextAttemptAt,omitempty"`
+}
+
+type WebhookDeliveryConnection struct {
+	Edges    []*WebhookDeliveryEdge `json:"edges"`
+	PageInfo *PageInfo              `json:"pageInfo"`
+}
+
+type WebhookDeliveryEdge struct {
+	Node   *WebhookDelivery `json:"node"`
+	Cursor string           `json:"cursor"`
+}
+
+type WebhookDeliveryPayload struct {
+	Delivery *WebhookDelivery `json:"delivery,omitempty"`
+	Error    *VoucherError    `json:"error,omitempty"`
+}
+
+type WebhookEndpoint struct {
+	ID          string   `json:"id"`
+	URL         string   `json:"url"`
+	Events      []string `json:"events"`
+	Description *string  `json:"description,omitempty"`
+	Enabled     bool     `json:"enabled"`
+	// Set when the server disabled it after failing deliveries for 24 hours.
+	DisabledReason *string   `json:"disabledReason,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+}
+
+type WebhookEndpointPayload struct {
+	Endpoint *WebhookEndpoint `json:"endpoint,omitempty"`
+	// The signing secret (whsec_...): only in the answer of create and rotate.
+	Secret *string       `json:"secret,omitempty"`
+	Error  *VoucherError `json:"error,omitempty"`
 }
 
 type APIKeyRole string

@@ -28,6 +28,7 @@ import (
 	"voucherd/internal/rediskeys"
 	"voucherd/internal/shed"
 	"voucherd/internal/voucher"
+	"voucherd/internal/webhook"
 	"voucherd/migrations"
 	"voucherd/server"
 )
@@ -260,7 +261,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}()
 	defer func() { stopRing(); ringStopped(); <-keysListening }()
 
-	dash, err := newDashboard(ctx, cfg, store, svc, apiKeys, logger, stdout)
+	// Webhook endpoints (GraphQL, the dashboard); the URL guard judges
+	// every URL given and every address a delivery dials.
+	guard := webhook.Guard{AllowPrivate: cfg.WebhookAllowPrivate}
+	webhooks := voucher.NewWebhooks(store, guard.CheckURL)
+
+	dash, err := newDashboard(ctx, cfg, store, svc, apiKeys, webhooks, logger, stdout)
 	if err != nil {
 		return err
 	}
@@ -282,6 +288,14 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 			j.Stop()
 		}
 	}()
+	// Webhooks: every instance numbers committed events and delivers them,
+	// sharing the work through the database, off the request path.
+	deliveries := webhook.NewWorker(webhook.Config{
+		Store: store, Guard: guard, Timeout: cfg.WebhookTimeout, Concurrency: cfg.WebhookConcurrency,
+		FirstRetry: cfg.WebhookFirstRetry, RetryFor: cfg.WebhookRetryFor, Observer: m, Logger: logger,
+	})
+	deliveries.Start(ctx)
+	defer deliveries.Stop()
 	// Campaigns' codes are generated in the background, here and in any
 	// other instance, each campaign by one of them at a time (a lease).
 	genCtx, stopGenerating := context.WithCancel(context.WithoutCancel(ctx))
@@ -309,6 +323,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		AdminTokens:      cfg.AdminTokens,
 		Keys:             ring,
 		ApiKeys:          apiKeys,
+		Webhooks:         webhooks,
 		Production:       cfg.Production,
 		Logger:           logger,
 		Metrics:          m.Handler(),

@@ -61,6 +61,16 @@ type config struct {
 	// TrustedProxies: the proxies whose X-Forwarded-For names the client
 	// (TRUSTED_PROXIES).
 	TrustedProxies clientaddr.Resolver
+	// Webhooks (docs/webhooks.md): deliveries to internal addresses only
+	// outside production or with WEBHOOK_ALLOW_PRIVATE; an attempt's
+	// timeout; attempts at once per instance; the first retry's delay; how
+	// long a delivery is retried (and an endpoint may fail before it is
+	// disabled).
+	WebhookAllowPrivate bool
+	WebhookTimeout      time.Duration
+	WebhookConcurrency  int
+	WebhookFirstRetry   time.Duration
+	WebhookRetryFor     time.Duration
 }
 
 // loadConfig reads and checks every setting; the error names each bad one.
@@ -126,6 +136,35 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, errors.New("SHED_MAX_INFLIGHT must be a whole number from 0 (no shedding) to 1000000, such as 512"))
 	default:
 		c.ShedMaxInFlight = n
+	}
+	c.WebhookTimeout = duration("WEBHOOK_TIMEOUT", "10s")
+	c.WebhookFirstRetry = duration("WEBHOOK_FIRST_RETRY", "30s")
+	c.WebhookRetryFor = duration("WEBHOOK_RETRY_FOR", "24h")
+	if c.WebhookTimeout > time.Minute {
+		errs = append(errs, errors.New("WEBHOOK_TIMEOUT must be at most 1m"))
+	}
+	// The contract: the first retry within a minute, retries for at least
+	// 24 hours. Shorter windows are for tests, outside production.
+	if c.WebhookFirstRetry > time.Minute {
+		errs = append(errs, errors.New("WEBHOOK_FIRST_RETRY must be at most 1m (the first retry comes within a minute)"))
+	}
+	if c.Production && c.WebhookRetryFor < 24*time.Hour {
+		errs = append(errs, errors.New("WEBHOOK_RETRY_FOR must be at least 24h with APP_ENV=production"))
+	}
+	switch n, err := strconv.Atoi(or(getenv("WEBHOOK_CONCURRENCY"), "8")); {
+	case err != nil || n < 1 || n > 256:
+		errs = append(errs, errors.New("WEBHOOK_CONCURRENCY must be a whole number from 1 to 256, such as 8"))
+	default:
+		c.WebhookConcurrency = n
+	}
+	switch v := or(getenv("WEBHOOK_ALLOW_PRIVATE"), "false"); v {
+	case "true", "1":
+		c.WebhookAllowPrivate = true
+	case "false", "0":
+		// Outside production a developer's receiver is on this machine.
+		c.WebhookAllowPrivate = !c.Production
+	default:
+		errs = append(errs, errors.New("WEBHOOK_ALLOW_PRIVATE must be true or false (1 or 0)"))
 	}
 	c.DefaultCurrency = or(getenv("DEFAULT_CURRENCY"), "USD")
 	if voucher.ValidateCurrency(c.DefaultCurrency) != nil {

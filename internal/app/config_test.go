@@ -184,3 +184,44 @@ func TestConfig_SheddingSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestConfig_WebhookSettingsHaveSafeProductionDefaults(t *testing.T) {
+	t.Parallel()
+	prod := map[string]string{"APP_ENV": "production", "STOREFRONT_TOKENS": "a-long-storefront-token", "ADMIN_TOKENS": "a-long-admin-token-01"}
+	c, err := loadConfig(env(prod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WebhookAllowPrivate || c.WebhookTimeout != 10*time.Second || c.WebhookConcurrency != 8 || c.WebhookFirstRetry != 30*time.Second || c.WebhookRetryFor != 24*time.Hour {
+		t.Errorf("production defaults: private %t, timeout %s, concurrency %d, first retry %s, retry for %s",
+			c.WebhookAllowPrivate, c.WebhookTimeout, c.WebhookConcurrency, c.WebhookFirstRetry, c.WebhookRetryFor)
+	}
+	if c, _ := loadConfig(env(nil)); !c.WebhookAllowPrivate {
+		t.Error("outside production internal addresses are refused; want allowed (a developer's receiver)")
+	}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{k: v}
+		for pk, pv := range prod {
+			m[pk] = pv
+		}
+		return m
+	}
+	if c, err := loadConfig(env(with("WEBHOOK_ALLOW_PRIVATE", "true"))); err != nil || !c.WebhookAllowPrivate {
+		t.Errorf("WEBHOOK_ALLOW_PRIVATE=true in production: %t %v", c.WebhookAllowPrivate, err)
+	}
+	for _, tc := range []struct{ name, value, want string }{
+		{"WEBHOOK_ALLOW_PRIVATE", "yes", "WEBHOOK_ALLOW_PRIVATE must be true or false"},
+		{"WEBHOOK_TIMEOUT", "2m", "WEBHOOK_TIMEOUT must be at most 1m"},
+		{"WEBHOOK_TIMEOUT", "0s", "WEBHOOK_TIMEOUT must be a positive duration"},
+		{"WEBHOOK_FIRST_RETRY", "5m", "within a minute"},
+		{"WEBHOOK_RETRY_FOR", "1h", "at least 24h with APP_ENV=production"},
+		{"WEBHOOK_CONCURRENCY", "0", "WEBHOOK_CONCURRENCY must be a whole number from 1 to 256"},
+	} {
+		if _, err := loadConfig(env(with(tc.name, tc.value))); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%s: %v, want %q", tc.name, tc.value, err, tc.want)
+		}
+	}
+	if c, err := loadConfig(env(map[string]string{"WEBHOOK_RETRY_FOR": "2s"})); err != nil || c.WebhookRetryFor != 2*time.Second {
+		t.Errorf("a short retry window outside production (tests): %s %v", c.WebhookRetryFor, err)
+	}
+}

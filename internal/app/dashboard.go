@@ -56,7 +56,7 @@ func accountsConfig(cfg config) accounts.AccountsConfig {
 // newDashboard builds the dashboard over the store and the service and,
 // outside production on a loopback address, makes sure the development user
 // exists and prints its credentials.
-func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *voucher.Service, apiKeys *voucher.ApiKeys, logger *slog.Logger, stdout io.Writer) (dashboard, error) {
+func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *voucher.Service, apiKeys *voucher.ApiKeys, webhooks *voucher.Webhooks, logger *slog.Logger, stdout io.Writer) (dashboard, error) {
 	accts := accounts.New(store, accountsConfig(cfg))
 	backoffice := voucher.NewBackoffice(svc, store)
 	if !cfg.Production && !devAccountAllowed(cfg) {
@@ -76,6 +76,9 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		fmt.Fprintf(stdout, "development dashboard user (%s): %s, password %q; sign in at /admin (never made, and refused, with APP_ENV=production or off loopback)\n", note, devUserEmail, devUserPassword)
 	}
 	deps := web.Deps{Accounts: accts, Vouchers: backoffice, Reservations: svc, Drift: backoffice, DeadLetterDesk: backoffice, Campaigns: backoffice, ApiKeys: apiKeys, Sales: svc}
+	if webhooks != nil {
+		deps.Webhooks = webhooks // a nil *voucher.Webhooks would be a non-nil interface
+	}
 	// Dead-lettered events are shown only once a store counts them.
 	if dl, ok := any(store).(web.DeadLetterCounter); ok {
 		deps.DeadLetters = dl

@@ -136,7 +136,7 @@ func TestDashboard_TheDevelopmentAccountSignsInOnlyOnALoopbackDevelopmentServer(
 		store := postgres.New(pool)
 		svc := voucher.NewService(voucher.Deps{Store: store}, voucher.Config{Logger: quiet})
 		var out strings.Builder
-		dash, err := newDashboard(ctx, cfg, store, svc, voucher.NewApiKeys(store, nil), quiet, &out)
+		dash, err := newDashboard(ctx, cfg, store, svc, voucher.NewApiKeys(store, nil), nil, quiet, &out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,7 +196,7 @@ func TestDashboard_TheDevelopmentAccountSignsInOnlyOnALoopbackDevelopmentServer(
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := newDashboard(ctx, cfg, postgres.New(pool), voucher.NewService(voucher.Deps{Store: postgres.New(pool)}, voucher.Config{Logger: quiet}), voucher.NewApiKeys(postgres.New(pool), nil), quiet, io.Discard); err != nil {
+	if _, err := newDashboard(ctx, cfg, postgres.New(pool), voucher.NewService(voucher.Deps{Store: postgres.New(pool)}, voucher.Config{Logger: quiet}), voucher.NewApiKeys(postgres.New(pool), nil), nil, quiet, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := postgres.New(pool).UserByEmail(ctx, devUserEmail); voucher.ErrorCodeOf(err) != voucher.NotFound {

@@ -35,7 +35,8 @@ type Metrics struct {
 	httpRequests   *prometheus.CounterVec
 	httpLatency    *prometheus.HistogramVec
 	httpShed       *prometheus.CounterVec
-	kafka          kafkaMetrics // kafka.go
+	kafka          kafkaMetrics   // kafka.go
+	webhook        webhookMetrics // webhook.go
 
 	// The children of the per-request instruments, by label values
 	// (cached, see children).
@@ -121,6 +122,7 @@ func New() *Metrics {
 		f(c)
 	}
 	m.kafka = newKafkaMetrics(reg)
+	m.webhooks()
 	m.reserveChildren.create = func(l reserveLabels) reserveInstruments {
 		o := "ok"
 		if l.outcome != "" {

@@ -72,7 +72,7 @@ func TestAlertRules_NameOnlyMetricsTheServiceExposes(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"VoucherGateDriftPersists", "VoucherDeadLetters", "VoucherConsumerStuck",
-		"VoucherConsumerLagHigh", "VoucherGateErrors", "VoucherReserveLatencyP99High"} {
+		"VoucherConsumerLagHigh", "VoucherGateErrors", "VoucherReserveLatencyP99High", "VoucherWebhookEndpointDisabled"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}

@@ -39,17 +39,20 @@ const (
 	// OpReadSale reads a voucher's sale as it happened (the dashboard's
 	// voucher page, voucher.sale): every role but the storefront's.
 	OpReadSale Operation = "read-sale"
+	// OpManageWebhooks: webhook endpoints, their secrets and deliveries.
+	OpManageWebhooks Operation = "manage-webhooks"
 )
 
 var permissions = map[Operation][]Role{
-	OpCheckout:      {RoleStorefront, RoleAdmin},
-	OpRead:          {RoleStorefront, RoleAdmin, RoleMarketer, RoleOperator},
-	OpManageVoucher: {RoleAdmin, RoleMarketer},
-	OpOperate:       {RoleAdmin, RoleOperator},
-	OpManageUsers:   {RoleAdmin},
-	OpReadCampaigns: {RoleAdmin, RoleMarketer, RoleOperator},
-	OpManageKeys:    {RoleAdmin},
-	OpReadSale:      {RoleAdmin, RoleMarketer, RoleOperator},
+	OpCheckout:       {RoleStorefront, RoleAdmin},
+	OpRead:           {RoleStorefront, RoleAdmin, RoleMarketer, RoleOperator},
+	OpManageVoucher:  {RoleAdmin, RoleMarketer},
+	OpOperate:        {RoleAdmin, RoleOperator},
+	OpManageUsers:    {RoleAdmin},
+	OpReadCampaigns:  {RoleAdmin, RoleMarketer, RoleOperator},
+	OpManageKeys:     {RoleAdmin},
+	OpReadSale:       {RoleAdmin, RoleMarketer, RoleOperator},
+	OpManageWebhooks: {RoleAdmin},
 }
 
 // Caller is who makes a request; transports put it in the context after

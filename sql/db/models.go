@@ -240,3 +240,55 @@ type VoucherSample struct {
 	Reserved    int32
 	Confirmed   int32
 }
+
+type WebhookAudit struct {
+	ID         int64
+	EndpointID int64
+	Url        string
+	Actor      string
+	ActorRole  string
+	Action     string
+	Detail     string
+	OccurredAt time.Time
+}
+
+type WebhookDelivery struct {
+	ID             int64
+	EndpointID     int64
+	EventID        int64
+	Status         string
+	Attempts       int32
+	LastStatusCode *int32
+	LastError      *string
+	LastAttemptAt  *time.Time
+	NextAttemptAt  time.Time
+	CreatedAt      time.Time
+}
+
+type WebhookEndpoint struct {
+	ID                  int64
+	Url                 string
+	Events              []string
+	Description         *string
+	Enabled             bool
+	DisabledReason      *string
+	Secret              string
+	PreviousSecret      *string
+	PreviousSecretUntil *time.Time
+	FailingSince        *time.Time
+	CreatedAt           time.Time
+}
+
+type WebhookEvent struct {
+	ID          int64
+	VoucherCode *string
+	Sequence    *int64
+	Type        string
+	Data        []byte
+	CreatedAt   time.Time
+}
+
+type WebhookSequence struct {
+	VoucherCode  string
+	LastSequence int64
+}

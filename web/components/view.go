@@ -28,6 +28,8 @@ type Page struct {
 	Campaigns bool
 	// ApiKeys shows the API keys in the navigation (to admins).
 	ApiKeys bool
+	// Webhooks shows the webhook endpoints in the navigation (to admins).
+	Webhooks bool
 }
 
 // Viewer is the signed-in user as the pages need them.
@@ -55,6 +57,11 @@ func (v Viewer) CanOperate() bool {
 // CanManageKeys reports whether the viewer may manage API keys.
 func (v Viewer) CanManageKeys() bool {
 	return voucher.Caller{Role: v.Role}.Can(voucher.OpManageKeys)
+}
+
+// CanManageWebhooks reports whether the viewer may manage webhooks.
+func (v Viewer) CanManageWebhooks() bool {
+	return voucher.Caller{Role: v.Role}.Can(voucher.OpManageWebhooks)
 }
 
 // CanManageUsers reports whether the viewer may lift sign-in locks.
@@ -824,4 +831,13 @@ func WhoOf(c voucher.PeriodCount) string {
 		return "everyone"
 	}
 	return "customer " + strconv.FormatInt(c.CustomerID, 10)
+}
+
+func hasEvent(events []string, t string) bool {
+	for _, e := range events {
+		if e == t {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,52 @@
+-- name: WebhookEndpointInsert :one
+INSERT INTO webhook_endpoint (url, events, description, secret)
+VALUES ($1, $2, $3, $4)
+RETURNING *;
+
+-- name: WebhookEndpointGet :one
+SELECT * FROM webhook_endpoint WHERE id = $1;
+
+-- name: WebhookEndpointList :many
+SELECT * FROM webhook_endpoint ORDER BY id DESC LIMIT $1;
+
+-- WebhookEndpointUpdate changes what is given; enabling clears the
+-- server's reason and the failing streak.
+-- name: WebhookEndpointUpdate :one
+UPDATE webhook_endpoint
+SET url = coalesce(sqlc.narg(url), url),
+    events = coalesce(sqlc.narg(events)::text[], events),
+    description = coalesce(sqlc.narg(description), description),
+    enabled = coalesce(sqlc.narg(enabled), enabled),
+    disabled_reason = CASE WHEN sqlc.narg(enabled)::boolean IS NOT NULL THEN NULL ELSE disabled_reason END,
+    failing_since = CASE WHEN sqlc.narg(enabled)::boolean THEN NULL ELSE failing_since END
+WHERE id = sqlc.arg(id)
+RETURNING *;
+
+-- WebhookEndpointRotate signs with a new secret, and with the old one too
+-- until until.
+-- name: WebhookEndpointRotate :one
+UPDATE webhook_endpoint
+SET previous_secret = secret, previous_secret_until = sqlc.arg(until), secret = sqlc.arg(secret)
+WHERE id = sqlc.arg(id)
+RETURNING *;
+
+-- name: WebhookEndpointDelete :one
+DELETE FROM webhook_endpoint WHERE id = $1 RETURNING *;
+
+-- WebhookEndpointSucceeded ends an endpoint's failing streak.
+-- name: WebhookEndpointSucceeded :exec
+UPDATE webhook_endpoint SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL;
+
+-- WebhookEndpointFailed records a failed attempt that began at
+-- attempted_at: the streak begins then unless it began before, and an
+-- endpoint failing since more than window_seconds is disabled with reason.
+-- just_disabled: this call disabled it.
+-- name: WebhookEndpointFailed :one
+UPDATE webhook_endpoint w
+SET failing_since = coalesce(w.failing_since, sqlc.arg(attempted_at)),
+    enabled = w.enabled AND coalesce(w.failing_since, sqlc.arg(attempted_at)) > now() - make_interval(secs => sqlc.arg(window_seconds)::float8),
+    disabled_reason = CASE WHEN w.enabled AND coalesce(w.failing_since, sqlc.arg(attempted_at)) <= now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+                           THEN sqlc.arg(reason)::text ELSE w.disabled_reason END
+FROM (SELECT o.id AS old_id, o.enabled AS was_enabled FROM webhook_endpoint o WHERE o.id = sqlc.arg(endpoint_id) FOR UPDATE) old
+WHERE w.id = old.old_id
+RETURNING w.id, w.url, (old.was_enabled AND NOT w.enabled)::boolean AS just_disabled;
