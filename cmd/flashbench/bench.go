@@ -41,6 +41,9 @@ type scenario struct {
 	// campaign: the sale is on a flash campaign of unique single-use codes
 	// (quota uses in all), each request naming a random code of it.
 	campaign bool
+	// webhook: a webhook endpoint of every event is registered for the
+	// row (webhook.go).
+	webhook bool
 }
 
 type scenarioKind int
@@ -68,6 +71,7 @@ var scenarioCatalog = []scenario{
 	{name: "evalsha", title: "(b) raw EVALSHA of lua/reserve.lua (go-redis, the server's pool)", kind: kindEvalsha},
 	{name: "rest", title: "the sale: 1,000-use flash voucher over REST", kind: kindREST, flash: true},
 	{name: "graphql", title: "the sale over GraphQL", kind: kindGraphQL, flash: true},
+	{name: "rest-webhook", title: "the sale over REST with a webhook endpoint of every event (a receiver on loopback)", kind: kindREST, flash: true, webhook: true},
 	{name: "db", title: "(c) the sale on a non-flash voucher (database path), REST", kind: kindREST},
 	{name: "soldout", title: "(d) sold-out flash voucher (the late crowd), REST", kind: kindREST, flash: true, presold: true},
 	{name: "soldout-graphql", title: "(d') sold-out flash voucher (the late crowd), GraphQL", kind: kindGraphQL, flash: true, presold: true},
@@ -740,6 +744,12 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 			return nil, err
 		}
 	}
+	var webhookAfter func(*scenarioResult, int64)
+	if s.webhook {
+		if webhookAfter, err = b.withWebhook(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	redisBefore, redisErr := readRedisCalls(ctx, b.rdb)
 	cpuBefore := sampleCPU(b.cpuGroups(p.server))
 	lr, err := b.load(ctx, s, spec, p.server)
@@ -780,6 +790,9 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 	}
 	if s.big && sold > 0 {
 		res.PerWinner = perWinner(cpuBefore, sampleCPU(b.cpuGroups(p.server)), sold)
+	}
+	if webhookAfter != nil {
+		webhookAfter(res, sold)
 	}
 
 	if s.campaign {

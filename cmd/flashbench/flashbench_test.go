@@ -145,7 +145,7 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 		t.Fatalf("%s: no sold count", name)
 		return 0, nil
 	}
-	for _, name := range []string{"rest", "graphql", "db", "rest-percent"} {
+	for _, name := range []string{"rest", "graphql", "rest-webhook", "db", "rest-percent"} {
 		n, st := sold(name)
 		if n != quota || st == nil || st.UsedCount != quota || st.LiveRows != quota || st.TotalLimit != quota {
 			t.Errorf("%s: sold %d, database %+v; want exactly %d everywhere", name, n, st, quota)
@@ -154,6 +154,20 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	for _, name := range []string{"campaign-sale", "campaign-sale-kafka"} {
 		if n, _ := sold(name); n != quota {
 			t.Errorf("%s: sold %d, want the campaign's totalLimit %d", name, n, quota)
+		}
+	}
+	// The webhook row delivered each winner's reservation.reserved to its
+	// receiver (a check of the row, which passed above).
+	for _, s := range rep.Scenarios {
+		if s.Name != "rest-webhook" {
+			continue
+		}
+		found := false
+		for _, c := range s.Checks {
+			found = found || (strings.HasPrefix(c.Name, "webhook:") && c.OK)
+		}
+		if !found {
+			t.Errorf("rest-webhook: no passed webhook delivery check in %+v", s.Checks)
 		}
 	}
 	if n, _ := sold("evalsha"); n != quota {

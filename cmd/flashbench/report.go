@@ -360,6 +360,16 @@ func (r *report) finish() {
 	}
 	r.Targets = append(r.Targets, t)
 
+	t = target{Scenario: "the sale with a webhook endpoint of every event vs without (issue 25)", Want: ">= 0.95 x the throughput"}
+	if rest, hook := r.find("rest"), r.find("rest-webhook"); rest != nil && hook != nil && rest.Throughput > 0 && hook.Skipped == "" {
+		x := hook.Throughput / rest.Throughput
+		t.Measured = fmt.Sprintf("%.2f x (%.0f/s vs %.0f/s; p99 %.1f vs %.1f ms)", x, hook.Throughput, rest.Throughput, hook.P99, rest.P99)
+		t.Met = met(x >= 0.95)
+	} else {
+		t.Measured = "not run"
+	}
+	r.Targets = append(r.Targets, t)
+
 	t = target{Scenario: "the sale vs the same sale on a non-flash voucher", Want: ">= 10 x"}
 	if rest, db := r.find("rest"), r.find("db"); rest != nil && db != nil && db.Throughput > 0 {
 		x := rest.Throughput / db.Throughput
