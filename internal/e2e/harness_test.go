@@ -65,10 +65,19 @@ func launch(t testing.TB, env map[string]string) *server {
 		"RECONCILE_INTERVAL": "1m",
 		"LOG_LEVEL":          "error",
 	}
-	// TEST_SERVER_LOGS=1 shows the servers' warnings and errors.
-	logs := io.Discard
-	if os.Getenv("TEST_SERVER_LOGS") != "" {
-		settings["LOG_LEVEL"], logs = "warn", os.Stderr
+	// TEST_SERVER_LOGS=1 shows the servers' warnings and errors as they
+	// come; else a test that fails shows the last of each server's
+	// warnings and errors (a flake under CI's load is read from them).
+	var logs io.Writer = os.Stderr
+	settings["LOG_LEVEL"] = "warn"
+	if os.Getenv("TEST_SERVER_LOGS") == "" {
+		tail := &logTail{max: 32 << 10}
+		logs = tail
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("the server's last warnings and errors:\n%s", tail.String())
+			}
+		})
 	}
 	for k, v := range env {
 		settings[k] = v
@@ -346,4 +355,27 @@ func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
 	}
 	t.Cleanup(db.Close) // before the database is dropped: cleanups run last first
 	return url, db
+}
+
+// logTail keeps the last max bytes written to it.
+type logTail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - l.max; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
 }
