@@ -91,9 +91,9 @@ func (m Model) expiries(s orderState, c Call) []orderState {
 	switch {
 	case c.Answered < s.ExpMin-slack:
 		return []orderState{s}
-	case c.Op == OpConfirm && c.Sent > s.ExpMax+slack:
+	case (c.Op == OpConfirm || c.Op == OpRollback) && c.Sent > s.ExpMax+slack:
 		// "A confirm after expiresAt gets RESERVATION_RELEASED even if
-		// the sweep has not run yet."
+		// the sweep has not run yet"; a rollback sees it released too.
 		return []orderState{expired}
 	case c.Op == OpRead && c.Sent > s.ExpMax+int64(m.Sweep):
 		return []orderState{expired}

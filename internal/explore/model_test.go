@@ -80,6 +80,9 @@ func TestModel_HandMadeHistories(t *testing.T) {
 			decide(OpRollback, 4, 5, "A", 200, "", "ROLLED_BACK"), reserve(6, 7, "A", 201, "", "RESERVED"), read(20, "A", "RESERVED")}, false},
 		{"unanswered rollback, either row", []Call{reserve(0, 1, "A", 201, "", "RESERVED"), decide(OpConfirm, 2, 3, "A", 200, "", "CONFIRMED"),
 			decide(OpRollback, 4, 50, "A", 503, "UNAVAILABLE", ""), read(60, "A", "ROLLED_BACK")}, true},
+		{"rollback after expiresAt says NOT_CONFIRMED", []Call{reserve(0, 1, "A", 201, "", "RESERVED"), decide(OpConfirm, 105, 106, "A", 409, "RESERVATION_RELEASED", ""),
+			decide(OpRollback, 107, 108, "A", 409, "NOT_CONFIRMED", ""), read(200, "A", "RELEASED")}, false},
+		{"rollback after expiresAt refused", []Call{reserve(0, 1, "A", 201, "", "RESERVED"), decide(OpRollback, 107, 108, "A", 409, "RESERVATION_RELEASED", ""), read(200, "A", "RELEASED")}, true},
 		{"rollback without a confirm", []Call{reserve(0, 5, "A", 201, "", "CONFIRMED"), decide(OpRollback, 6, 7, "A", 200, "", "ROLLED_BACK"), read(20, "A", "ROLLED_BACK")}, false},
 		{"confirm racing the reserve refused RESERVATION_RELEASED", []Call{reserve(0, 5, "A", 201, "", "RESERVED"), decide(OpConfirm, 2, 5, "A", 409, "RESERVATION_RELEASED", ""), read(20, "A", "RESERVED")}, false},
 	} {

@@ -125,6 +125,14 @@ func TestRollback_RefusesWhatIsNotConfirmed(t *testing.T) {
 		t.Fatal(err)
 	}
 	paid := other.reserve(t, 3, true)
+	// Past its expiresAt, not swept yet: released, as a confirm says.
+	expired := other.reserve(t, 4, false)
+	if _, err := testPool.Exec(ctx, `UPDATE voucher_redemption SET created_at = created_at - interval '1 hour', expires_at = now() - interval '1 second' WHERE order_id = $1`, expired.OrderID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.svc.Confirm(ctx, other.code, expired.OrderID); voucher.ErrorCodeOf(err) != voucher.ReservationReleased {
+		t.Fatalf("a confirm past expiresAt: %v, want RESERVATION_RELEASED", err)
+	}
 	tooLong := strings.Repeat("x", 201)
 	empty := ""
 	for _, tc := range []struct {
@@ -134,6 +142,7 @@ func TestRollback_RefusesWhatIsNotConfirmed(t *testing.T) {
 	}{
 		{"RESERVED: release it instead", f.code, held.OrderID, nil, voucher.NotConfirmed},
 		{"RELEASED", f.code, released.OrderID, nil, voucher.ReservationReleased},
+		{"RESERVED past its expiresAt, not swept yet", other.code, expired.OrderID, nil, voucher.ReservationReleased},
 		{"no such order", f.code, unique("none"), nil, voucher.NotFound},
 		{"confirmed on another voucher", f.code, paid.OrderID, nil, voucher.NotFound},
 		{"a reason of 201 characters", other.code, paid.OrderID, &tooLong, voucher.InvalidInput},
@@ -150,8 +159,8 @@ func TestRollback_RefusesWhatIsNotConfirmed(t *testing.T) {
 	if v, _ := f.counts(t, 1); v.UsedCount != 1 || v.ReservedCount != 1 || v.RolledBackCount != 0 {
 		t.Errorf("after refusals: used %d, reserved %d, rolled back %d; want 1, 1, 0", v.UsedCount, v.ReservedCount, v.RolledBackCount)
 	}
-	if v, _ := other.counts(t, 3); v.ConfirmedCount != 1 || v.RolledBackCount != 0 {
-		t.Errorf("the other voucher after refusals: confirmed %d, rolled back %d; want 1, 0", v.ConfirmedCount, v.RolledBackCount)
+	if v, _ := other.counts(t, 3); v.ConfirmedCount != 1 || v.ReservedCount != 1 || v.RolledBackCount != 0 {
+		t.Errorf("the other voucher after refusals: confirmed %d, reserved %d, rolled back %d; want 1, 1, 0", v.ConfirmedCount, v.ReservedCount, v.RolledBackCount)
 	}
 }
 

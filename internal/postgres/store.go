@@ -502,6 +502,16 @@ func (s *Store) Rollback(ctx context.Context, code, orderID, reason string, audi
 			case voucher.StatusReleased:
 				return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s was released", orderID)
 			}
+			// RESERVED past its expiresAt is released, sweep or not, as a
+			// confirm answers it (explorer seed 67: a confirm refused
+			// RESERVATION_RELEASED, then a rollback said NOT_CONFIRMED).
+			now, err := q.VoucherClock(ctx)
+			if err != nil {
+				return err
+			}
+			if voucher.Status(current.Status) == voucher.StatusReserved && !current.ExpiresAt.After(now) {
+				return voucher.Errorf(voucher.ReservationReleased, "the reservation for order %s expired at %s", orderID, current.ExpiresAt.UTC().Format(time.RFC3339))
+			}
 			return voucher.Errorf(voucher.NotConfirmed, "the reservation for order %s is not confirmed; release it instead", orderID)
 		}
 		if err != nil {
