@@ -69,18 +69,8 @@ func sampleCPU(g cpuGroups) cpuSample {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime(14) stime(15): comm may hold spaces.
-		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
-		if open < 0 || end < open {
-			continue
-		}
-		comm := string(b[open+1 : end])
-		fields := strings.Fields(string(b[end+1:]))
-		if len(fields) < 13 {
+		comm, fields, ok := procStat(pid)
+		if !ok {
 			continue
 		}
 		utime, _ := strconv.ParseInt(fields[11], 10, 64)
@@ -153,18 +143,30 @@ func perWinner(before, after cpuSample, winners int64) *winnerCPU {
 
 // parentPID is a process's parent from /proc, 0 when it cannot be read.
 func parentPID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	end := strings.LastIndexByte(string(b), ')')
-	if end < 0 {
-		return 0
-	}
-	fields := strings.Fields(string(b[end+1:]))
-	if len(fields) < 2 {
+	_, fields, ok := procStat(pid)
+	if !ok {
 		return 0
 	}
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
+}
+
+// procStat reads /proc/<pid>/stat: the command name and the fields after
+// it, from the state on (fields[1] the parent, fields[11] and [12] utime
+// and stime); ok is false when it cannot be read or is cut short.
+func procStat(pid int) (comm string, fields []string, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", nil, false
+	}
+	// pid (comm) state ppid ... utime(14) stime(15): comm may hold spaces.
+	open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+	if open < 0 || end < open {
+		return "", nil, false
+	}
+	fields = strings.Fields(string(b[end+1:]))
+	if len(fields) < 13 {
+		return "", nil, false
+	}
+	return string(b[open+1 : end]), fields, true
 }
