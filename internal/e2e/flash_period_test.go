@@ -19,14 +19,24 @@ import (
 // database path does, and a release gives the use back to its period. The
 // tests mirror period_test.go's on the database path.
 
-// flashPeriodServer is the server of a write path: "sync" the shared one,
-// "kafka" one with FLASH_WRITE_PATH=kafka.
+// flashPeriodServer is the server of a write path: "sync" one on a
+// database of its own (its counter of reserve writes is the test's alone:
+// gateWrites), "kafka" one with FLASH_WRITE_PATH=kafka.
 func flashPeriodServer(t *testing.T, mode string) *server {
 	t.Helper()
 	if mode == "kafka" {
 		return kafkaServer(t, nil)
 	}
-	return sharedServer(t)
+	dbURL, _ := ownDatabase(t)
+	return startServer(t, map[string]string{"DATABASE_URL": dbURL})
+}
+
+// gateWrites is the server's count of reserve writes the sync path sent to
+// the database: one per reserve its gate admitted. A refusal the gate
+// decides costs none; one it left to the database would cost one.
+func gateWrites(t testing.TB, s *server) float64 {
+	t.Helper()
+	return metricValue(t, s, `voucher_database_writes_total{op="reserve"}`)
 }
 
 // warmGate waits until a check of a flash voucher is answered by its gate
@@ -55,11 +65,13 @@ func TestPeriodLimits_Flash_HeldUnderConcurrentReserves(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			s := flashPeriodServer(t, mode)
+			// The subtests run one after the other: on the sync path each
+			// counts the server's reserve writes.
 			t.Run("10 customers x 6 orders, CUSTOMER DAY 3", func(t *testing.T) {
-				t.Parallel()
 				code := createRestricted(t, s, map[string]any{"flash": true, "timeZone": "Europe/Berlin",
 					"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 3}}})
 				warmGate(t, s, code, 1)
+				writes := gateWrites(t, s)
 				var mu sync.Mutex
 				perCustomer := map[int64]int{}
 				outcomes := stampede(60, func(i int) string {
@@ -80,6 +92,9 @@ func TestPeriodLimits_Flash_HeldUnderConcurrentReserves(t *testing.T) {
 						t.Errorf("customer %d: %d uses, want 3", c, n)
 					}
 				}
+				if got := gateWrites(t, s) - writes; mode == "sync" && got != 30 {
+					t.Errorf("the gate sent %v reserves to the database, want the 30 it admitted (it refuses the others)", got)
+				}
 				// The database counts what the gate admitted (kafka: once
 				// the consumer applied it).
 				testenv.Eventually(t, "the database counts 30 uses", func() (bool, string) {
@@ -88,15 +103,18 @@ func TestPeriodLimits_Flash_HeldUnderConcurrentReserves(t *testing.T) {
 				})
 			})
 			t.Run("40 reserves, VOUCHER DAY 5", func(t *testing.T) {
-				t.Parallel()
 				code := createRestricted(t, s, map[string]any{"flash": true,
 					"periodLimits": []any{map[string]any{"scope": "VOUCHER", "period": "DAY", "max": 5}}})
 				warmGate(t, s, code, 1)
+				writes := gateWrites(t, s)
 				outcomes := stampede(40, func(i int) string {
 					return reserveOrder(t, s, transportNames[i%2], code, int64(700+i), 5000, nil).Error
 				})
 				if outcomes[""] != 5 || outcomes["PERIOD_LIMIT_REACHED"] != 35 {
 					t.Fatalf("40 reserves: %v, want 5 successes and 35 PERIOD_LIMIT_REACHED", outcomes)
+				}
+				if got := gateWrites(t, s) - writes; mode == "sync" && got != 5 {
+					t.Errorf("the gate sent %v reserves to the database, want the 5 it admitted", got)
 				}
 				testenv.Eventually(t, "the database counts 5 uses", func() (bool, string) {
 					v := readVoucher(t, s, code)
@@ -110,7 +128,7 @@ func TestPeriodLimits_Flash_HeldUnderConcurrentReserves(t *testing.T) {
 // A flash campaign's period limit spans all its codes, at its one gate.
 func TestPeriodLimits_FlashCampaign_HeldAcrossItsCodesUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	s := sharedServer(t)
+	s := flashPeriodServer(t, "sync")
 	r := gql(t, s, adminToken, `mutation($in: CreateCampaignInput!) { createCampaign(input: $in) { campaign { id } error { code message field } } }`,
 		map[string]any{"in": map[string]any{"name": "flash daily " + uniqueCode("c"), "codeCount": 60, "usesPerCode": 10, "discountAmount": 100, "perUserLimit": 100,
 			"flash": true, "startsAt": time.Now().Add(-time.Hour).Format(time.RFC3339), "endsAt": time.Now().Add(24 * time.Hour).Format(time.RFC3339),
@@ -124,11 +142,15 @@ func TestPeriodLimits_FlashCampaign_HeldAcrossItsCodesUnderConcurrency(t *testin
 	codes := exportCodes(t, s, id)
 	code := func(i int) string { return strings.Split(codes[i], ",")[0] }
 	warmGate(t, s, code(0), 1)
+	writes := gateWrites(t, s)
 	outcomes := stampede(60, func(i int) string {
 		return reserveOrder(t, s, transportNames[i%2], code(i), 600+int64(i%10), 5000, nil).Error
 	})
 	if outcomes[""] != 30 || outcomes["PERIOD_LIMIT_REACHED"] != 30 {
 		t.Fatalf("60 reserves on 60 codes by 10 customers: %v, want 30 successes and 30 PERIOD_LIMIT_REACHED", outcomes)
+	}
+	if got := gateWrites(t, s) - writes; got != 30 {
+		t.Errorf("the campaign's gate sent %v reserves to the database, want the 30 it admitted", got)
 	}
 	// A customer's fourth use of the day is refused on any code, and a
 	// check says so too.
