@@ -1059,3 +1059,54 @@ func periodMeta(k keys, snap voucher.GateSnapshot, scriptKeys *[]string) []any {
 	}
 	return out
 }
+
+// PeriodCounts reads the gate's counts of periods (each hash whole) and,
+// for each of orderIDs the gate holds a period record of, the indexes in
+// periods of those it counts in (reconciliation). A period the gate holds
+// nothing of has no counts.
+func (g *Gate) PeriodCounts(ctx context.Context, code string, periods []voucher.GatePeriod, orderIDs []string) ([]voucher.GatePeriodCount, map[string][]int, error) {
+	k := keysOf(code)
+	pipe := g.rdb.TxPipeline()
+	hashes := make([]*redis.MapStringStringCmd, len(periods))
+	index := make(map[string]int, len(periods))
+	for i, p := range periods {
+		hashes[i] = pipe.HGetAll(ctx, k.period(p))
+		index[k.period(p)] = i
+	}
+	var held *redis.SliceCmd
+	if len(orderIDs) > 0 {
+		held = pipe.HMGet(ctx, k.orderPeriods, orderIDs...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("gate: period counts of %s: %w", code, err)
+	}
+	out := make([]voucher.GatePeriodCount, len(periods))
+	for i, p := range periods {
+		out[i] = voucher.GatePeriodCount{GatePeriod: p, Uses: map[int64]int{}}
+		for field, v := range hashes[i].Val() {
+			customer, err1 := strconv.ParseInt(field, 10, 64)
+			n, err2 := strconv.Atoi(v)
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, nil, fmt.Errorf("gate: period counts of %s: %q=%q: %w", code, field, v, err)
+			}
+			out[i].Uses[customer] = n
+		}
+	}
+	orders := map[string][]int{}
+	if held != nil {
+		for j, v := range held.Val() {
+			record, ok := v.(string)
+			if !ok {
+				continue
+			}
+			for line := range strings.SplitSeq(record, "\n") {
+				if _, key, ok := strings.Cut(line, "|"); ok {
+					if i, ok := index[key]; ok {
+						orders[orderIDs[j]] = append(orders[orderIDs[j]], i)
+					}
+				}
+			}
+		}
+	}
+	return out, orders, nil
+}

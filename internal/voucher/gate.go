@@ -321,6 +321,10 @@ type GateAdmin interface {
 	Availability(ctx context.Context, code, campaignCode string, customerID int64, periods ...GatePeriod) (a Availability, loaded bool, err error)
 	// Version reads the version of the gate's load or last raise.
 	Version(ctx context.Context, code string) (string, error)
+	// PeriodCounts reads the gate's counts of periods (of the voucher's
+	// period limits) and, for each of orderIDs, the indexes in periods of
+	// those its use counts in (reconciliation).
+	PeriodCounts(ctx context.Context, code string, periods []GatePeriod, orderIDs []string) ([]GatePeriodCount, map[string][]int, error)
 	// Lower takes up to n uses off the counter (never below zero) and returns
 	// what remains: reconciliation's only automatic repair of the count.
 	// Only while the gate's version is version (Version, GateSnapshot):
