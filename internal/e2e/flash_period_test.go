@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -8,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"voucherd/internal/testenv"
 )
@@ -229,5 +232,50 @@ func TestPeriodLimits_Flash_RefusalSaysTheNextMidnightAndAReleaseGivesTheUseBack
 				return v.Used == 2, fmt.Sprintf("usedCount %d", v.Used)
 			})
 		})
+	}
+}
+
+// Reconciliation compares the current periods' counts of a flash gate with
+// the database's: a sale in motion differs nowhere; a count the gate lost
+// (a use the database holds) is named in the report.
+func TestPeriodLimits_Flash_ReconciliationNamesAPeriodCountAtOdds(t *testing.T) {
+	t.Parallel()
+	s := sharedServer(t)
+	code := createRestricted(t, s, map[string]any{"flash": true,
+		"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 3}}})
+	warmGate(t, s, code, 1)
+	for i := range 3 {
+		if a := reserveOrder(t, s, "rest", code, int64(20+i), 5000, nil); a.Error != "" {
+			t.Fatalf("reserve %d: %+v", i, a)
+		}
+	}
+	const doc = `mutation($c: String!) { reconcileVoucher(code: $c) { report { drift periodsDiffering } error { code message } } }`
+	reconcile := func() []any {
+		var report any
+		testenv.Eventually(t, "a reconciliation of "+code, func() (bool, string) {
+			r := gql(t, s, adminToken, doc, map[string]any{"c": code})
+			report = path(r.Body, "data", "reconcileVoucher", "report")
+			return report != nil, string(r.Raw)
+		})
+		differing, _ := path(report, "periodsDiffering").([]any)
+		return differing
+	}
+	if got := reconcile(); len(got) != 0 {
+		t.Fatalf("a gate in step: periodsDiffering %v, want none", got)
+	}
+	// The gate forgets customer 21's use of the day.
+	rdb := redis.NewClient(mustRedisOptions(t))
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "voucher:{"+code+"}:period:CUSTOMER:DAY:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the day's hash: %v, %v", keys, err)
+	}
+	if err := rdb.HDel(ctx, keys[0], "21").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got := reconcile()
+	if len(got) != 1 || !strings.Contains(fmt.Sprint(got[0]), "customer 21: gate 0, database 1") {
+		t.Fatalf("periodsDiffering %v, want customer 21's day named", got)
 	}
 }
