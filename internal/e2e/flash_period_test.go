@@ -24,7 +24,9 @@ import (
 
 // flashPeriodServer is the server of a write path: "sync" one on a
 // database of its own (its counter of reserve writes is the test's alone:
-// gateWrites), "kafka" one with FLASH_WRITE_PATH=kafka.
+// gateWrites; and a kafka-mode server of the suite on the shared database
+// would warm its flash vouchers' gates too), "kafka" one with
+// FLASH_WRITE_PATH=kafka.
 func flashPeriodServer(t *testing.T, mode string) *server {
 	t.Helper()
 	if mode == "kafka" {
@@ -240,7 +242,7 @@ func TestPeriodLimits_Flash_RefusalSaysTheNextMidnightAndAReleaseGivesTheUseBack
 // (a use the database holds) is named in the report.
 func TestPeriodLimits_Flash_ReconciliationNamesAPeriodCountAtOdds(t *testing.T) {
 	t.Parallel()
-	s := sharedServer(t)
+	s := flashPeriodServer(t, "sync")
 	code := createRestricted(t, s, map[string]any{"flash": true,
 		"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 3}}})
 	warmGate(t, s, code, 1)
