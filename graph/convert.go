@@ -129,6 +129,7 @@ func toDriftReport(d voucher.DriftReport) *model.DriftReport {
 		Drift:             d.Drift,
 		CheckedAt:         d.CheckedAt,
 		CodesDiffering:    d.CodesDiffering, // nil marshals as [] (gqlgen)
+		PeriodsDiffering:  d.PeriodsDiffering,
 	}
 }
 

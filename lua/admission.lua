@@ -4,6 +4,8 @@
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
 -- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta (admit.lua),
 -- KEYS[5] voucher:{CODE}:paused (gate.go Pause)
+-- KEYS[6] voucher:{CODE}:orderperiods: a use given back (forget, void)
+--         goes back to the periods it was counted in (prelude.lua)
 -- ARGV[1] op:
 --   'finalize' the owner's event was acknowledged: pending -> live, and the
 --              owner may answer success. Racing the consumer, which turns
@@ -144,6 +146,7 @@ local function settle(op, orderId, token, epoch, who, discount)
   if redis.call('HINCRBY', KEYS[2], f[1], -1) <= 0 then
     redis.call('HDEL', KEYS[2], f[1])
   end
+  period_give_back(KEYS[6], orderId)
   return 'OK', with('void')
 end
 

@@ -34,7 +34,9 @@
 --                                   positions were kept, which then gives
 --                                   none (the consumer numbers the rows)
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
--- KEYS[6..] order:{ORDERID}        (on a single Redis: the orderIds' claims
+-- KEYS[6] voucher:{CODE}:orderperiods hash orderId -> the periods its use
+--                                   is counted in (prelude.lua's period_take)
+-- KEYS[7..] order:{ORDERID}        (on a single Redis: the orderIds' claims
 --                                   across vouchers, one per admission below,
 --                                   as order_claim.lua keeps them; on a
 --                                   cluster they live in other slots and the
@@ -42,19 +44,23 @@
 -- ARGV[1] n, the number of reserves decided by this call (the reserves of one
 --         voucher queued at the same moment are decided together: one script
 --         for many), ARGV[2] the voucher's code and ARGV[3] the claims' life
---         in ms (with KEYS[6..]), then n groups of four:
---         orderId, customerId, orderAmount, and the order's discount
---         (Voucher.DiscountFor), taken from the budget with the use; an
---         adopted admission keeps the one it took
+--         in ms (with KEYS[7..]), then ARGV[4] c, how many claim keys
+--         follow KEYS[6] (n, or 0 on a cluster), then n groups of five:
+--         orderId, customerId, orderAmount, the order's discount
+--         (Voucher.DiscountFor), taken from the budget with the use (an
+--         adopted admission keeps the one it took), and the periods of the
+--         voucher's period limits (prelude.lua's period_plan; '' without):
+--         the use counts in the period holding its createdAt, decided after
+--         ALREADY_USED and before OUT_OF_STOCK; their hashes are KEYS[7 + c..]
 -- Each reserve is decided exactly as if it had a call of its own, in order.
 --
 -- Returns, for each reserve, {verdict, the order's value after the call ('' if none), epoch}
 -- (3n values), then this Redis server's run_id ('' when the gate is paused
--- or not loaded): the server the claims of KEYS[6..] were read on.
--- Verdicts: PAUSED, NOT_LOADED, STALE, CLAIMED_ELSEWHERE (with KEYS[6]: the
+-- or not loaded): the server the claims of KEYS[7..] were read on.
+-- Verdicts: PAUSED, NOT_LOADED, STALE, CLAIMED_ELSEWHERE (with KEYS[7..]: the
 -- orderId is claimed by another voucher; nothing taken) (the gate's data may be older than
 -- what it answered before: another Redis server holds it now, see load.lua),
--- ORDER_CONFLICT, RELEASED, LOST, PENDING (the order's first admission is
+-- PERIOD_LIMIT_REACHED:LIMIT:END (reserve.lua), ORDER_CONFLICT, RELEASED, LOST, PENDING (the order's first admission is
 -- still being settled by its owner), DUPLICATE (live or confirmed),
 -- NOT_ELIGIBLE, ALREADY_USED, OUT_OF_STOCK, SUM_TOO_LARGE (a use is left,
 -- the discount would take budgetUsed past 2^53 - 1), BUDGET_EXHAUSTED (a
@@ -106,7 +112,7 @@ local roomTaken = 0
 local admitted = false
 
 -- decide decides one reserve; stock and budget are kept here as they change.
-local function decide(orderId, customerId, orderAmount, discountArg, claim)
+local function decide(orderId, customerId, orderAmount, discountArg, claim, periodSpec)
   local who = customerId .. ':' .. orderAmount
   local known = redis.call('HGET', KEYS[3], orderId)
   local after = 0 -- a new token must be later than a voided one's
@@ -159,6 +165,11 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   if held >= limit then
     return 'ALREADY_USED', ''
   end
+  local created = math.max(now, after)
+  local refused, periods = period_plan(periodSpec, customerId, created)
+  if refused then
+    return refused, ''
+  end
   if stock <= 0 then
     return 'OUT_OF_STOCK', ''
   end
@@ -170,7 +181,6 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
     return 'BUDGET_EXHAUSTED', ''
   end
 
-  local created = math.max(now, after)
   -- Its place: the next number of the voucher's admitted reserves (a
   -- voided admission, never answered, leaves its number unused; the same
   -- order admitted again gets the next). A gate loaded before the numbers were
@@ -194,6 +204,9 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   end
   redis.call('HINCRBY', KEYS[2], customerId, 1)
   redis.call('HSET', KEYS[3], orderId, value)
+  if #periods > 0 then
+    period_take(KEYS[6], orderId, periods)
+  end
   if claim then
     redis.call('SET', claim, code, 'PX', claimLife)
   end
@@ -201,9 +214,14 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim)
   return 'ADMITTED', value
 end
 
+local claims = tonumber(ARGV[4])
 for i = 0, n - 1 do
-  local a = 4 + 4 * i
-  local verdict, value = decide(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], KEYS[6 + i])
+  local a = 5 + 5 * i
+  local claim = nil
+  if i < claims then
+    claim = KEYS[7 + i]
+  end
+  local verdict, value = decide(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], claim, ARGV[a + 4])
   out[#out + 1] = verdict
   out[#out + 1] = value
   out[#out + 1] = epoch
@@ -216,7 +234,7 @@ end
 -- The hashes may have just been created (Redis keeps no empty hash): give
 -- them the stock key's deadline, once.
 if admitted then
-  for _, key in ipairs({KEYS[2], KEYS[3]}) do
+  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[6]}) do
     if redis.call('PTTL', key) == -1 then
       local pttl = redis.call('PTTL', KEYS[1])
       if pttl > 0 then

@@ -21,6 +21,14 @@
 -- KEYS[12] voucher:{CODE}:markers  sorted set: the epochs of kafka-mode
 --          rebuilds whose markers are published (marker.lua), scored by
 --          when they stop counting (Unix ms)
+-- KEYS[13] voucher:{CODE}:orderperiods  hash orderId -> the periods its use
+--          is counted in (prelude.lua's period_take)
+-- KEYS[14..] the hashes of the periods of the voucher's period limits
+--          loaded (voucher:{CODE}:period:SCOPE:PERIOD:START), each replaced
+--          whole: meta pair 'periods' gives, one line each, its KEYS index,
+--          its end (Unix ms) and its counts 'field=uses,...' (customer, or 0
+--          for the voucher scope); 'orderPeriods' the live orders' records,
+--          'orderId' \31 record, separated by \30.
 -- ARGV[1] "load" or "replace"
 -- ARGV[2] remaining, ARGV[3] perUserLimit, ARGV[4] expireAt in Unix ms (0: never)
 -- ARGV[5] how many customers were staged, ARGV[6] how many orders were staged
@@ -117,7 +125,24 @@ end
 
 -- What the gate held (or leftovers of an evicted stock key) must not leak
 -- into the new gate.
-redis.call('DEL', customers, orders, meta, codes, orderCodes)
+redis.call('DEL', customers, orders, meta, codes, orderCodes, KEYS[13])
+if extra['periods'] then
+  for line in string.gmatch(extra['periods'], '[^\n]+') do
+    local idx, e, counts = string.match(line, '^(%d+)\t(%d+)\t(.*)$')
+    local key = KEYS[tonumber(idx)]
+    redis.call('DEL', key)
+    for field, uses in string.gmatch(counts, '([^,=]+)=(%d+)') do
+      redis.call('HSET', key, field, uses)
+    end
+    redis.call('PEXPIREAT', key, string.format('%.0f', tonumber(e) + periodGrace))
+  end
+end
+if extra['orderPeriods'] then
+  for entry in string.gmatch(extra['orderPeriods'], '[^\30]+') do
+    local id, held = string.match(entry, '^([^\31]*)\31(.*)$')
+    redis.call('HSET', KEYS[13], id, held)
+  end
+end
 if nCodes > 0 then
   redis.call('RENAME', stagedCodes, codes)
 end
@@ -169,7 +194,7 @@ if extra['epoch'] then
 end
 redis.call('SET', stock, remaining)
 
-for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes}) do
+for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes, KEYS[13]}) do
   if tonumber(ARGV[4]) > 0 then
     redis.call('PEXPIREAT', key, ARGV[4])
   else

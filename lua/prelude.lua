@@ -76,3 +76,97 @@ local function settled(stock, orders, paused, meta, orderId)
   end
   return nil, known, f
 end
+
+-- Period limits (voucher.GatePeriod): a reserve's periods come as one
+-- argument, 'AT;LIMIT,KEY,KIND,START,END,MAX;...' ('' for a voucher without
+-- limits): AT the moment the caller counts the use at (Unix ms), then one
+-- entry per period offered: the limit's index, the KEYS index of its hash
+-- (voucher:{CODE}:period:SCOPE:PERIOD:START, customer -> uses, '0' for the
+-- voucher scope), KIND 'c' (CUSTOMER) or 'v' (VOUCHER), its bounds (Unix
+-- ms) and the limit's max. A period's hash expires periodGrace after its end.
+local periodGrace = 3600000
+
+-- period_plan decides a reserve's period limits at the moment at (the
+-- kafka path's createdAt on this server's clock) or, when at is nil, the
+-- argument's AT: per limit, the offered period holding it. It returns a
+-- verdict when refused: 'PERIOD_LIMIT_REACHED:LIMIT:END' naming the
+-- refusing limit whose period ends last, or 'PAUSED' when no offered period
+-- of a limit holds the moment (the caller's clock is too far from this
+-- server's: a retry offers others). Else nil and the periods to take, each
+-- {key, field, end}. It only reads.
+local function period_plan(spec, customer, at)
+  if not spec or spec == '' then
+    return nil, {}
+  end
+  local t, found, chosen = nil, {}, {}
+  local refusedLimit, refusedEnd
+  for part in string.gmatch(spec, '[^;]+') do
+    if not t then
+      t = tonumber(at) or tonumber(part)
+    else
+      local c = {}
+      for x in string.gmatch(part, '[^,]+') do
+        c[#c + 1] = x
+      end
+      local limit, key, s, e, max = c[1], KEYS[tonumber(c[2])], tonumber(c[4]), tonumber(c[5]), tonumber(c[6])
+      found[limit] = found[limit] or false
+      if s <= t and t < e then
+        found[limit] = true
+        local field = '0'
+        if c[3] == 'c' then
+          field = customer
+        end
+        chosen[#chosen + 1] = {key, field, e}
+        if tonumber(redis.call('HGET', key, field) or '0') >= max and (not refusedEnd or e > refusedEnd) then
+          refusedLimit, refusedEnd = limit, e
+        end
+      end
+    end
+  end
+  for _, ok in pairs(found) do
+    if not ok then
+      return 'PAUSED'
+    end
+  end
+  if refusedLimit then
+    return 'PERIOD_LIMIT_REACHED:' .. refusedLimit .. ':' .. string.format('%.0f', refusedEnd)
+  end
+  return nil, chosen
+end
+
+-- period_take takes a use in each period of chosen (period_plan's) and
+-- remembers them under the order in orderPeriods (hash orderId ->
+-- 'FIELD|KEY' lines), so whichever script gives the use back gives it to
+-- the periods it was taken in, not the current ones.
+local function period_take(orderPeriods, orderId, chosen)
+  if not chosen or #chosen == 0 then
+    return
+  end
+  local held = {}
+  for _, c in ipairs(chosen) do
+    redis.call('HINCRBY', c[1], c[2], 1)
+    redis.call('PEXPIREAT', c[1], string.format('%.0f', c[3] + periodGrace))
+    held[#held + 1] = c[2] .. '|' .. c[1]
+  end
+  redis.call('HSET', orderPeriods, orderId, table.concat(held, '\n'))
+end
+
+-- period_give_back gives an order's period uses back (period_take's), once:
+-- the record goes with it. A period whose hash expired (over, or a gate
+-- loaded without it) is left alone.
+local function period_give_back(orderPeriods, orderId)
+  if not orderPeriods then
+    return
+  end
+  local held = redis.call('HGET', orderPeriods, orderId)
+  if not held then
+    return
+  end
+  redis.call('HDEL', orderPeriods, orderId)
+  for line in string.gmatch(held, '[^\n]+') do
+    local field, key = string.match(line, '^([^|]*)|(.*)$')
+    if field and redis.call('HEXISTS', key, field) == 1 and redis.call('HINCRBY', key, field, -1) <= 0 then
+      redis.call('HDEL', key, field)
+    end
+  end
+end

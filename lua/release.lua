@@ -24,6 +24,10 @@
 --         In mode 'drop' the code's use does go back: the database had
 --         room on the code and refused the campaign's use.
 --
+-- KEYS[7] voucher:{CODE}:orderperiods: the periods the order's use was
+--         counted in (reserve.lua, admit.lua) get it back, in every mode:
+--         the database took none (forget, drop, dropcode) or gave it back.
+--
 -- Returns 1 when this call took the order out of the live set and gave its
 -- use back, 0 otherwise: the voucher is not loaded (a later load rebuilds it
 -- from the database), the order is unknown (it took no use here), or it was
@@ -80,4 +84,5 @@ end
 if redis.call('HINCRBY', KEYS[2], customer, -1) <= 0 then
   redis.call('HDEL', KEYS[2], customer)
 end
+period_give_back(KEYS[7], ARGV[1])
 return 1

@@ -15,8 +15,8 @@
 --                                   by before it passes 2^53 - 1
 --                                   (voucher.MoneyRoom; absent in a gate
 --                                   loaded before it was kept)
--- ARGV[1] n, the number of reserves; then 8 arguments a reserve, the ith's
--- at ARGV[1 + 8*(i-1) + j]:
+-- ARGV[1] n, the number of reserves; then 9 arguments a reserve, the ith's
+-- at ARGV[1 + 9*(i-1) + j]:
 --   j=1 orderId, 2 customerId, 3 orderAmount, 4 perUserLimit,
 --   5 createdAt, 6 expiresAt (Unix ms): given in kafka mode, where the gate,
 --     not the database, decides the order's later confirm, release and
@@ -25,7 +25,11 @@
 --     with the use,
 --   8 the campaign code reserved (empty for a voucher): a code used up is
 --     CODE_USED_UP (the caller's OUT_OF_STOCK), decided with the stock, the
---     customer and the budget.
+--     customer and the budget,
+--   9 the periods of the voucher's period limits (prelude.lua's
+--     period_plan; '' without limits), decided after the customer and
+--     before the stock: PERIOD_LIMIT_REACHED:LIMIT:END. Their hashes are
+--     KEYS[9..], named by index.
 --
 -- A flash campaign has one gate, its voucher row's (CODE = ~C<id>), for all
 -- its codes; then also:
@@ -34,6 +38,8 @@
 --                                    usesPerCode bounds each
 -- KEYS[7] voucher:{CODE}:ordercodes  hash orderId -> the campaign code it
 --                                    holds a use of (live orders)
+-- KEYS[8] voucher:{CODE}:orderperiods hash orderId -> the periods its use
+--                                    is counted in (period_take)
 --
 -- Returns n verdicts of voucher.GateVerdict, in the reserves' order
 -- (SUM_TOO_LARGE: a use is left, but the discount would take budgetUsed
@@ -65,7 +71,7 @@ stock = tonumber(stock)
 
 local perCode
 for i = 1, n do
-  local code = ARGV[1 + 8 * (i - 1) + 8]
+  local code = ARGV[1 + 9 * (i - 1) + 8]
   if code and code ~= '' then
     perCode = redis.call('HGET', KEYS[5], 'usesPerCode')
     if not perCode then
@@ -89,11 +95,12 @@ end
 -- 2^53 - 1 (the service refuses larger amounts, room starts there at most
 -- and only shrinks by what is admitted), so Lua's doubles hold it exactly.
 local taken, campaignTaken, roomTaken = 0, false, 0
+local periodsTaken = false
 
 -- decide is one reserve, as the script decided it when it took one: the
 -- stock and budget are this call's running counts, the hashes are read and
 -- written as it goes, so a later reserve of the batch sees an earlier one.
-local function decide(orderID, customerID, amount, perUserLimit, createdAt, expiresAt, discountDigits, campaignCode)
+local function decide(orderID, customerID, amount, perUserLimit, createdAt, expiresAt, discountDigits, campaignCode, periodSpec)
   local live = customerID .. ':' .. amount
   local known = redis.call('HGET', KEYS[3], orderID)
   if known then
@@ -111,6 +118,14 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
   local held = tonumber(redis.call('HGET', KEYS[2], customerID) or '0')
   if held >= tonumber(perUserLimit) then
     return 'ALREADY_USED'
+  end
+  local at = nil
+  if createdAt and createdAt ~= '' then
+    at = createdAt
+  end
+  local refused, periods = period_plan(periodSpec, customerID, at)
+  if refused then
+    return refused
   end
   if stock <= 0 then
     return 'OUT_OF_STOCK'
@@ -140,6 +155,10 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
     roomTaken = roomTaken + discount
   end
   redis.call('HINCRBY', KEYS[2], customerID, 1)
+  if #periods > 0 then
+    periodsTaken = true
+    period_take(KEYS[8], orderID, periods)
+  end
   if campaignCode ~= '' then
     campaignTaken = true
     redis.call('HINCRBY', KEYS[6], campaignCode, 1)
@@ -154,8 +173,8 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
 end
 
 for i = 1, n do
-  local a = 1 + 8 * (i - 1)
-  verdicts[i] = decide(ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] or '')
+  local a = 1 + 9 * (i - 1)
+  verdicts[i] = decide(ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] or '', ARGV[a + 9] or '')
 end
 
 if roomTaken > 0 then
@@ -173,6 +192,9 @@ if taken > 0 then
     if campaignTaken then
       redis.call('PEXPIRE', KEYS[6], ttl)
       redis.call('PEXPIRE', KEYS[7], ttl)
+    end
+    if periodsTaken then
+      redis.call('PEXPIRE', KEYS[8], ttl)
     end
   end
 end

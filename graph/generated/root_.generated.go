@@ -112,6 +112,7 @@ type ComplexityRoot struct {
 		DatabaseRemaining func(childComplexity int) int
 		Drift             func(childComplexity int) int
 		GateRemaining     func(childComplexity int) int
+		PeriodsDiffering  func(childComplexity int) int
 		VoucherCode       func(childComplexity int) int
 	}
 
@@ -651,6 +652,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.DriftReport.GateRemaining(childComplexity), true
+	case "DriftReport.periodsDiffering":
+		if e.ComplexityRoot.DriftReport.PeriodsDiffering == nil {
+			break
+		}
+
+		return e.ComplexityRoot.DriftReport.PeriodsDiffering(childComplexity), true
 	case "DriftReport.voucherCode":
 		if e.ComplexityRoot.DriftReport.VoucherCode == nil {
 			break
@@ -2034,6 +2041,17 @@ extend enum VoucherErrorCode {
   PERIOD_LIMIT_REACHED
 }
 
+
+extend type DriftReport {
+  """
+  A flash voucher's or campaign's gate with period limits: the counts of the
+  current periods that differ between the gate and the database once orders
+  in flight are counted, each "SCOPE PERIOD START customer C: gate G,
+  database D" (customer 0 for a VOUCHER limit; sorted, at most 50). Empty
+  without period limits. Rebuilding the gate restores them.
+  """
+  periodsDiffering: [String!]!
+}
 `, BuiltIn: false},
 	{Name: "../rollback.graphqls", Input: `# Rollback of a confirmed use (shared/contract/schema.next.graphqls, README
 # "Rollback of a confirmed use"): a payment refunded or an order cancelled
@@ -2540,6 +2558,8 @@ func (ec *executionContext) childFields_DriftReport(ctx context.Context, field g
 		return ec.fieldContext_DriftReport_checkedAt(ctx, field)
 	case "codesDiffering":
 		return ec.fieldContext_DriftReport_codesDiffering(ctx, field)
+	case "periodsDiffering":
+		return ec.fieldContext_DriftReport_periodsDiffering(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type DriftReport", field.Name)
 }

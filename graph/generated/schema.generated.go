@@ -610,6 +610,29 @@ func (ec *executionContext) fieldContext_DriftReport_codesDiffering(_ context.Co
 	return graphql.NewScalarFieldContext("DriftReport", field, false, false, "String")
 }
 
+func (ec *executionContext) _DriftReport_periodsDiffering(ctx context.Context, field graphql.CollectedField, obj *model.DriftReport) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_DriftReport_periodsDiffering(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PeriodsDiffering, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []string) graphql.Marshaler {
+			return ec.marshalNString2ᚕstringᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_DriftReport_periodsDiffering(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("DriftReport", field, false, false, "String")
+}
+
 func (ec *executionContext) _Mutation_reserveVoucher(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3530,6 +3553,11 @@ func (ec *executionContext) _DriftReport(ctx context.Context, sel ast.SelectionS
 			}
 		case "codesDiffering":
 			out.Values[i] = ec._DriftReport_codesDiffering(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "periodsDiffering":
+			out.Values[i] = ec._DriftReport_periodsDiffering(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}

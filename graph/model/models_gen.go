@@ -200,6 +200,12 @@ type DriftReport struct {
 	// gate differ from the database's once orders in flight are counted (sorted,
 	// at most 50). Empty for a voucher. Rebuilding the gate restores them.
 	CodesDiffering []string `json:"codesDiffering"`
+	// A flash voucher's or campaign's gate with period limits: the counts of the
+	// current periods that differ between the gate and the database once orders
+	// in flight are counted, each "SCOPE PERIOD START customer C: gate G,
+	// database D" (customer 0 for a VOUCHER limit; sorted, at most 50). Empty
+	// without period limits. Rebuilding the gate restores them.
+	PeriodsDiffering []string `json:"periodsDiffering"`
 }
 
 type DriftReportPayload struct {

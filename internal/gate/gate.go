@@ -23,6 +23,14 @@
 //	                           (no zero counts); meta's usesPerCode bounds each
 //	voucher:{CODE}:ordercodes  hash orderId -> the code a live order holds
 //
+// A voucher (or campaign) with period limits has, in the same slot:
+//
+//	voucher:{CODE}:period:SCOPE:PERIOD:START  hash customerId -> uses held
+//	                           in that period (0 for a VOUCHER limit; START
+//	                           in Unix ms); expires an hour after the period
+//	voucher:{CODE}:orderperiods hash orderId -> the periods a live order's use
+//	                           is counted in, so a give-back finds them
+//
 // and, during a large load, voucher:{CODE}:load:TOKEN:{customers,orders}.
 // The first four expire at the snapshot's ExpireAt, so a sold voucher does
 // not stay in Redis for good; a pause and staged chunks lapse sooner.
@@ -34,6 +42,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -147,12 +156,54 @@ type keys struct {
 	stock, customers, orders, meta, paused string
 	codes, orderCodes                      string // a campaign's gate's
 	markers                                string // kafka mode's rebuild markers pending (marker.lua)
+	orderPeriods                           string // the periods each live order's use counts in (prelude.lua)
 }
 
 func keysOf(code string) keys {
 	p := "voucher:{" + code + "}:"
 	return keys{prefix: p, stock: p + "stock", customers: p + "customers", orders: p + "orders", meta: p + "meta", paused: p + "paused",
-		codes: p + "codes", orderCodes: p + "ordercodes", markers: p + "markers"}
+		codes: p + "codes", orderCodes: p + "ordercodes", markers: p + "markers", orderPeriods: p + "orderperiods"}
+}
+
+// period names the hash of one period of a period limit.
+func (k keys) period(p voucher.GatePeriod) string {
+	return k.prefix + "period:" + string(p.Scope) + ":" + string(p.Period) + ":" + strconv.FormatInt(p.Start.UnixMilli(), 10)
+}
+
+// periodKeys gathers the period hashes a batch's scripts name (appended to
+// keys, each once) and returns the argument each reserve passes for them
+// (prelude.lua's period_plan): ” without periods.
+type periodKeys struct {
+	k     keys
+	keys  *[]string
+	index map[string]int
+}
+
+func newPeriodKeys(k keys, scriptKeys *[]string) *periodKeys {
+	return &periodKeys{k: k, keys: scriptKeys, index: map[string]int{}}
+}
+
+func (pk *periodKeys) spec(r voucher.ReserveRequest) string {
+	if len(r.GatePeriods) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(strconv.FormatInt(r.PeriodAt.UnixMilli(), 10))
+	for _, p := range r.GatePeriods {
+		name := pk.k.period(p)
+		i, ok := pk.index[name]
+		if !ok {
+			*pk.keys = append(*pk.keys, name)
+			i = len(*pk.keys) // Lua's KEYS count from 1
+			pk.index[name] = i
+		}
+		kind := "v"
+		if p.Scope == voucher.ScopeCustomer {
+			kind = "c"
+		}
+		fmt.Fprintf(&b, ";%d,%d,%s,%d,%d,%d", p.Limit, i, kind, p.Start.UnixMilli(), p.End.UnixMilli(), p.Max)
+	}
+	return b.String()
 }
 
 // Reserve decides one reserve in one script: PAUSED, NOT_LOADED, DUPLICATE,
@@ -211,16 +262,18 @@ func (g *Gate) reserveBatch(code string, batch []*pendingReserve) {
 	defer cancel()
 	k := keysOf(code)
 	campaign := voucher.IsCampaignGate(code)
-	args := make([]any, 0, 1+8*len(batch))
+	args := make([]any, 0, 1+9*len(batch))
 	args = append(args, len(batch))
+	scriptKeys := []string{k.stock, k.customers, k.orders, k.paused, k.meta, k.codes, k.orderCodes, k.orderPeriods}
+	periods := newPeriodKeys(k, &scriptKeys)
 	for _, p := range batch {
 		campaignCode := ""
 		if campaign {
 			campaignCode = p.r.Code
 		}
-		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.perUserLimit, p.createdAt, p.expiresAt, p.discount, campaignCode)
+		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.perUserLimit, p.createdAt, p.expiresAt, p.discount, campaignCode, periods.spec(p.r))
 	}
-	answers, err := reserveScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.paused, k.meta, k.codes, k.orderCodes}, args...).StringSlice()
+	answers, err := reserveScript.Run(ctx, g.hot, scriptKeys, args...).StringSlice()
 	if err == nil && len(answers) != len(batch) {
 		err = fmt.Errorf("unexpected reply %q", answers)
 	}
@@ -229,7 +282,12 @@ func (g *Gate) reserveBatch(code string, batch []*pendingReserve) {
 			p.done <- reserved{err: fmt.Errorf("gate: reserve %s on %s: %w", p.r.OrderID, code, err)}
 			continue
 		}
-		switch v := voucher.GateVerdict(answers[i]); v {
+		v := voucher.GateVerdict(answers[i])
+		if _, _, ok := v.PeriodRefusal(); ok {
+			p.done <- reserved{verdict: v}
+			continue
+		}
+		switch v {
 		case voucher.GateAdmitted, voucher.GateDuplicate, voucher.GateReleased, voucher.GateOrderConflict,
 			voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateSumTooLarge, voucher.GateBudgetExhausted, voucher.GateNotLoaded, voucher.GatePaused,
 			voucher.GateCodeUsedUp:
@@ -270,7 +328,7 @@ func (g *Gate) DropCode(ctx context.Context, code, orderID string, discount int6
 // giveBack runs release.lua; discount goes back to the budget with the use.
 func (g *Gate) giveBack(ctx context.Context, code, orderID, mode string, discount int64) (bool, error) {
 	k := keysOf(code)
-	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes}, orderID, mode, discount).Int()
+	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes, k.orderPeriods}, orderID, mode, discount).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: %s %s on %s: %w", mode, orderID, code, err)
 	}
@@ -293,7 +351,7 @@ func (g *Gate) Load(ctx context.Context, snap voucher.GateSnapshot) (bool, error
 func (g *Gate) Replace(ctx context.Context, snap voucher.GateSnapshot) error {
 	if expired(snap) {
 		k := keysOf(snap.Code)
-		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused, k.codes, k.orderCodes, k.markers).Err(); err != nil {
+		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused, k.codes, k.orderCodes, k.markers, k.orderPeriods).Err(); err != nil {
 			return fmt.Errorf("gate: replace %s: %w", snap.Code, err)
 		}
 		return nil
@@ -537,11 +595,14 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 	if snap.Total > 0 {
 		meta = append(meta, "total", snap.Total)
 	}
+	scriptKeys := []string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused,
+		k.codes, k.orderCodes, stagedCodes, stagedOrderCodes, k.markers, k.orderPeriods}
+	if len(snap.Periods) > 0 {
+		meta = append(meta, periodMeta(k, snap, &scriptKeys)...)
+	}
 	args := append([]any{mode, snap.Remaining, snap.PerUserLimit, expireAt, nCustomers, nOrders, len(meta) / 2}, meta...)
 	args = append(args, last.args()...)
-	n, err := loadScript.Run(ctx, g.rdb,
-		[]string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused,
-			k.codes, k.orderCodes, stagedCodes, stagedOrderCodes, k.markers}, args...).Int()
+	n, err := loadScript.Run(ctx, g.rdb, scriptKeys, args...).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: %s %s: %w", mode, snap.Code, err)
 	}
@@ -600,23 +661,52 @@ func (g *Gate) Remaining(ctx context.Context, code string) (int, bool, error) {
 // changes nothing), run with the hot scripts so a stampede of checks is
 // pipelined like one of reserves; loaded is false when the gate holds
 // nothing for the voucher. On a campaign's gate campaignCode is the code
-// checked: its uses left bound Remaining too.
-func (g *Gate) Availability(ctx context.Context, code, campaignCode string, customerID int64) (voucher.Availability, bool, error) {
+// checked: its uses left bound Remaining too. periods are those of the
+// voucher's period limits holding now: their uses (the customer's for a
+// CUSTOMER limit) fill PeriodUses, by limit.
+func (g *Gate) Availability(ctx context.Context, code, campaignCode string, customerID int64, periods ...voucher.GatePeriod) (voucher.Availability, bool, error) {
 	k := keysOf(code)
 	if !voucher.IsCampaignGate(code) {
 		campaignCode = ""
 	}
-	vals, err := availabilityScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.meta, k.codes}, customerID, campaignCode).StringSlice()
+	scriptKeys := []string{k.stock, k.customers, k.meta, k.codes}
+	args := []any{customerID, campaignCode}
+	limits := 0
+	for _, p := range periods {
+		scriptKeys = append(scriptKeys, k.period(p))
+		field := int64(0)
+		if p.Scope == voucher.ScopeCustomer {
+			field = customerID
+		}
+		args = append(args, field)
+		limits = max(limits, p.Limit+1)
+	}
+	vals, err := availabilityScript.Run(ctx, g.hot, scriptKeys, args...).StringSlice()
 	if err != nil {
 		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: %w", code, err)
 	}
 	if len(vals) == 0 {
 		return voucher.Availability{}, false, nil
 	}
-	if len(vals) != 4 && (len(vals) != 5 || campaignCode == "") {
+	fixed := 4
+	if campaignCode != "" {
+		fixed = 5
+	}
+	if len(vals) != fixed+len(periods) {
 		return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: unexpected answer %q", code, vals)
 	}
 	var a voucher.Availability
+	if len(periods) > 0 {
+		a.PeriodUses = make(voucher.PeriodUses, limits)
+		for i, p := range periods {
+			n, err := strconv.Atoi(vals[fixed+i])
+			if err != nil {
+				return voucher.Availability{}, false, fmt.Errorf("gate: availability %s: period uses %q: %w", code, vals[fixed+i], err)
+			}
+			a.PeriodUses[p.Limit] = n
+		}
+		vals = vals[:fixed]
+	}
 	var err1, err2, err3, err4, err5 error
 	if len(vals) == 5 {
 		var left int
@@ -646,7 +736,7 @@ func (g *Gate) Availability(ctx context.Context, code, campaignCode string, cust
 // a pause stays until Replace or its timeout.
 func (g *Gate) Unload(ctx context.Context, code string) error {
 	k := keysOf(code)
-	if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes).Err(); err != nil {
+	if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes, k.orderPeriods).Err(); err != nil {
 		return fmt.Errorf("gate: unload %s: %w", code, err)
 	}
 	return nil
@@ -917,4 +1007,106 @@ func newToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// periodMeta is load.lua's meta pairs periods and orderPeriods for a
+// snapshot's period counts, their hashes appended to keys.
+func periodMeta(k keys, snap voucher.GateSnapshot, scriptKeys *[]string) []any {
+	var periods, orderPeriods strings.Builder
+	fields := make([]string, len(snap.Periods)) // "FIELD|KEY" of each period, for a customer's: its KEY
+	for i, p := range snap.Periods {
+		name := k.period(p.GatePeriod)
+		*scriptKeys = append(*scriptKeys, name)
+		fmt.Fprintf(&periods, "%d\t%d\t", len(*scriptKeys), p.End.UnixMilli())
+		first := true
+		for customer, uses := range p.Uses {
+			if uses <= 0 {
+				continue
+			}
+			if !first {
+				periods.WriteByte(',')
+			}
+			first = false
+			fmt.Fprintf(&periods, "%d=%d", customer, uses)
+		}
+		periods.WriteByte('\n')
+		fields[i] = name
+	}
+	customerOf := make(map[string]int64, len(snap.Orders))
+	for _, o := range snap.Orders {
+		customerOf[o.OrderID] = o.CustomerID
+	}
+	for _, id := range slices.Sorted(maps.Keys(snap.OrderPeriods)) {
+		if orderPeriods.Len() > 0 {
+			orderPeriods.WriteByte(30)
+		}
+		orderPeriods.WriteString(id)
+		orderPeriods.WriteByte(31)
+		for j, i := range snap.OrderPeriods[id] {
+			if j > 0 {
+				orderPeriods.WriteByte('\n')
+			}
+			field := "0"
+			if snap.Periods[i].Scope == voucher.ScopeCustomer {
+				field = strconv.FormatInt(customerOf[id], 10)
+			}
+			orderPeriods.WriteString(field + "|" + fields[i])
+		}
+	}
+	out := []any{"periods", periods.String()}
+	if orderPeriods.Len() > 0 {
+		out = append(out, "orderPeriods", orderPeriods.String())
+	}
+	return out
+}
+
+// PeriodCounts reads the gate's counts of periods (each hash whole) and,
+// for each of orderIDs the gate holds a period record of, the indexes in
+// periods of those it counts in (reconciliation). A period the gate holds
+// nothing of has no counts.
+func (g *Gate) PeriodCounts(ctx context.Context, code string, periods []voucher.GatePeriod, orderIDs []string) ([]voucher.GatePeriodCount, map[string][]int, error) {
+	k := keysOf(code)
+	pipe := g.rdb.TxPipeline()
+	hashes := make([]*redis.MapStringStringCmd, len(periods))
+	index := make(map[string]int, len(periods))
+	for i, p := range periods {
+		hashes[i] = pipe.HGetAll(ctx, k.period(p))
+		index[k.period(p)] = i
+	}
+	var held *redis.SliceCmd
+	if len(orderIDs) > 0 {
+		held = pipe.HMGet(ctx, k.orderPeriods, orderIDs...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("gate: period counts of %s: %w", code, err)
+	}
+	out := make([]voucher.GatePeriodCount, len(periods))
+	for i, p := range periods {
+		out[i] = voucher.GatePeriodCount{GatePeriod: p, Uses: map[int64]int{}}
+		for field, v := range hashes[i].Val() {
+			customer, err1 := strconv.ParseInt(field, 10, 64)
+			n, err2 := strconv.Atoi(v)
+			if err := errors.Join(err1, err2); err != nil {
+				return nil, nil, fmt.Errorf("gate: period counts of %s: %q=%q: %w", code, field, v, err)
+			}
+			out[i].Uses[customer] = n
+		}
+	}
+	orders := map[string][]int{}
+	if held != nil {
+		for j, v := range held.Val() {
+			record, ok := v.(string)
+			if !ok {
+				continue
+			}
+			for line := range strings.SplitSeq(record, "\n") {
+				if _, key, ok := strings.Cut(line, "|"); ok {
+					if i, ok := index[key]; ok {
+						orders[orderIDs[j]] = append(orders[orderIDs[j]], i)
+					}
+				}
+			}
+		}
+	}
+	return out, orders, nil
 }

@@ -76,17 +76,22 @@ func (g *Gate) admitBatch(code string, batch []*pendingAdmit) {
 // answers each.
 func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 	k := keysOf(code)
-	keys := make([]string, 0, 5+len(batch))
-	keys = append(keys, k.stock, k.customers, k.orders, k.meta, k.paused)
-	args := make([]any, 0, 3+4*len(batch))
-	args = append(args, len(batch), code, claimTTL.Milliseconds())
-	for _, p := range batch {
-		if !g.cluster {
-			// One script claims the orderIds too: a round trip and a
-			// script less a reserve.
+	keys := make([]string, 0, 6+len(batch))
+	keys = append(keys, k.stock, k.customers, k.orders, k.meta, k.paused, k.orderPeriods)
+	claims := 0
+	if !g.cluster {
+		// One script claims the orderIds too: a round trip and a
+		// script less a reserve.
+		for _, p := range batch {
 			keys = append(keys, orderKey(p.r.OrderID))
 		}
-		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.discount)
+		claims = len(batch)
+	}
+	periods := newPeriodKeys(k, &keys)
+	args := make([]any, 0, 4+5*len(batch))
+	args = append(args, len(batch), code, claimTTL.Milliseconds(), claims)
+	for _, p := range batch {
+		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.discount, periods.spec(p.r))
 	}
 	reply, err := admitScript.Run(ctx, g.hot, keys, args...).StringSlice()
 	if err == nil && len(reply) != 3*len(batch)+1 {
@@ -109,6 +114,9 @@ func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 // admission reads one reserve's answer of admit.lua.
 func (g *Gate) admission(orderID, verdict, value, epoch string) (voucher.Admission, error) {
 	a := voucher.Admission{Verdict: voucher.GateVerdict(verdict), Epoch: epoch, Claimed: !g.cluster}
+	if _, _, ok := a.Verdict.PeriodRefusal(); ok {
+		return a, nil
+	}
 	switch a.Verdict {
 	case voucher.GatePaused, voucher.GateNotLoaded, voucher.GateStale, voucher.GateNotEligible, voucher.GateClaimedElsewhere,
 		voucher.GateAlreadyUsed, voucher.GateOutOfStock, voucher.GateSumTooLarge, voucher.GateBudgetExhausted:
@@ -189,7 +197,7 @@ func (g *Gate) settle(ctx context.Context, code string, op voucher.SettleOp, bat
 		who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
 		args = append(args, o.OrderID, o.CreatedAt.UnixMilli(), p.epoch, who, p.discount)
 	}
-	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta, k.paused}, args...).StringSlice()
+	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta, k.paused, k.orderPeriods}, args...).StringSlice()
 	if err == nil && len(reply) != 2*len(batch) {
 		err = fmt.Errorf("unexpected reply %q", reply)
 	}

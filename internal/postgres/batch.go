@@ -202,7 +202,7 @@ func (s *Store) reserveBatch(batch []*pendingWinner) (map[string]db.VoucherRedem
 		for i, p := range batch {
 			claims[i] = claim{
 				orderID: p.r.OrderID, customerID: p.r.CustomerID, amount: p.r.OrderAmount,
-				discount: v.DiscountOf(p.r), code: p.r.Code,
+				discount: v.DiscountOf(p.r), code: p.r.Code, createdAt: p.r.PeriodAt,
 			}
 		}
 		rows, err = takeUses(ctx, q, owner, voucher.IsCampaignGate(owner), v, ttl, path, claims)

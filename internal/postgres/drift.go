@@ -45,6 +45,7 @@ func (s *Store) SaveDriftReport(ctx context.Context, d voucher.DriftReport) (vou
 		Repaired:          d.Repaired,
 		Alert:             d.Alert,
 		CodesDiffering:    nonNil(d.CodesDiffering),
+		PeriodsDiffering:  nonNil(d.PeriodsDiffering),
 	})
 	if err != nil {
 		return voucher.DriftReport{}, mapError(err)
@@ -102,6 +103,7 @@ func toDriftReport(r db.DriftReport) voucher.DriftReport {
 		Alert:             r.Alert,
 		CheckedAt:         r.CheckedAt,
 		CodesDiffering:    r.CodesDiffering,
+		PeriodsDiffering:  r.PeriodsDiffering,
 	}
 	if r.GateRemaining != nil {
 		g := int(*r.GateRemaining)

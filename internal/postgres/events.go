@@ -126,7 +126,7 @@ func target(k voucher.EventKind) voucher.Status {
 // lock order is reserve's: order, customer, voucher.
 func applyReserved(ctx context.Context, q *db.Queries, ev voucher.Event) (voucher.Status, error) {
 	made, err := recordUses(ctx, q, ev.Code, []voucher.Event{ev})
-	if errors.Is(err, errSumTooLarge) {
+	if errors.Is(err, errSumTooLarge) || errors.Is(err, errPeriodOver) {
 		return "", &voucher.EventRefusedError{Reason: err.Error()}
 	}
 	if err != nil {

@@ -177,3 +177,22 @@ func (s *Store) PeriodCounts(ctx context.Context, code string, limit int) ([]vou
 	}
 	return out, nil
 }
+
+// periodCountsAround reads a voucher's period counts of the periods that
+// overlap at ± voucher.PeriodNear (those GatePeriodsOf picks among).
+func periodCountsAround(ctx context.Context, q *db.Queries, code string, at time.Time) ([]voucher.PeriodCount, error) {
+	rows, err := q.VoucherPeriodUsesBetween(ctx, db.VoucherPeriodUsesBetweenParams{
+		Code: code, FromAt: at.Add(-voucher.PeriodNear), ToAt: at.Add(voucher.PeriodNear),
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]voucher.PeriodCount, len(rows))
+	for i, r := range rows {
+		out[i] = voucher.PeriodCount{
+			Scope: voucher.LimitScope(r.Scope), Period: voucher.LimitPeriod(r.Period), Start: r.PeriodStart, End: r.PeriodEnd,
+			CustomerID: r.CustomerID, Used: int(r.UsedCount), Max: int(r.MaxUses),
+		}
+	}
+	return out, nil
+}

@@ -297,3 +297,40 @@ func TestReserve_PeriodLimitComesAfterAlreadyUsedAndBeforeOutOfStock(t *testing.
 		t.Errorf("another customer: %q, want PERIOD_LIMIT_REACHED (before OUT_OF_STOCK)", got)
 	}
 }
+
+// A flash gate's winner is written with the moment the gate counted its
+// period limits at (ReserveRequest.PeriodAt) as its createdAt, so the
+// database counts the use, and later gives it back, in the gate's period
+// even when its own clock is past the period's end (a reserve at 23:59:59
+// written at 00:00:00).
+func TestReserveAdmitted_CountsTheUseInThePeriodTheGateCountedIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := New(testPool)
+	code := newLimitedVoucher(t, s, 100, 100, "UTC", voucher.PeriodLimit{Scope: voucher.ScopeCustomer, Period: voucher.PeriodDay, Max: 1})
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	gateMoment := today.Add(-time.Second) // yesterday's last second
+	order := unique("o")
+	res, _, err := s.ReserveAdmitted(ctx, voucher.ReserveRequest{Code: code, CustomerID: 7, OrderID: order, OrderAmount: 500, PeriodAt: gateMoment}, time.Hour, voucher.PathGateSync)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.CreatedAt.Equal(gateMoment) || !res.ExpiresAt.Equal(gateMoment.Add(time.Hour)) {
+		t.Errorf("createdAt %v, expiresAt %v; want the gate's %v and an hour later", res.CreatedAt, res.ExpiresAt, gateMoment)
+	}
+	yesterday := "CUSTOMER 7 " + today.Add(-24*time.Hour).Format(time.RFC3339)
+	if got := periodUsed(t, code); fmt.Sprint(got) != fmt.Sprint(map[string]int{yesterday: 1}) {
+		t.Fatalf("period counts %v, want yesterday's 1", got)
+	}
+	// Today has room: the use is yesterday's.
+	if _, got, _ := reserveAt(t, s, code, 7); got != "" {
+		t.Fatalf("a reserve of today: %q, want success", got)
+	}
+	if _, released, err := s.Release(ctx, code, order, voucher.PathDatabase); err != nil || !released {
+		t.Fatalf("release: %v, %v", released, err)
+	}
+	want := map[string]int{yesterday: 0, "CUSTOMER 7 " + today.Format(time.RFC3339): 1}
+	if got := periodUsed(t, code); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the release: period counts %v, want %v", got, want)
+	}
+}

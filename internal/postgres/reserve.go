@@ -41,6 +41,10 @@ type claim struct {
 	amount     int64
 	discount   int64
 	code       string
+	// createdAt, when not zero, is the reservation's createdAt: the moment
+	// the flash gate counted the use's period limits at
+	// (ReserveRequest.PeriodAt). Zero: the database's clock.
+	createdAt time.Time
 }
 
 // takeRule is the rule that kept takeUses from taking every claim.
@@ -91,20 +95,24 @@ func takeUses(ctx context.Context, q *db.Queries, owner string, campaign bool, v
 	amounts := make([]int64, len(claims))
 	discounts := make([]int64, len(claims))
 	codes := make([]string, len(claims))
+	created := make([]int64, len(claims))
 	for i, c := range claims {
 		orderIDs[i], customerIDs[i], amounts[i], discounts[i], codes[i] = c.orderID, c.customerID, c.amount, c.discount, c.code
+		if !c.createdAt.IsZero() {
+			created[i] = c.createdAt.UnixMilli()
+		}
 	}
 	var claimed []db.VoucherRedemption
 	var err error
 	if campaign {
 		claimed, err = q.CampaignRedemptionClaimEligible(ctx, db.CampaignRedemptionClaimEligibleParams{
 			Code: owner, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CampaignCodes: codes, CustomerIds: customerIDs,
-			OrderAmounts: amounts, DiscountAmounts: discounts,
+			OrderAmounts: amounts, DiscountAmounts: discounts, CreatedMs: created,
 		})
 	} else {
 		claimed, err = q.VoucherRedemptionClaimEligible(ctx, db.VoucherRedemptionClaimEligibleParams{
 			Code: owner, TtlMs: ttl.Milliseconds(), OrderIds: orderIDs, CustomerIds: customerIDs, OrderAmounts: amounts,
-			DiscountAmounts: discounts,
+			DiscountAmounts: discounts, CreatedMs: created,
 		})
 	}
 	if err != nil || len(claimed) == 0 {
@@ -293,6 +301,9 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 	if err := q.VoucherCustomerUsesRecord(ctx, db.VoucherCustomerUsesRecordParams{Code: code, CustomerIds: u.customers, Uses: u.uses}); err != nil {
 		return nil, err
 	}
+	if err := recordPeriodUses(ctx, q, code, evs, orders); err != nil {
+		return nil, err
+	}
 	if err := q.ReservationEventInsertMany(ctx, db.ReservationEventInsertManyParams{
 		Kind: "reserved", Path: string(voucher.PathKafka), OrderIds: u.orderIDs, Codes: slices.Repeat([]string{code}, len(u.orderIDs)), CustomerIds: u.orderCustomers,
 	}); err != nil {
@@ -330,6 +341,44 @@ func recordUses(ctx context.Context, q *db.Queries, code string, evs []voucher.E
 	}
 	return orders, nil
 }
+
+// recordPeriodUses counts the new rows' uses in the period of their
+// createdAt (the gate's, which counted them there: admit.lua) of each of
+// the voucher's period limits, after the customers' counts as takeUses
+// does. The gate decided: a period it let past its max (a gate loaded too
+// low) is errPeriodOver, the event refused and dead-lettered like one past
+// a CHECK, never a use sold past the limit in the database.
+func recordPeriodUses(ctx context.Context, q *db.Queries, code string, evs []voucher.Event, made map[string]bool) error {
+	row, err := q.VoucherGetByCode(ctx, code)
+	if err != nil {
+		return err
+	}
+	v := toVoucher(row)
+	if len(v.PeriodLimits) == 0 {
+		return nil
+	}
+	claims := make([]claim, 0, len(made))
+	rows := make(map[string]db.VoucherRedemption, len(made))
+	for _, ev := range evs {
+		if _, seen := rows[ev.OrderID]; seen || !made[ev.OrderID] {
+			continue
+		}
+		claims = append(claims, claim{orderID: ev.OrderID, customerID: ev.CustomerID, code: code})
+		rows[ev.OrderID] = db.VoucherRedemption{OrderID: ev.OrderID, CustomerID: ev.CustomerID, CreatedAt: ev.CreatedAt}
+	}
+	_, refusal, err := takePeriodUses(ctx, q, code, v, claims, rows)
+	if err != nil {
+		return err
+	}
+	if refusal != nil {
+		return fmt.Errorf("%w: %s", errPeriodOver, refusal.Message)
+	}
+	return nil
+}
+
+// errPeriodOver: reserved events would take a period of a period limit
+// past its max in the database (the gate counted them below it).
+var errPeriodOver = errors.New("the events would take a period limit's count past its max")
 
 // errSumTooLarge: the discounts of reserved events would take the voucher's
 // budgetUsed past 9007199254740991 (voucher.MaxMoney). The gate refuses such

@@ -284,7 +284,7 @@ func (s *Store) reserveOnce(ctx context.Context, r voucher.ReserveRequest, ttl t
 		// A batch of one for the writer of reserves the database decides.
 		discount := v.DiscountOf(r)
 		rows, err := takeUses(ctx, q, owner, cc != nil, v, ttl, path, []claim{{
-			orderID: r.OrderID, customerID: r.CustomerID, amount: r.OrderAmount, discount: discount, code: r.Code,
+			orderID: r.OrderID, customerID: r.CustomerID, amount: r.OrderAmount, discount: discount, code: r.Code, createdAt: r.PeriodAt,
 		}})
 		var refused *takeRefused
 		switch {
@@ -732,6 +732,15 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 				Confirmed: o.Status == string(voucher.StatusConfirmed), Released: !voucher.Status(o.Status).HoldsUse(),
 				CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt, Position: int(o.Position),
 			})
+		}
+		// The period counts around the database's now, in the same
+		// snapshot as the orders that hold them.
+		if len(v.PeriodLimits) > 0 {
+			rows, err := periodCountsAround(ctx, q, code, snap.TakenAt)
+			if err != nil {
+				return err
+			}
+			snap.Periods, snap.OrderPeriods = voucher.GatePeriodsOf(v, snap.TakenAt, rows, snap.Orders)
 		}
 		return nil
 	})

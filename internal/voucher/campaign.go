@@ -307,10 +307,10 @@ func (s *Service) CreateCampaign(ctx context.Context, n NewCampaign) (Campaign, 
 	if err := n.Validate(); err != nil {
 		return Campaign{}, err
 	}
-	// The campaign's gate does not hold period limits, segments or items
-	// yet: a flash campaign with them is refused rather than sold without
-	// them. An ordinary campaign's codes are decided by the database, on
-	// the campaign's row, which holds them.
+	// The campaign's gate does not hold appliesTo yet: a flash campaign
+	// with it is refused rather than sold without it. An ordinary
+	// campaign's codes are decided by the database, on the campaign's row,
+	// which holds them.
 	if n.Terms.Flash {
 		if err := n.Terms.notAtTheGate("a flash campaign"); err != nil {
 			return Campaign{}, err

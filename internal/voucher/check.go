@@ -117,13 +117,16 @@ func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, erro
 func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (int64, error) {
 	now := clockNow()
 	gk := gateCode(v) // a campaign code's campaign's gate
-	if uses, ok := s.soldOut.customerUses(gk, c.CustomerID); ok {
+	if uses, ok := s.soldOut.customerUses(gk, c.CustomerID); ok && len(v.PeriodLimits) == 0 {
 		return v.Check(now, c, Availability{CustomerUses: uses})
 	}
-	a, loaded, err := s.gate.Availability(ctx, gk, v.Code, c.CustomerID)
+	// The counts of the periods holding now, as the sync path's reserve
+	// counts at this instance's now.
+	periods := v.gatePeriods(now, false)
+	a, loaded, err := s.gate.Availability(ctx, gk, v.Code, c.CustomerID, periods...)
 	if err == nil && !loaded {
 		if err = s.flashFor(gk).warm(ctx, gk); err == nil {
-			a, loaded, err = s.gate.Availability(ctx, gk, v.Code, c.CustomerID)
+			a, loaded, err = s.gate.Availability(ctx, gk, v.Code, c.CustomerID, periods...)
 		}
 	}
 	if err != nil {

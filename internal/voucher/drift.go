@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -35,10 +36,80 @@ type DriftReport struct {
 	// undersell of that code); one too low is refused by the database and
 	// converges by itself. Rebuilding the gate restores both.
 	CodesDiffering []string
+	// PeriodsDiffering names the counts of the current periods (and those
+	// within PeriodNear) of the voucher's period limits that differ between
+	// the gate and the database once the orders in flight are counted
+	// (sorted; at most maxCodesDiffering). A count too high at the gate
+	// refuses uses the database would take (an undersell of that period);
+	// one too low is refused by the database (sync path) or dead-lettered
+	// (kafka path). Rebuilding the gate restores both.
+	PeriodsDiffering []string
 }
 
 // maxCodesDiffering bounds the codes a drift report names.
 const maxCodesDiffering = 50
+
+// periodsDiffering compares a gate's period counts (gate, of the periods of
+// dbSnap.Periods, in that order) with the database's: the gate also counts
+// the orders it admitted that the database does not hold yet (inFlight,
+// their periods in held, the gate's records) and no longer counts the
+// orders it released that the database still holds (releasedSince, their
+// periods in the database's OrderPeriods). Each difference reads "SCOPE
+// PERIOD START customer C: gate G, database D" (customer 0 for a VOUCHER
+// limit).
+func periodsDiffering(dbSnap, gateSnap GateSnapshot, gate []GatePeriodCount, held map[string][]int, inFlight, releasedSince []string) []string {
+	customerOf := map[string]int64{}
+	for _, o := range dbSnap.Orders {
+		customerOf[o.OrderID] = o.CustomerID
+	}
+	for _, o := range gateSnap.Orders {
+		customerOf[o.OrderID] = o.CustomerID
+	}
+	want := make([]map[int64]int, len(dbSnap.Periods))
+	for i, p := range dbSnap.Periods {
+		want[i] = maps.Clone(p.Uses)
+		if want[i] == nil {
+			want[i] = map[int64]int{}
+		}
+	}
+	field := func(i int, id string) int64 {
+		if dbSnap.Periods[i].Scope == ScopeCustomer {
+			return customerOf[id]
+		}
+		return 0
+	}
+	for _, id := range inFlight {
+		for _, i := range held[id] {
+			want[i][field(i, id)]++
+		}
+	}
+	for _, id := range releasedSince {
+		for _, i := range dbSnap.OrderPeriods[id] {
+			want[i][field(i, id)]--
+		}
+	}
+	var out []string
+	for i, p := range dbSnap.Periods {
+		var got map[int64]int
+		if i < len(gate) {
+			got = gate[i].Uses
+		}
+		customers := slices.Collect(maps.Keys(want[i]))
+		for c := range got {
+			if _, ok := want[i][c]; !ok {
+				customers = append(customers, c)
+			}
+		}
+		for _, c := range customers {
+			if got[c] != want[i][c] {
+				out = append(out, fmt.Sprintf("%s %s %s customer %d: gate %d, database %d",
+					p.Scope, p.Period, p.Start.UTC().Format(time.RFC3339), c, got[c], want[i][c]))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out[:min(len(out), maxCodesDiffering)]
+}
 
 // codesDiffering compares a campaign gate's uses per code with the
 // database's: the gate also counts the orders it admitted that the database
@@ -269,6 +340,17 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 	if IsCampaignGate(code) {
 		d.CodesDiffering = codesDiffering(dbSnap, gateSnap, d.OrdersOnlyInGate, releasedSince)
 	}
+	if len(dbSnap.Periods) > 0 {
+		periods := make([]GatePeriod, len(dbSnap.Periods))
+		for i, p := range dbSnap.Periods {
+			periods[i] = p.GatePeriod
+		}
+		counts, held, err := s.gate.PeriodCounts(ctx, code, periods, d.OrdersOnlyInGate)
+		if err != nil {
+			return DriftReport{}, unavailable(err)
+		}
+		d.PeriodsDiffering = periodsDiffering(dbSnap, gateSnap, counts, held, d.OrdersOnlyInGate, releasedSince)
+	}
 
 	previous, err := s.drift.LatestDriftReport(ctx, code)
 	if err != nil && ErrorCodeOf(err) != NotFound {
@@ -305,11 +387,14 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 	// A code's count at odds past one interval is an alert too: an order
 	// in flight between the two snapshots explains one pass, not two.
 	d.Alert = d.Alert || (len(d.CodesDiffering) > 0 && len(previous.CodesDiffering) > 0)
+	d.Alert = d.Alert || (len(d.PeriodsDiffering) > 0 && len(previous.PeriodsDiffering) > 0)
 	if d.Alert {
 		s.logger.ErrorContext(ctx, "gate drift persists past one reconciliation interval",
-			"code", code, "drift", d.Drift, "gate_remaining", gateRemaining, "database_remaining", dbSnap.Remaining, "codes_differing", d.CodesDiffering)
-	} else if d.Drift != 0 || len(d.OrdersOnlyInStore) > 0 || len(d.CodesDiffering) > 0 {
-		s.logger.WarnContext(ctx, "gate drift", "code", code, "drift", d.Drift, "only_in_store", len(d.OrdersOnlyInStore), "codes_differing", d.CodesDiffering)
+			"code", code, "drift", d.Drift, "gate_remaining", gateRemaining, "database_remaining", dbSnap.Remaining, "codes_differing", d.CodesDiffering,
+			"periods_differing", d.PeriodsDiffering)
+	} else if d.Drift != 0 || len(d.OrdersOnlyInStore) > 0 || len(d.CodesDiffering) > 0 || len(d.PeriodsDiffering) > 0 {
+		s.logger.WarnContext(ctx, "gate drift", "code", code, "drift", d.Drift, "only_in_store", len(d.OrdersOnlyInStore), "codes_differing", d.CodesDiffering,
+			"periods_differing", d.PeriodsDiffering)
 	}
 	s.obs.DriftChecked(d)
 	return s.drift.SaveDriftReport(ctx, d)

@@ -3,6 +3,7 @@ package voucher
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // codesDiffering counts the gate's orders in flight and the database's
@@ -34,5 +35,41 @@ func TestCodesDiffering_CountsOrdersInFlightAndReleasedSince(t *testing.T) {
 	}
 	if got := codesDiffering(GateSnapshot{}, many, nil, nil); len(got) != maxCodesDiffering || !slices.IsSorted(got) {
 		t.Errorf("%d codes named (sorted %v), want the first %d", len(got), slices.IsSorted(got), maxCodesDiffering)
+	}
+}
+
+// periodsDiffering counts the gate's orders in flight (their periods as the
+// gate recorded them) and the database's orders the gate released already,
+// so a sale in motion differs nowhere; what is left over is named.
+func TestPeriodsDiffering_CountsOrdersInFlightAndReleasedSince(t *testing.T) {
+	day := GatePeriod{Limit: 0, Scope: ScopeCustomer, Period: PeriodDay, Start: time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), Max: 3}
+	week := GatePeriod{Limit: 1, Scope: ScopeVoucher, Period: PeriodWeek, Start: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC), Max: 10}
+	db := GateSnapshot{
+		Orders: []GateOrder{{OrderID: "o1", CustomerID: 7}, {OrderID: "r1", CustomerID: 8}},
+		Periods: []GatePeriodCount{
+			{GatePeriod: day, Uses: map[int64]int{7: 1, 8: 1}},
+			{GatePeriod: week, Uses: map[int64]int{0: 2}},
+		},
+		OrderPeriods: map[string][]int{"o1": {0, 1}, "r1": {0, 1}},
+	}
+	// o4 of customer 7 is in flight (at the gate only); r1 was released at
+	// the gate, the database not told yet.
+	gateSnap := GateSnapshot{Orders: []GateOrder{{OrderID: "o1", CustomerID: 7}, {OrderID: "o4", CustomerID: 7}}}
+	gate := []GatePeriodCount{
+		{GatePeriod: day, Uses: map[int64]int{7: 2}},
+		{GatePeriod: week, Uses: map[int64]int{0: 2}},
+	}
+	held := map[string][]int{"o4": {0, 1}}
+	if got := periodsDiffering(db, gateSnap, gate, held, []string{"o4"}, []string{"r1"}); len(got) != 0 {
+		t.Errorf("a sale in motion: %v differ, want none", got)
+	}
+	gate[0].Uses[9] = 1 // a use the database does not hold
+	gate[1].Uses[0] = 1 // forgot one the database holds
+	want := []string{
+		"CUSTOMER DAY 2026-12-06T00:00:00Z customer 9: gate 1, database 0",
+		"VOUCHER WEEK 2026-11-30T00:00:00Z customer 0: gate 1, database 2",
+	}
+	if got := periodsDiffering(db, gateSnap, gate, held, []string{"o4"}, []string{"r1"}); !slices.Equal(got, want) {
+		t.Errorf("periodsDiffering = %q, want %q", got, want)
 	}
 }

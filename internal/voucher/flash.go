@@ -114,9 +114,9 @@ func (s *Service) checkTerms(n NewVoucher) error {
 	if !n.Flash {
 		return nil
 	}
-	// The gate does not hold period limits, segments or items yet: a flash
-	// voucher with them is refused on every path (one started without a
-	// gate may later run with one), rather than sold without them.
+	// The gate does not hold appliesTo yet: a flash voucher with it is
+	// refused on every path (one started without a gate may later run with
+	// one), rather than sold without it.
 	if err := n.notAtTheGate("a flash voucher"); err != nil {
 		return err
 	}
@@ -293,6 +293,9 @@ func (b *flashBase) refusedAtGate(ctx context.Context, v Voucher, r ReserveReque
 
 // gateRefusal is the error of a gate's refusal.
 func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
+	if refusal := v.periodRefusal(verdict); refusal != nil {
+		return refusal
+	}
 	switch verdict {
 	case GateCodeUsedUp:
 		return CodeUsedUp(v.Code)
@@ -330,7 +333,7 @@ func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 // either way.
 func (b *flashBase) refusedUnlessHeld(ctx context.Context, v Voucher, r ReserveRequest, refusal error) (Reservation, error) {
 	switch ErrorCodeOf(refusal) {
-	case NotEligible, AlreadyUsed, OutOfStock, BudgetExhausted: // a used-up campaign code is OUT_OF_STOCK
+	case NotEligible, AlreadyUsed, PeriodLimitReached, OutOfStock, BudgetExhausted: // a used-up campaign code is OUT_OF_STOCK
 		if b.heldChecks.allow() {
 			return b.refusedUnlessHeldNow(ctx, v, r, refusal)
 		}

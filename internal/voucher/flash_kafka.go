@@ -67,12 +67,18 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 	if err := v.checkOrderLines(r.CustomerSegments, r.Items); err != nil {
 		return k.refusedUnlessHeld(ctx, v, r, err)
 	}
-	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
+	// The sold-out memory knows no period counts (PERIOD_LIMIT_REACHED
+	// comes before OUT_OF_STOCK): a voucher with period limits asks the gate.
+	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && len(v.PeriodLimits) == 0 && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
 		*path = PathGateMemory
 		return k.refusedAtGate(ctx, v, r, verdict)
 	}
 	*path = PathKafka
 	discount := v.DiscountFor(r.OrderAmount)
+	// The gate counts the use in the periods of the createdAt it gives (its
+	// own clock), which the reserved event carries to the database: offered
+	// the periods around this instance's now, it picks the one holding it.
+	r = v.withPeriods(r, clockNow(), true)
 	a, err := k.gate.Admit(ctx, v.Code, r, discount)
 	// An identical request whose first copy is still being settled waits
 	// for its outcome (concurrent duplicates all succeed), polling the gate,

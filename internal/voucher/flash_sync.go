@@ -78,11 +78,18 @@ func newSyncFlash(base *flashBase, cfg Config) *syncFlash {
 
 // reserve passes the gate first so only winners reach the database.
 func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, path *Path) (Reservation, error) {
-	if err := v.CheckEligible(clockNow(), r); err != nil {
+	now := clockNow()
+	if err := v.CheckEligible(now, r); err != nil {
 		return s.refusedUnlessHeld(ctx, v, r, err)
 	}
+	// The periods the gate counts the use in are those of this instance's
+	// now, which the database then writes as the reservation's createdAt:
+	// both count (and give back) the use in the same period.
+	r = v.withPeriods(r, now, false)
 	gk := gateCode(v) // a campaign code's campaign's gate
-	if verdict, ok := s.soldOut.verdict(gk, r); ok {
+	// The sold-out memory knows no period counts: PERIOD_LIMIT_REACHED comes
+	// before OUT_OF_STOCK, so a voucher with period limits asks the gate.
+	if verdict, ok := s.soldOut.verdict(gk, r); ok && len(v.PeriodLimits) == 0 {
 		*path = PathGateMemory
 		return s.afterGate(ctx, v, r, verdict)
 	}

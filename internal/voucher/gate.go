@@ -189,6 +189,13 @@ type GateSnapshot struct {
 	// reserves (the database's admitted_count): a kafka-mode gate numbers
 	// its admissions after it, so a reloaded gate continues the count.
 	Admitted int
+	// Periods are the counts of the current periods (and those within
+	// PeriodNear) of a voucher's period limits, and OrderPeriods the
+	// indexes in it of the periods each live order counts in
+	// (GatePeriodsOf); nil without limits. Read back from a gate
+	// (Gate.Snapshot), Periods holds the periods asked for.
+	Periods      []GatePeriodCount
+	OrderPeriods map[string][]int
 }
 
 // GateExtension is a change of a flash voucher's total or end, already made
@@ -309,10 +316,15 @@ type GateAdmin interface {
 	Remaining(ctx context.Context, code string) (n int, ok bool, err error)
 	// Availability reads, at one moment, the uses left, the customer's uses
 	// and the budget left; loaded is false when the gate holds nothing. On
-	// a campaign's gate, the uses left are at most campaignCode's.
-	Availability(ctx context.Context, code, campaignCode string, customerID int64) (a Availability, loaded bool, err error)
+	// a campaign's gate, the uses left are at most campaignCode's. periods
+	// (those of the voucher's period limits holding now) fill PeriodUses.
+	Availability(ctx context.Context, code, campaignCode string, customerID int64, periods ...GatePeriod) (a Availability, loaded bool, err error)
 	// Version reads the version of the gate's load or last raise.
 	Version(ctx context.Context, code string) (string, error)
+	// PeriodCounts reads the gate's counts of periods (of the voucher's
+	// period limits) and, for each of orderIDs, the indexes in periods of
+	// those its use counts in (reconciliation).
+	PeriodCounts(ctx context.Context, code string, periods []GatePeriod, orderIDs []string) ([]GatePeriodCount, map[string][]int, error)
 	// Lower takes up to n uses off the counter (never below zero) and returns
 	// what remains: reconciliation's only automatic repair of the count.
 	// Only while the gate's version is version (Version, GateSnapshot):

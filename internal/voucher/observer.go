@@ -98,9 +98,9 @@ func (g observedGate) Snapshot(ctx context.Context, code string) (GateSnapshot, 
 	return snap, ok, err
 }
 
-func (g observedGate) Availability(ctx context.Context, code, campaignCode string, customerID int64) (Availability, bool, error) {
+func (g observedGate) Availability(ctx context.Context, code, campaignCode string, customerID int64, periods ...GatePeriod) (Availability, bool, error) {
 	start := time.Now()
-	a, ok, err := g.Gate.Availability(ctx, code, campaignCode, customerID)
+	a, ok, err := g.Gate.Availability(ctx, code, campaignCode, customerID, periods...)
 	g.obs.GateCall("availability", err, time.Since(start))
 	return a, ok, err
 }

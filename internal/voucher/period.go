@@ -384,14 +384,11 @@ func (v Voucher) checkPeriods(now time.Time, uses PeriodUses) error {
 // (what, e.g. "a flash voucher", names the path): INVALID_INPUT naming the
 // first one set, rather than a sale that would ignore it. A time zone alone
 // restricts nothing; segments are the request's, checked before the gate
-// on both write paths (checkOrderLines). Period limits need counts at the
-// gate, and appliesTo a discount the gate's give-backs do not reckon from
-// the order amount alone.
+// on both write paths (checkOrderLines); period limits are counted at the
+// gate (reserve.lua, admit.lua). appliesTo needs a discount the gate's
+// give-backs do not reckon from the order amount alone.
 func (r Restrictions) notAtTheGate(what string) error {
-	switch {
-	case len(r.PeriodLimits) > 0:
-		return Invalid("periodLimits", "periodLimits are not supported on "+what+" yet")
-	case r.AppliesTo != nil:
+	if r.AppliesTo != nil {
 		return Invalid("appliesTo", "appliesTo is not supported on "+what+" yet")
 	}
 	return nil
@@ -423,4 +420,135 @@ func (r Restrictions) Describe() string {
 		parts = append(parts, "applies to SKUs ["+strings.Join(a.SKUs, ",")+"] categories ["+strings.Join(a.Categories, ",")+"]")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// GatePeriod is one calendar period of one of a voucher's period limits as
+// the flash gate counts it: a hash per limit and period in Redis (key
+// voucher:{CODE}:period:SCOPE:PERIOD:START, customer -> uses, 0 for the
+// voucher scope), expiring a while after End.
+type GatePeriod struct {
+	Limit      int // index in the voucher's PeriodLimits
+	Scope      LimitScope
+	Period     LimitPeriod
+	Start, End time.Time
+	Max        int
+}
+
+// PeriodNear is how close to a period's bounds a moment must be for the
+// neighbouring period to be offered to the gate as well (gatePeriods): the
+// kafka path's gate counts a use in the period of the createdAt it gives on
+// its own clock, which may be on the other side of a midnight than this
+// instance's.
+const PeriodNear = 5 * time.Minute
+
+// gatePeriods are the periods of v's limits a reserve at at may count in:
+// the ones holding at and, with near, those holding at ± PeriodNear (the
+// gate picks, per limit, the one holding its createdAt). Nil without limits.
+func (v Voucher) gatePeriods(at time.Time, near bool) []GatePeriod {
+	if len(v.PeriodLimits) == 0 {
+		return nil
+	}
+	loc := v.Location()
+	var out []GatePeriod
+	moments := []time.Time{at}
+	if near {
+		moments = append(moments, at.Add(-PeriodNear), at.Add(PeriodNear))
+	}
+	for i, l := range v.PeriodLimits {
+		for _, t := range moments {
+			start, end := PeriodBounds(t, loc, l.Period)
+			if slices.ContainsFunc(out, func(p GatePeriod) bool { return p.Limit == i && p.Start.Equal(start) }) {
+				continue
+			}
+			out = append(out, GatePeriod{Limit: i, Scope: l.Scope, Period: l.Period, Start: start, End: end, Max: l.Max})
+		}
+	}
+	return out
+}
+
+// withPeriods is r with the periods the gate counts its use in, for a
+// voucher with period limits: those holding at (the sync path, which writes
+// the reservation's createdAt = at), or with near those around it too (the
+// kafka path, whose gate picks by the createdAt it gives).
+func (v Voucher) withPeriods(r ReserveRequest, at time.Time, near bool) ReserveRequest {
+	if len(v.PeriodLimits) == 0 {
+		return r
+	}
+	r.PeriodAt = at
+	r.GatePeriods = v.gatePeriods(at, near)
+	return r
+}
+
+// GatePeriodCount is a period's counts as a gate is loaded with them: all
+// customers' under customer 0 (a VOUCHER limit), else each customer's.
+type GatePeriodCount struct {
+	GatePeriod
+	Uses map[int64]int
+}
+
+// GatePeriodsOf is what a gate loaded at now holds of v's period limits:
+// the counts of every period holding now or now ± PeriodNear (zero counts
+// too, so a load resets what a gate held there), from the database's rows,
+// and for each live order (not released) the indexes in that list of the
+// periods it counts in, so the gate gives its use back there.
+func GatePeriodsOf(v Voucher, now time.Time, rows []PeriodCount, orders []GateOrder) ([]GatePeriodCount, map[string][]int) {
+	periods := v.gatePeriods(now, true)
+	if len(periods) == 0 {
+		return nil, nil
+	}
+	out := make([]GatePeriodCount, len(periods))
+	for i, p := range periods {
+		out[i] = GatePeriodCount{GatePeriod: p, Uses: map[int64]int{}}
+		for _, r := range rows {
+			if r.Scope == p.Scope && r.Period == p.Period && r.Start.Equal(p.Start) && r.Used > 0 {
+				out[i].Uses[r.CustomerID] += r.Used
+			}
+		}
+	}
+	held := map[string][]int{}
+	for _, o := range orders {
+		if o.Released || o.Void || o.Lost || o.CreatedAt.IsZero() {
+			continue
+		}
+		for i, p := range periods {
+			if !o.CreatedAt.Before(p.Start) && o.CreatedAt.Before(p.End) {
+				held[o.OrderID] = append(held[o.OrderID], i)
+			}
+		}
+	}
+	return out, held
+}
+
+// GatePeriodLimitReached is the prefix of a gate's verdict refusing a
+// reserve past a period limit: "PERIOD_LIMIT_REACHED:LIMIT:ENDMS", the
+// limit (its index) whose period ends last among those refusing, and when.
+const GatePeriodLimitReached GateVerdict = "PERIOD_LIMIT_REACHED"
+
+// PeriodRefusal reads a GatePeriodLimitReached verdict: the index of the
+// limit and the end of its period; ok is false for any other verdict.
+func (g GateVerdict) PeriodRefusal() (limit int, end time.Time, ok bool) {
+	rest, found := strings.CutPrefix(string(g), string(GatePeriodLimitReached)+":")
+	if !found {
+		return 0, time.Time{}, false
+	}
+	a, b, found := strings.Cut(rest, ":")
+	if !found {
+		return 0, time.Time{}, false
+	}
+	i, err1 := strconv.Atoi(a)
+	ms, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || i < 0 {
+		return 0, time.Time{}, false
+	}
+	return i, time.UnixMilli(ms), true
+}
+
+// periodRefusal is the answer to a gate's GatePeriodLimitReached verdict,
+// as the database path answers it (PeriodLimitRefusal); nil for any other.
+func (v Voucher) periodRefusal(verdict GateVerdict) *Error {
+	i, end, ok := verdict.PeriodRefusal()
+	if !ok || i >= len(v.PeriodLimits) {
+		return nil
+	}
+	return PeriodLimitRefusal(v.Code, v.PeriodLimits[i], end)
 }

@@ -224,6 +224,14 @@ type ReserveRequest struct {
 	// Items are the order's lines (nil: not given); their quantity x
 	// unitAmount add up to OrderAmount.
 	Items []LineItem
+	// PeriodAt and GatePeriods are a flash path's, for a voucher with period
+	// limits (Voucher.withPeriods): the moment the gate counts the use at
+	// and the periods it may count it in. On the sync path the database
+	// writes the reservation's createdAt = PeriodAt, so the database counts
+	// (and later gives back) the use in the very period the gate counted.
+	// Zero otherwise: the database's clock is the createdAt.
+	PeriodAt    time.Time
+	GatePeriods []GatePeriod
 }
 
 // Validate returns INVALID_INPUT naming the first field at fault.

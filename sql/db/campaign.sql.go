@@ -661,14 +661,16 @@ func (q *Queries) CampaignProgress(ctx context.Context, arg CampaignProgressPara
 
 const campaignRedemptionClaimEligible = `-- name: CampaignRedemptionClaimEligible :many
 INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
-SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + $1::bigint * interval '1 millisecond', 0
-FROM (SELECT unnest($2::text[]) AS order_id,
-             unnest($3::text[]) AS campaign_code,
-             unnest($4::bigint[]) AS customer_id,
-             unnest($5::bigint[]) AS order_amount,
-             unnest($6::bigint[]) AS discount_amount) AS o
-JOIN voucher v ON v.code = $7
+SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at,
+       o.created_at + $1::bigint * interval '1 millisecond', 0
+FROM (SELECT x.order_id, x.campaign_code, x.customer_id, x.order_amount, x.discount_amount, x.created_ms, CASE WHEN x.created_ms > 0 THEN to_timestamp(x.created_ms::double precision / 1000) ELSE now() END AS created_at
+      FROM (SELECT unnest($2::text[]) AS order_id,
+                   unnest($3::text[]) AS campaign_code,
+                   unnest($4::bigint[]) AS customer_id,
+                   unnest($5::bigint[]) AS order_amount,
+                   unnest($6::bigint[]) AS discount_amount,
+                   unnest($7::bigint[]) AS created_ms) AS x) AS o
+JOIN voucher v ON v.code = $8
 JOIN campaign c ON c.voucher_code = v.code AND c.status = 'READY'
 JOIN voucher_code vc ON vc.code = o.campaign_code AND vc.campaign_id = c.id
 WHERE now() BETWEEN v.starts_at AND v.ends_at
@@ -685,13 +687,15 @@ type CampaignRedemptionClaimEligibleParams struct {
 	CustomerIds     []int64
 	OrderAmounts    []int64
 	DiscountAmounts []int64
+	CreatedMs       []int64
 	Code            string
 }
 
 // CampaignRedemptionClaimEligible is VoucherRedemptionClaimEligible for a
 // batch of reserves of a campaign's codes (campaign_codes[i] for
 // order_ids[i]): a row names the campaign's voucher row and the code; an
-// order whose code is not of this READY campaign gets no row back either.
+// order whose code is not of this READY campaign gets no row back either;
+// created_ms as there.
 func (q *Queries) CampaignRedemptionClaimEligible(ctx context.Context, arg CampaignRedemptionClaimEligibleParams) ([]VoucherRedemption, error) {
 	rows, err := q.db.Query(ctx, campaignRedemptionClaimEligible,
 		arg.TtlMs,
@@ -700,6 +704,7 @@ func (q *Queries) CampaignRedemptionClaimEligible(ctx context.Context, arg Campa
 		arg.CustomerIds,
 		arg.OrderAmounts,
 		arg.DiscountAmounts,
+		arg.CreatedMs,
 		arg.Code,
 	)
 	if err != nil {

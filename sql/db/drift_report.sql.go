@@ -21,7 +21,7 @@ func (q *Queries) DriftReportDeleteBefore(ctx context.Context, checkedAt time.Ti
 }
 
 const driftReportGetLatest = `-- name: DriftReportGetLatest :one
-SELECT id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing FROM drift_report
+SELECT id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing, periods_differing FROM drift_report
 WHERE voucher_code = $1
 ORDER BY id DESC
 LIMIT 1
@@ -43,15 +43,16 @@ func (q *Queries) DriftReportGetLatest(ctx context.Context, voucherCode string) 
 		&i.Alert,
 		&i.CheckedAt,
 		&i.CodesDiffering,
+		&i.PeriodsDiffering,
 	)
 	return i, err
 }
 
 const driftReportInsert = `-- name: DriftReportInsert :one
 INSERT INTO drift_report (voucher_code, database_remaining, gate_remaining, in_flight, drift,
-                          orders_only_in_gate, orders_only_in_db, repaired, alert, codes_differing)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-RETURNING id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing
+                          orders_only_in_gate, orders_only_in_db, repaired, alert, codes_differing, periods_differing)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+RETURNING id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing, periods_differing
 `
 
 type DriftReportInsertParams struct {
@@ -65,6 +66,7 @@ type DriftReportInsertParams struct {
 	Repaired          string
 	Alert             bool
 	CodesDiffering    []string
+	PeriodsDiffering  []string
 }
 
 func (q *Queries) DriftReportInsert(ctx context.Context, arg DriftReportInsertParams) (DriftReport, error) {
@@ -79,6 +81,7 @@ func (q *Queries) DriftReportInsert(ctx context.Context, arg DriftReportInsertPa
 		arg.Repaired,
 		arg.Alert,
 		arg.CodesDiffering,
+		arg.PeriodsDiffering,
 	)
 	var i DriftReport
 	err := row.Scan(
@@ -94,12 +97,13 @@ func (q *Queries) DriftReportInsert(ctx context.Context, arg DriftReportInsertPa
 		&i.Alert,
 		&i.CheckedAt,
 		&i.CodesDiffering,
+		&i.PeriodsDiffering,
 	)
 	return i, err
 }
 
 const driftReportListLatest = `-- name: DriftReportListLatest :many
-SELECT DISTINCT ON (voucher_code) id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing
+SELECT DISTINCT ON (voucher_code) id, voucher_code, database_remaining, gate_remaining, in_flight, drift, orders_only_in_gate, orders_only_in_db, repaired, alert, checked_at, codes_differing, periods_differing
 FROM drift_report
 ORDER BY voucher_code, id DESC
 `
@@ -126,6 +130,7 @@ func (q *Queries) DriftReportListLatest(ctx context.Context) ([]DriftReport, err
 			&i.Alert,
 			&i.CheckedAt,
 			&i.CodesDiffering,
+			&i.PeriodsDiffering,
 		); err != nil {
 			return nil, err
 		}

@@ -125,6 +125,7 @@ type DriftReport struct {
 	Alert             bool
 	CheckedAt         time.Time
 	CodesDiffering    []string
+	PeriodsDiffering  []string
 }
 
 type JobLease struct {

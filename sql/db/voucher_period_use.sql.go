@@ -52,6 +52,60 @@ func (q *Queries) VoucherPeriodUsesAt(ctx context.Context, arg VoucherPeriodUses
 	return items, nil
 }
 
+const voucherPeriodUsesBetween = `-- name: VoucherPeriodUsesBetween :many
+SELECT scope, period, period_start, period_end, customer_id, used_count, max_uses
+FROM voucher_period_use
+WHERE voucher_code = $1 AND period_end > $2::timestamptz
+  AND period_start <= $3::timestamptz AND used_count > 0
+`
+
+type VoucherPeriodUsesBetweenParams struct {
+	Code   string
+	FromAt time.Time
+	ToAt   time.Time
+}
+
+type VoucherPeriodUsesBetweenRow struct {
+	Scope       string
+	Period      string
+	PeriodStart time.Time
+	PeriodEnd   time.Time
+	CustomerID  int64
+	UsedCount   int32
+	MaxUses     int32
+}
+
+// VoucherPeriodUsesBetween reads a voucher's period counts of the periods
+// that overlap [from, to], for a flash gate's load (the current periods
+// and their neighbours) and reconciliation.
+func (q *Queries) VoucherPeriodUsesBetween(ctx context.Context, arg VoucherPeriodUsesBetweenParams) ([]VoucherPeriodUsesBetweenRow, error) {
+	rows, err := q.db.Query(ctx, voucherPeriodUsesBetween, arg.Code, arg.FromAt, arg.ToAt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []VoucherPeriodUsesBetweenRow
+	for rows.Next() {
+		var i VoucherPeriodUsesBetweenRow
+		if err := rows.Scan(
+			&i.Scope,
+			&i.Period,
+			&i.PeriodStart,
+			&i.PeriodEnd,
+			&i.CustomerID,
+			&i.UsedCount,
+			&i.MaxUses,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const voucherPeriodUsesGiveBack = `-- name: VoucherPeriodUsesGiveBack :exec
 WITH released AS (
     SELECT p.voucher_code, p.scope, p.period, p.period_start, p.customer_id, count(*)::integer AS n

@@ -12,13 +12,15 @@ import (
 
 const voucherRedemptionClaimEligible = `-- name: VoucherRedemptionClaimEligible :many
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
-SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + $1::bigint * interval '1 millisecond', 0
-FROM (SELECT unnest($2::text[]) AS order_id,
-             unnest($3::bigint[]) AS customer_id,
-             unnest($4::bigint[]) AS order_amount,
-             unnest($5::bigint[]) AS discount_amount) AS o
-JOIN voucher v ON v.code = $6
+SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at,
+       o.created_at + $1::bigint * interval '1 millisecond', 0
+FROM (SELECT x.order_id, x.customer_id, x.order_amount, x.discount_amount, x.created_ms, CASE WHEN x.created_ms > 0 THEN to_timestamp(x.created_ms::double precision / 1000) ELSE now() END AS created_at
+      FROM (SELECT unnest($2::text[]) AS order_id,
+                   unnest($3::bigint[]) AS customer_id,
+                   unnest($4::bigint[]) AS order_amount,
+                   unnest($5::bigint[]) AS discount_amount,
+                   unnest($6::bigint[]) AS created_ms) AS x) AS o
+JOIN voucher v ON v.code = $7
 WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
 ORDER BY o.order_id
@@ -32,13 +34,17 @@ type VoucherRedemptionClaimEligibleParams struct {
 	CustomerIds     []int64
 	OrderAmounts    []int64
 	DiscountAmounts []int64
+	CreatedMs       []int64
 	Code            string
 }
 
 // VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
 // admit by the database's clock (window, minimum) for a batch of reserves,
 // each with the discount the domain reckoned for it (Voucher.DiscountFor);
-// an order already held, or not eligible, gets no row back. The rows are
+// an order already held, or not eligible, gets no row back. created_ms[i]
+// is the reservation's createdAt (Unix ms) when the flash gate counted its
+// use in that moment's periods (period limits), so the database counts and
+// gives it back in the same period; 0: the database's now(). The rows are
 // numbered (position 0 until then) by VoucherUsesTake, which takes their
 // uses under the voucher row's lock.
 func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg VoucherRedemptionClaimEligibleParams) ([]VoucherRedemption, error) {
@@ -48,6 +54,7 @@ func (q *Queries) VoucherRedemptionClaimEligible(ctx context.Context, arg Vouche
 		arg.CustomerIds,
 		arg.OrderAmounts,
 		arg.DiscountAmounts,
+		arg.CreatedMs,
 		arg.Code,
 	)
 	if err != nil {

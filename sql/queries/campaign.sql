@@ -123,16 +123,19 @@ WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED') AND campaign_cod
 -- CampaignRedemptionClaimEligible is VoucherRedemptionClaimEligible for a
 -- batch of reserves of a campaign's codes (campaign_codes[i] for
 -- order_ids[i]): a row names the campaign's voucher row and the code; an
--- order whose code is not of this READY campaign gets no row back either.
+-- order whose code is not of this READY campaign gets no row back either;
+-- created_ms as there.
 -- name: CampaignRedemptionClaimEligible :many
 INSERT INTO voucher_redemption (order_id, voucher_code, campaign_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
-SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', 0
-FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
-             unnest(sqlc.arg(campaign_codes)::text[]) AS campaign_code,
-             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
-             unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
-             unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount) AS o
+SELECT o.order_id, v.code, vc.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at,
+       o.created_at + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', 0
+FROM (SELECT x.*, CASE WHEN x.created_ms > 0 THEN to_timestamp(x.created_ms::double precision / 1000) ELSE now() END AS created_at
+      FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
+                   unnest(sqlc.arg(campaign_codes)::text[]) AS campaign_code,
+                   unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+                   unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
+                   unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount,
+                   unnest(sqlc.arg(created_ms)::bigint[]) AS created_ms) AS x) AS o
 JOIN voucher v ON v.code = sqlc.arg(code)
 JOIN campaign c ON c.voucher_code = v.code AND c.status = 'READY'
 JOIN voucher_code vc ON vc.code = o.campaign_code AND vc.campaign_id = c.id

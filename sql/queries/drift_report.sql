@@ -1,7 +1,7 @@
 -- name: DriftReportInsert :one
 INSERT INTO drift_report (voucher_code, database_remaining, gate_remaining, in_flight, drift,
-                          orders_only_in_gate, orders_only_in_db, repaired, alert, codes_differing)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+                          orders_only_in_gate, orders_only_in_db, repaired, alert, codes_differing, periods_differing)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 RETURNING *;
 
 -- name: DriftReportListLatest :many

@@ -71,3 +71,12 @@ FROM voucher_period_use
 WHERE voucher_code = $1 AND used_count > 0
 ORDER BY period_start DESC, scope DESC, period, customer_id
 LIMIT $2;
+
+-- VoucherPeriodUsesBetween reads a voucher's period counts of the periods
+-- that overlap [from, to], for a flash gate's load (the current periods
+-- and their neighbours) and reconciliation.
+-- name: VoucherPeriodUsesBetween :many
+SELECT scope, period, period_start, period_end, customer_id, used_count, max_uses
+FROM voucher_period_use
+WHERE voucher_code = sqlc.arg(code) AND period_end > sqlc.arg(from_at)::timestamptz
+  AND period_start <= sqlc.arg(to_at)::timestamptz AND used_count > 0;

@@ -85,17 +85,22 @@ SELECT * FROM voucher_redemption WHERE order_id = ANY(sqlc.arg(order_ids)::text[
 -- VoucherRedemptionClaimEligible claims the orderIds the voucher's terms
 -- admit by the database's clock (window, minimum) for a batch of reserves,
 -- each with the discount the domain reckoned for it (Voucher.DiscountFor);
--- an order already held, or not eligible, gets no row back. The rows are
+-- an order already held, or not eligible, gets no row back. created_ms[i]
+-- is the reservation's createdAt (Unix ms) when the flash gate counted its
+-- use in that moment's periods (period limits), so the database counts and
+-- gives it back in the same period; 0: the database's now(). The rows are
 -- numbered (position 0 until then) by VoucherUsesTake, which takes their
 -- uses under the voucher row's lock.
 -- name: VoucherRedemptionClaimEligible :many
 INSERT INTO voucher_redemption (order_id, voucher_code, customer_id, order_amount, discount_amount, status, created_at, expires_at, position)
-SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', now(),
-       now() + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', 0
-FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
-             unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
-             unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
-             unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount) AS o
+SELECT o.order_id, v.code, o.customer_id, o.order_amount, o.discount_amount, 'RESERVED', o.created_at,
+       o.created_at + sqlc.arg(ttl_ms)::bigint * interval '1 millisecond', 0
+FROM (SELECT x.*, CASE WHEN x.created_ms > 0 THEN to_timestamp(x.created_ms::double precision / 1000) ELSE now() END AS created_at
+      FROM (SELECT unnest(sqlc.arg(order_ids)::text[]) AS order_id,
+                   unnest(sqlc.arg(customer_ids)::bigint[]) AS customer_id,
+                   unnest(sqlc.arg(order_amounts)::bigint[]) AS order_amount,
+                   unnest(sqlc.arg(discount_amounts)::bigint[]) AS discount_amount,
+                   unnest(sqlc.arg(created_ms)::bigint[]) AS created_ms) AS x) AS o
 JOIN voucher v ON v.code = sqlc.arg(code)
 WHERE now() BETWEEN v.starts_at AND v.ends_at
   AND o.order_amount >= v.min_order_amount
