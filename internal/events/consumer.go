@@ -82,7 +82,9 @@ func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Cl
 		// partition of the group for franz-go's 60 s (explorer seed 25:
 		// both instances killed and restarted, nothing applied for 70 s,
 		// then four minutes in another run). A live member rejoins within
-		// a batch's turn and its commit (maxTurn, 10 s).
+		// a batch's turn (maxTurn, 2 s) and its commit (at most 10 s).
+		// docs/operations.md: what a kill during a rebalance costs, and a
+		// stall of the development broker (kfake) of its own.
 		kgo.RebalanceTimeout(20*time.Second),
 	)
 	if err != nil {
