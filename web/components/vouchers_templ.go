@@ -2486,7 +2486,7 @@ func VoucherFormBody(p Page, f VoucherForm, preview WindowPreview) templ.Compone
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 193, "<p class=\"hint\" data-testid=\"hint-periodLimits\">At most this many uses held or confirmed in a calendar day, week or month of the time zone below; an empty row is no limit. Not for flash sales yet.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 193, "<p class=\"hint\" data-testid=\"hint-periodLimits\">At most this many uses held or confirmed in a calendar day, week or month of the time zone below; an empty row is no limit. Held at the flash gate too.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -2707,7 +2707,7 @@ func VoucherFormBody(p Page, f VoucherForm, preview WindowPreview) templ.Compone
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = field("appliesTo", "Applies to SKUs", "Comma-separated; with categories, the discount is taken on these items only. Both empty: the whole order.", f.Errors).Render(templ.WithChildren(ctx, templ_7745c5c3_Var105), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = field("appliesTo", "Applies to SKUs", "Comma-separated; with categories, the discount is taken on these items only. Both empty: the whole order. Not for flash sales yet.", f.Errors).Render(templ.WithChildren(ctx, templ_7745c5c3_Var105), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
