@@ -81,6 +81,7 @@ var scenarioCatalog = []scenario{
 	{name: "check-soldout", title: "(e) checkVoucher on a sold-out flash voucher, REST", kind: kindCheck, flash: true, presold: true},
 	{name: "check-live", title: "(e') checkVoucher on a live flash voucher, REST", kind: kindCheck, flash: true},
 	{name: "rest-percent", title: "the sale on a PERCENT voucher with a budget, REST", kind: kindREST, flash: true, terms: percentTerms},
+	{name: "rest-period", title: "the sale on a flash voucher with a CUSTOMER DAY limit of 1 (counted at the gate per period), REST", kind: kindREST, flash: true, terms: periodTerms},
 	{name: "campaign-sale", title: "flash campaign of 10,000 single-use codes, totalLimit 1,000, a random code a request, REST", kind: kindREST, flash: true, campaign: true},
 	{name: "campaign-sale-kafka", title: "the same flash campaign's sale, FLASH_WRITE_PATH=kafka (a campaign's winners are written in the request there)", kind: kindREST, flash: true, campaign: true, kafka: true},
 	{name: "campaign-check", title: "checkVoucher on a random code of a live flash campaign (10,000 codes), REST", kind: kindCheck, flash: true, campaign: true},
@@ -114,6 +115,17 @@ func percentTerms(quota int) map[string]any {
 	return map[string]any{
 		"discountAmount": nil, "discountType": "PERCENT", "discountPercent": 10, "maxDiscountAmount": 2000,
 		"budgetAmount": 2000 * quota,
+	}
+}
+
+// periodTerms: a CUSTOMER DAY limit (issue 26: the sale rows on such a
+// voucher within 10 % of the same sale without one). Its max is the
+// perUserLimit, so the same requests win: what differs is the gate's work
+// (the period's hash read and written, the order's periods kept).
+func periodTerms(int) map[string]any {
+	return map[string]any{
+		"periodLimits": []map[string]any{{"scope": "CUSTOMER", "period": "DAY", "max": 1}},
+		"timeZone":     "Europe/Berlin",
 	}
 }
 
