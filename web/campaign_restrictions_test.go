@@ -1,12 +1,14 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/go-cmp/cmp"
 
 	"voucherd/internal/voucher"
@@ -158,5 +160,50 @@ func TestCampaignForm_RefusedRestrictionsAreShownNextToTheirFieldsAndCreateNothi
 	}
 	if c, ok := campaignNamed(t, f, name); !ok || !c.Terms.Flash || len(c.Terms.PeriodLimits) != 1 || c.Terms.PeriodLimits[0].Max != 1 {
 		t.Errorf("the flash campaign %q: found %v, terms %+v", name, ok, c.Terms)
+	}
+}
+
+// A campaign's page shows the counts of its period limits, all its codes
+// together, as a voucher's page does; so does its poll.
+func TestCampaignPage_ShowsThePeriodCountsOfAllItsCodes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, web.Config{})
+	m := f.signIn(t, voucher.RoleMarketer)
+	c := createCampaign(t, f, m, nil) // one without limits shows no counts
+	if d := doc(t, f.do(t, http.MethodGet, "/admin/campaigns/"+strconv.FormatInt(c.ID, 10), &m, nil, nil)); d.Find(`[data-testid=period-counts]`).Length() != 0 {
+		t.Error("a campaign without period limits shows period counts")
+	}
+
+	name := "Counted " + unique()
+	rec := f.do(t, http.MethodPost, "/admin/campaigns", &m, campaignWithLimits(m.csrf, name,
+		[][3]string{{"CUSTOMER", "DAY", "2"}}, map[string]string{"perUserLimit": "5", "timeZone": "Europe/Berlin"}), nil)
+	if rec.Code != http.StatusSeeOther {
+		t.Fatalf("create: %d: %.500s", rec.Code, rec.Body)
+	}
+	c, _ = campaignNamed(t, f, name)
+	if err := f.svc.GenerateCampaign(context.Background(), c.ID, "test-"+unique()); err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	if err := f.svc.CampaignCodes(asAdmin, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	checkout := voucher.WithCaller(context.Background(), voucher.Caller{Role: voucher.RoleStorefront, Name: "test"})
+	for _, code := range codes[:2] { // two codes, one customer: one count
+		if _, err := f.svc.Reserve(checkout, voucher.ReserveRequest{Code: code, CustomerID: 42, OrderID: "cpc-" + unique(), OrderAmount: 5000}); err != nil {
+			t.Fatalf("reserving %s: %v", code, err)
+		}
+	}
+	page := "/admin/campaigns/" + strconv.FormatInt(c.ID, 10)
+	for _, target := range []string{page, page + "/live?shown=READY"} {
+		d := doc(t, f.do(t, http.MethodGet, target, &m, nil, map[string]string{"HX-Request": strconv.FormatBool(strings.Contains(target, "/live"))}))
+		rows := d.Find(`#campaign-figures [data-testid=period-count]`)
+		cells := rows.Find("td").Map(func(_ int, s *goquery.Selection) string { return s.Text() })
+		if got := strings.Join(cells, "|"); rows.Length() != 1 || !strings.HasSuffix(got, "|customer 42|2|2") {
+			t.Errorf("%s: period counts shown: %d rows, %q", target, rows.Length(), got)
+		}
+		if got := d.Find(`#campaign-figures [data-testid=period-counts] caption`).Text(); !strings.Contains(got, "Europe/Berlin") {
+			t.Errorf("%s: the counts' caption %q does not name the limits' zone", target, got)
+		}
 	}
 }

@@ -1552,7 +1552,7 @@ func CampaignPage(p Page, a voucher.CampaignActivity, lookup CodeLookup, now tim
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = campaignFigures(a.Campaign, p.zone(), now, false).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = campaignFigures(a.CampaignFigures, p.zone(), now, false).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1741,7 +1741,7 @@ func CampaignPage(p Page, a voucher.CampaignActivity, lookup CodeLookup, now tim
 // the focus stays where it is), the poll itself (its pace follows the
 // status: it stops for a FAILED campaign) and, when the status changed
 // since the page showed it, the export and the announcement.
-func CampaignLive(p Page, c voucher.Campaign, changed bool, now time.Time) templ.Component {
+func CampaignLive(p Page, f voucher.CampaignFigures, changed bool, now time.Time) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1758,24 +1758,24 @@ func CampaignLive(p Page, c voucher.Campaign, changed bool, now time.Time) templ
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = campaignStatus(c, true).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = campaignStatus(f.Campaign, true).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = campaignProgress(c, true).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = campaignProgress(f.Campaign, true).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = campaignFigures(c, p.zone(), now, true).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = campaignFigures(f, p.zone(), now, true).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = campaignPoll(c, now, true).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = campaignPoll(f.Campaign, now, true).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if changed {
-			templ_7745c5c3_Err = campaignExport(p, c, true).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = campaignExport(p, f.Campaign, true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -1784,9 +1784,9 @@ func CampaignLive(p Page, c voucher.Campaign, changed bool, now time.Time) templ
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var68 string
-			templ_7745c5c3_Var68, templ_7745c5c3_Err = templ.JoinStringErrs(CampaignAnnouncement(c))
+			templ_7745c5c3_Var68, templ_7745c5c3_Err = templ.JoinStringErrs(CampaignAnnouncement(f.Campaign))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 245, Col: 77}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 245, Col: 86}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var68))
 			if templ_7745c5c3_Err != nil {
@@ -2148,9 +2148,9 @@ func campaignExport(p Page, c voucher.Campaign, swap bool) templ.Component {
 	})
 }
 
-// campaignFigures are a campaign's counters across all its codes, as a
-// voucher page's figures.
-func campaignFigures(c voucher.Campaign, zone *time.Location, now time.Time, swap bool) templ.Component {
+// campaignFigures are a campaign's counters across all its codes, its
+// restrictions and its period counts, as a voucher page's figures.
+func campaignFigures(c voucher.CampaignFigures, zone *time.Location, now time.Time, swap bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -2339,6 +2339,10 @@ func campaignFigures(c voucher.Campaign, zone *time.Location, now time.Time, swa
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
+		templ_7745c5c3_Err = periodCounts(c.PeriodCounts, c.Terms.Restrictions).Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
 		templ_7745c5c3_Err = UsageBar(BarOf(c.Terms)).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
@@ -2379,7 +2383,7 @@ func CodeResult(l CodeLookup) templ.Component {
 				var templ_7745c5c3_Var92 string
 				templ_7745c5c3_Var92, templ_7745c5c3_Err = templ.JoinStringErrs(l.Code.Code)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 312, Col: 77}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 313, Col: 77}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var92))
 				if templ_7745c5c3_Err != nil {
@@ -2432,7 +2436,7 @@ func CodeResult(l CodeLookup) templ.Component {
 				var templ_7745c5c3_Var95 string
 				templ_7745c5c3_Var95, templ_7745c5c3_Err = templ.JoinStringErrs(CodeState(l.Code))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 313, Col: 122}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 314, Col: 122}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var95))
 				if templ_7745c5c3_Err != nil {
@@ -2445,7 +2449,7 @@ func CodeResult(l CodeLookup) templ.Component {
 				var templ_7745c5c3_Var96 string
 				templ_7745c5c3_Var96, templ_7745c5c3_Err = templ.JoinStringErrs(Count(l.Code.Uses))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 314, Col: 71}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 315, Col: 71}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var96))
 				if templ_7745c5c3_Err != nil {
@@ -2458,7 +2462,7 @@ func CodeResult(l CodeLookup) templ.Component {
 				var templ_7745c5c3_Var97 string
 				templ_7745c5c3_Var97, templ_7745c5c3_Err = templ.JoinStringErrs(Count(l.Code.UseLimit))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 314, Col: 101}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 315, Col: 101}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var97))
 				if templ_7745c5c3_Err != nil {
@@ -2471,7 +2475,7 @@ func CodeResult(l CodeLookup) templ.Component {
 				var templ_7745c5c3_Var98 string
 				templ_7745c5c3_Var98, templ_7745c5c3_Err = templ.JoinStringErrs(Count(l.Confirmed))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 314, Col: 143}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 315, Col: 143}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var98))
 				if templ_7745c5c3_Err != nil {
@@ -2489,7 +2493,7 @@ func CodeResult(l CodeLookup) templ.Component {
 				var templ_7745c5c3_Var99 string
 				templ_7745c5c3_Var99, templ_7745c5c3_Err = templ.JoinStringErrs(l.Typed)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 318, Col: 47}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/campaigns.templ`, Line: 319, Col: 47}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var99))
 				if templ_7745c5c3_Err != nil {
