@@ -16,7 +16,7 @@ import (
 type Campaigns interface {
 	Campaigns(ctx context.Context, first int, after string) (voucher.CampaignPage, error)
 	CampaignActivity(ctx context.Context, id int64) (voucher.CampaignActivity, error)
-	Campaign(ctx context.Context, id int64) (voucher.Campaign, error)
+	CampaignFigures(ctx context.Context, id int64) (voucher.CampaignFigures, error)
 	CreateCampaign(ctx context.Context, n voucher.NewCampaign) (voucher.Campaign, error)
 	LookUpCampaignCode(ctx context.Context, id int64, code string) (voucher.CodeLookup, error)
 }
@@ -89,14 +89,14 @@ func (d *dashboard) campaignLive(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c, err := d.deps.Campaigns.Campaign(r.Context(), id)
+	f, err := d.deps.Campaigns.CampaignFigures(r.Context(), id)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	p := d.page(r, c.Name, "campaigns")
+	p := d.page(r, f.Name, "campaigns")
 	shown := voucher.CampaignStatus(r.URL.Query().Get("shown"))
-	d.render(w, r, http.StatusOK, components.CampaignLive(p, c, shown != c.Status, d.cfg.Now()))
+	d.render(w, r, http.StatusOK, components.CampaignLive(p, f, shown != f.Status, d.cfg.Now()))
 }
 
 // campaignCode is the fragment of the code lookup.

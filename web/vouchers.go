@@ -335,6 +335,9 @@ var fieldLabels = strings.NewReplacer(
 	"periodLimits", "limits",
 	"timeZone", "calendar time zone",
 	"eligibleSegments", "segments",
+	"appliesTo.skus", "each SKU", // before appliesTo: the longer name first
+	"appliesTo.categories", "each category",
+	"appliesTo", "applies to",
 )
 
 // inLabels says a rule's message in the form's words: "discountAmount must

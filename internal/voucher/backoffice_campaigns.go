@@ -11,11 +11,19 @@ import (
 // log, on the campaign's backing voucher row), its page's history and the
 // lookup of one of its codes.
 
-// CampaignActivity is what the dashboard's campaign page shows: the campaign
-// with samples of its remaining uses (across all its codes, oldest first)
-// and its audit log (newest first).
-type CampaignActivity struct {
+// CampaignFigures is a campaign with the counts of its period limits that
+// hold uses (all its codes together, latest first): what its page's
+// figures show, and refresh.
+type CampaignFigures struct {
 	Campaign
+	PeriodCounts []PeriodCount
+}
+
+// CampaignActivity is what the dashboard's campaign page shows: the
+// campaign's figures with samples of its remaining uses (across all its
+// codes, oldest first) and its audit log (newest first).
+type CampaignActivity struct {
+	CampaignFigures
 	Samples []RemainingSample
 	Audit   []AuditEvent
 }
@@ -59,13 +67,31 @@ func (b *Backoffice) Campaign(ctx context.Context, id int64) (Campaign, error) {
 	return b.svc.Campaign(ctx, id)
 }
 
+// CampaignFigures returns a campaign with its period counts, as Voucher
+// does a voucher's (the counts are its backing row's). Errors: FORBIDDEN,
+// NOT_FOUND.
+func (b *Backoffice) CampaignFigures(ctx context.Context, id int64) (CampaignFigures, error) {
+	c, err := b.svc.Campaign(ctx, id)
+	if err != nil {
+		return CampaignFigures{}, err
+	}
+	f := CampaignFigures{Campaign: c}
+	if len(c.Terms.PeriodLimits) > 0 {
+		if f.PeriodCounts, err = b.store.PeriodCounts(ctx, c.Terms.Code, 20); err != nil {
+			return CampaignFigures{}, err
+		}
+	}
+	return f, nil
+}
+
 // CampaignActivity returns a campaign's page. Errors: FORBIDDEN, NOT_FOUND.
 func (b *Backoffice) CampaignActivity(ctx context.Context, id int64) (CampaignActivity, error) {
-	c, err := b.svc.Campaign(ctx, id)
+	f, err := b.CampaignFigures(ctx, id)
 	if err != nil {
 		return CampaignActivity{}, err
 	}
-	a := CampaignActivity{Campaign: c}
+	c := f.Campaign
+	a := CampaignActivity{CampaignFigures: f}
 	// The counters of every code are the backing row's: sampled and audited
 	// under its code as a voucher's are.
 	if a.Samples, err = b.store.RemainingSamples(ctx, c.Terms.Code, ActivitySamples); err != nil {

@@ -29,6 +29,7 @@ var CampaignFormFields = map[string]bool{
 	"totalLimit": true, "perUserLimit": true, "discountType": true, "discountAmount": true,
 	"discountPercent": true, "maxDiscountAmount": true, "currency": true, "budgetAmount": true,
 	"minOrderAmount": true, "startsAt": true, "endsAt": true, "tz": true, "flash": true,
+	"periodLimits": true, "timeZone": true, "eligibleSegments": true, "appliesTo": true,
 }
 
 // CodeLookup is a code typed on a campaign's page and what was found.
