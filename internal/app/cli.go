@@ -133,6 +133,7 @@ var settingHelp = map[string]string{
 	"REDIS_URL":             "Redis or Redis Cluster URL (default redis://localhost:6379/0)",
 	"REDIS_AUTOPIPELINE":    "true or false: coalesce concurrent gate scripts into pipelines (default true)",
 	"KAFKA_BROKERS":         "comma-separated Kafka brokers (default: an in-process broker, development only)",
+	"KAFKA_INSTANCE_ID":     "kafka mode: this instance's stable name in the consumer group, unique per instance (e.g. the pod name of a StatefulSet; default none: a new member each start)",
 	"FLASH_WRITE_PATH":      "sync or kafka: how a flash winner reaches Postgres (default sync)",
 	"ADMISSION_LEASE":       "kafka mode: how long a request has to settle its admission (default 11s)",
 	"STOREFRONT_TOKENS":     "comma-separated storefront bearer tokens (development tokens when neither list is set, outside production)",
@@ -172,7 +173,7 @@ var (
 	serveCommand = command{
 		name:  "serve",
 		about: "Runs the voucher service: GraphQL, REST, the dashboard at /admin, /healthz, /readyz and /metrics on HTTP_ADDR,\nwith the expiry, reconciliation and warm-up jobs. It applies pending migrations first. The default command.",
-		settings: []string{"HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "REDIS_AUTOPIPELINE", "KAFKA_BROKERS", "FLASH_WRITE_PATH", "ADMISSION_LEASE",
+		settings: []string{"HTTP_ADDR", "DATABASE_URL", "REDIS_URL", "REDIS_AUTOPIPELINE", "KAFKA_BROKERS", "KAFKA_INSTANCE_ID", "FLASH_WRITE_PATH", "ADMISSION_LEASE",
 			"STOREFRONT_TOKENS", "ADMIN_TOKENS", "METRICS_TOKENS", "TRUSTED_PROXIES", "RESERVATION_TTL", "EXPIRY_INTERVAL", "RECONCILE_INTERVAL",
 			"WARMUP_INTERVAL", "SALE_FLUSH_INTERVAL", "SOLD_OUT_TTL", "API_KEY_TTL",
 			"SHED_MAX_INFLIGHT", "SHED_TARGET_LATENCY", "SHED_MAX_WAIT", "DEFAULT_CURRENCY",

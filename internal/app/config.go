@@ -26,6 +26,7 @@ type config struct {
 	RedisURL          string
 	RedisAutoPipeline bool // coalesce concurrent gate scripts into pipelines
 	KafkaBrokers      []string
+	KafkaInstance     string // KAFKA_INSTANCE_ID: the consumer's static group membership
 	FlashWritePath    string
 	StorefrontTokens  []string
 	AdminTokens       []string
@@ -80,6 +81,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DatabaseURL:    or(getenv("DATABASE_URL"), "postgres://voucher@127.0.0.1:5432/voucher?sslmode=disable"),
 		RedisURL:       or(getenv("REDIS_URL"), "redis://localhost:6379/0"),
 		KafkaBrokers:   list(getenv("KAFKA_BROKERS")),
+		KafkaInstance:  getenv("KAFKA_INSTANCE_ID"),
 		FlashWritePath: or(getenv("FLASH_WRITE_PATH"), "sync"),
 		LogLevel:       or(getenv("LOG_LEVEL"), "info"),
 	}

@@ -46,7 +46,7 @@ func openKafka(ctx context.Context, cfg config, logger *slog.Logger, m *metrics.
 	// wait: franz-go then fails a record it never sent while the request
 	// still waits, so the request knows it surely failed (use given back)
 	// rather than treating it as of unknown outcome (use held).
-	k.cfg = events.Config{Brokers: brokers, Logger: logger, Observer: m, PublishTimeout: 3 * time.Second}
+	k.cfg = events.Config{Brokers: brokers, InstanceID: cfg.KafkaInstance, Logger: logger, Observer: m, PublishTimeout: 3 * time.Second}
 	ensureCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := events.EnsureTopics(ensureCtx, k.cfg); err != nil {

@@ -58,7 +58,7 @@ func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Cl
 			}
 		}
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.OnPartitionsAssigned(groupChange("assigned")),
 		kgo.OnPartitionsRevoked(groupChange("revoked")),
 		kgo.OnPartitionsLost(groupChange("lost")),
@@ -75,7 +75,7 @@ func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Cl
 		// until its session times out: 10 s rather than franz-go's 45 s, so
 		// the events it did not apply are taken over within seconds.
 		// Heartbeats go on in the background while a batch is applied.
-		kgo.SessionTimeout(10*time.Second),
+		kgo.SessionTimeout(10 * time.Second),
 		kgo.HeartbeatInterval(time.Second),
 		// A rebalance waits for every member it knows to rejoin, up to the
 		// rebalance timeout: a member killed during one held every
@@ -85,8 +85,12 @@ func StartConsumer(ctx context.Context, cfg Config, applier Applier, dlq *kgo.Cl
 		// a batch's turn (maxTurn, 2 s) and its commit (at most 10 s).
 		// docs/operations.md: what a kill during a rebalance costs, and a
 		// stall of the development broker (kfake) of its own.
-		kgo.RebalanceTimeout(20*time.Second),
-	)
+		kgo.RebalanceTimeout(20 * time.Second),
+	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("events: consumer: %w", err)
 	}

@@ -39,6 +39,12 @@ type Config struct {
 	Topic           string // default voucher-reservations
 	DeadLetterTopic string // default voucher-reservations-dead-letter
 	Group           string // default voucher-writer
+	// InstanceID, when set, makes this process a static member of the
+	// consumer group (KIP-345): restarted with the same id, it takes its
+	// old member's place and partitions at once instead of waiting for the
+	// old one to time out, and a member left behind by a kill during a
+	// rebalance is fenced by its return. Unique per live instance.
+	InstanceID string
 	// Partitions of the topic when it is created here; default 8.
 	Partitions int32
 	// PublishTimeout bounds a publish (and is franz-go's record delivery

@@ -102,6 +102,13 @@ func StartWorld(t testing.TB, plan Plan, dir, sharedDatabaseURL string) *World {
 		if plan.Offsets[i] != 0 {
 			e["CLOCK_OFFSET"] = plan.Offsets[i].String()
 		}
+		if plan.Mode == "kafka" {
+			// As production is told to run it (docs/operations.md): a
+			// restarted instance takes its old member's place in the
+			// group, so a kill during a rebalance strands no partition
+			// with a member that will never come back (seeds 25, 177).
+			e["KAFKA_INSTANCE_ID"] = fmt.Sprintf("serve-%d", i)
+		}
 		w.serves = append(w.serves, testproc.Serve(t, e))
 		w.up = append(w.up, true)
 	}
