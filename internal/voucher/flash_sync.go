@@ -88,8 +88,10 @@ func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, pa
 	r = v.withPeriods(r, now, false)
 	gk := gateCode(v) // a campaign code's campaign's gate
 	// The sold-out memory knows no period counts: PERIOD_LIMIT_REACHED comes
-	// before OUT_OF_STOCK, so a voucher with period limits asks the gate.
-	if verdict, ok := s.soldOut.verdict(gk, r); ok && len(v.PeriodLimits) == 0 {
+	// before OUT_OF_STOCK, so a voucher whose period limits could refuse
+	// first asks the gate (a campaign code's always: its terms are the
+	// campaign's).
+	if verdict, ok := s.soldOut.verdict(gk, r); ok && (len(v.PeriodLimits) == 0 || gk == v.Code && !v.periodsRefuseBeforeStock()) {
 		*path = PathGateMemory
 		return s.afterGate(ctx, v, r, verdict)
 	}

@@ -380,6 +380,23 @@ func (v Voucher) checkPeriods(now time.Time, uses PeriodUses) error {
 	return nil
 }
 
+// periodsRefuseBeforeStock reports whether a period limit could refuse a
+// reserve that the sold-out memory would answer OUT_OF_STOCK or
+// ALREADY_USED: a VOUCHER limit (its period may be full too when the stock
+// is gone, and PERIOD_LIMIT_REACHED comes first), or a CUSTOMER limit below
+// perUserLimit. A customer's uses in a period are among its live uses, so a
+// CUSTOMER limit of at least perUserLimit is reached only by a customer
+// that ALREADY_USED refuses first; such a voucher keeps the memory's fast
+// answers after its sale (make bench, rest-period).
+func (v Voucher) periodsRefuseBeforeStock() bool {
+	for _, l := range v.PeriodLimits {
+		if l.Scope != ScopeCustomer || l.Max < v.PerUserLimit {
+			return true
+		}
+	}
+	return false
+}
+
 // notAtTheGate refuses the restrictions the flash gate does not hold yet
 // (what, e.g. "a flash voucher", names the path): INVALID_INPUT naming the
 // first one set, rather than a sale that would ignore it. A time zone alone

@@ -164,3 +164,25 @@ func TestCheck_AnswersPeriodLimitReachedAfterAlreadyUsedAndBeforeOutOfStock(t *t
 		t.Errorf("room everywhere: %d, %v", d, err)
 	}
 }
+
+// TestPeriodsRefuseBeforeStock: the sold-out memory answers for a voucher
+// only when no period limit can refuse before its stock or the customer's
+// per-user limit does.
+func TestPeriodsRefuseBeforeStock(t *testing.T) {
+	limits := func(ls ...PeriodLimit) Voucher { return Voucher{PerUserLimit: 2, Restrictions: Restrictions{PeriodLimits: ls}} }
+	for _, c := range []struct {
+		v    Voucher
+		want bool
+	}{
+		{limits(), false},
+		{limits(PeriodLimit{ScopeCustomer, PeriodDay, 2}), false},
+		{limits(PeriodLimit{ScopeCustomer, PeriodWeek, 5}), false},
+		{limits(PeriodLimit{ScopeCustomer, PeriodDay, 1}), true},
+		{limits(PeriodLimit{ScopeVoucher, PeriodDay, 100}), true},
+		{limits(PeriodLimit{ScopeCustomer, PeriodMonth, 3}, PeriodLimit{ScopeVoucher, PeriodDay, 100}), true},
+	} {
+		if got := c.v.periodsRefuseBeforeStock(); got != c.want {
+			t.Errorf("%v with perUserLimit 2: %v, want %v", c.v.PeriodLimits, got, c.want)
+		}
+	}
+}
