@@ -169,7 +169,9 @@ func TestCheck_AnswersPeriodLimitReachedAfterAlreadyUsedAndBeforeOutOfStock(t *t
 // only when no period limit can refuse before its stock or the customer's
 // per-user limit does.
 func TestPeriodsRefuseBeforeStock(t *testing.T) {
-	limits := func(ls ...PeriodLimit) Voucher { return Voucher{PerUserLimit: 2, Restrictions: Restrictions{PeriodLimits: ls}} }
+	limits := func(ls ...PeriodLimit) Voucher {
+		return Voucher{PerUserLimit: 2, Restrictions: Restrictions{PeriodLimits: ls}}
+	}
 	for _, c := range []struct {
 		v    Voucher
 		want bool
