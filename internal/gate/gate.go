@@ -674,11 +674,7 @@ func (g *Gate) Availability(ctx context.Context, code, campaignCode string, cust
 	limits := 0
 	for _, p := range periods {
 		scriptKeys = append(scriptKeys, k.period(p))
-		field := int64(0)
-		if p.Scope == voucher.ScopeCustomer {
-			field = customerID
-		}
-		args = append(args, field)
+		args = append(args, p.Field(customerID))
 		limits = max(limits, p.Limit+1)
 	}
 	vals, err := availabilityScript.Run(ctx, g.hot, scriptKeys, args...).StringSlice()
@@ -1046,11 +1042,7 @@ func periodMeta(k keys, snap voucher.GateSnapshot, scriptKeys *[]string) []any {
 			if j > 0 {
 				orderPeriods.WriteByte('\n')
 			}
-			field := "0"
-			if snap.Periods[i].Scope == voucher.ScopeCustomer {
-				field = strconv.FormatInt(customerOf[id], 10)
-			}
-			orderPeriods.WriteString(field + "|" + fields[i])
+			orderPeriods.WriteString(strconv.FormatInt(snap.Periods[i].Field(customerOf[id]), 10) + "|" + fields[i])
 		}
 	}
 	out := []any{"periods", periods.String()}

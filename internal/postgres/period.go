@@ -170,12 +170,17 @@ func (s *Store) PeriodCounts(ctx context.Context, code string, limit int) ([]vou
 	}
 	out := make([]voucher.PeriodCount, len(rows))
 	for i, r := range rows {
-		out[i] = voucher.PeriodCount{
-			Scope: voucher.LimitScope(r.Scope), Period: voucher.LimitPeriod(r.Period), Start: r.PeriodStart, End: r.PeriodEnd,
-			CustomerID: r.CustomerID, Used: int(r.UsedCount), Max: int(r.MaxUses),
-		}
+		out[i] = periodCountOf(r)
 	}
 	return out, nil
+}
+
+// periodCountOf is a voucher_period_use row as the domain counts it.
+func periodCountOf(r db.VoucherPeriodUsesListRow) voucher.PeriodCount {
+	return voucher.PeriodCount{
+		Scope: voucher.LimitScope(r.Scope), Period: voucher.LimitPeriod(r.Period), Start: r.PeriodStart, End: r.PeriodEnd,
+		CustomerID: r.CustomerID, Used: int(r.UsedCount), Max: int(r.MaxUses),
+	}
 }
 
 // periodCountsAround reads a voucher's period counts of the periods that
@@ -189,10 +194,7 @@ func periodCountsAround(ctx context.Context, q *db.Queries, code string, at time
 	}
 	out := make([]voucher.PeriodCount, len(rows))
 	for i, r := range rows {
-		out[i] = voucher.PeriodCount{
-			Scope: voucher.LimitScope(r.Scope), Period: voucher.LimitPeriod(r.Period), Start: r.PeriodStart, End: r.PeriodEnd,
-			CustomerID: r.CustomerID, Used: int(r.UsedCount), Max: int(r.MaxUses),
-		}
+		out[i] = periodCountOf(db.VoucherPeriodUsesListRow(r)) // the same columns
 	}
 	return out, nil
 }

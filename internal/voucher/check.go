@@ -117,7 +117,7 @@ func (s *Service) CheckVoucher(ctx context.Context, c CheckRequest) (int64, erro
 func (s *Service) checkAtGate(ctx context.Context, v Voucher, c CheckRequest) (int64, error) {
 	now := clockNow()
 	gk := gateCode(v) // a campaign code's campaign's gate
-	if uses, ok := s.soldOut.customerUses(gk, c.CustomerID); ok && len(v.PeriodLimits) == 0 {
+	if uses, ok := s.soldOut.customerUses(gk, c.CustomerID); ok && v.soldOutMemoryAnswers(gk) {
 		return v.Check(now, c, Availability{CustomerUses: uses})
 	}
 	// The counts of the periods holding now, as the sync path's reserve

@@ -72,12 +72,7 @@ func periodsDiffering(dbSnap, gateSnap GateSnapshot, gate []GatePeriodCount, hel
 			want[i] = map[int64]int{}
 		}
 	}
-	field := func(i int, id string) int64 {
-		if dbSnap.Periods[i].Scope == ScopeCustomer {
-			return customerOf[id]
-		}
-		return 0
-	}
+	field := func(i int, id string) int64 { return dbSnap.Periods[i].Field(customerOf[id]) }
 	for _, id := range inFlight {
 		for _, i := range held[id] {
 			want[i][field(i, id)]++

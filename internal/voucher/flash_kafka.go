@@ -67,10 +67,7 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 	if err := v.checkOrderLines(r.CustomerSegments, r.Items); err != nil {
 		return k.refusedUnlessHeld(ctx, v, r, err)
 	}
-	// The sold-out memory knows no period counts (PERIOD_LIMIT_REACHED
-	// comes before OUT_OF_STOCK): a voucher whose period limits could
-	// refuse first asks the gate.
-	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && (len(v.PeriodLimits) == 0 || gateCode(v) == v.Code && !v.periodsRefuseBeforeStock()) && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
+	if verdict, ok := k.soldOut.verdict(v.Code, r); ok && v.soldOutMemoryAnswers(gateCode(v)) && (verdict == GateOutOfStock || verdict == GateAlreadyUsed) {
 		*path = PathGateMemory
 		return k.refusedAtGate(ctx, v, r, verdict)
 	}

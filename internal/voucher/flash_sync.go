@@ -87,11 +87,7 @@ func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, pa
 	// both count (and give back) the use in the same period.
 	r = v.withPeriods(r, now, false)
 	gk := gateCode(v) // a campaign code's campaign's gate
-	// The sold-out memory knows no period counts: PERIOD_LIMIT_REACHED comes
-	// before OUT_OF_STOCK, so a voucher whose period limits could refuse
-	// first asks the gate (a campaign code's always: its terms are the
-	// campaign's).
-	if verdict, ok := s.soldOut.verdict(gk, r); ok && (len(v.PeriodLimits) == 0 || gk == v.Code && !v.periodsRefuseBeforeStock()) {
+	if verdict, ok := s.soldOut.verdict(gk, r); ok && v.soldOutMemoryAnswers(gk) {
 		*path = PathGateMemory
 		return s.afterGate(ctx, v, r, verdict)
 	}

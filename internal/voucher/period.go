@@ -380,6 +380,16 @@ func (v Voucher) checkPeriods(now time.Time, uses PeriodUses) error {
 	return nil
 }
 
+// soldOutMemoryAnswers reports whether an instance's sold-out memory of
+// the gate gk (soldOutCache, which knows no period counts) may answer for
+// v: always without period limits; with them only on v's own gate (a
+// campaign code's terms are its campaign's) and when no limit can refuse
+// before the stock or ALREADY_USED (periodsRefuseBeforeStock), since
+// PERIOD_LIMIT_REACHED comes before OUT_OF_STOCK.
+func (v Voucher) soldOutMemoryAnswers(gk string) bool {
+	return len(v.PeriodLimits) == 0 || gk == v.Code && !v.periodsRefuseBeforeStock()
+}
+
 // periodsRefuseBeforeStock reports whether a period limit could refuse a
 // reserve that the sold-out memory would answer OUT_OF_STOCK or
 // ALREADY_USED: a VOUCHER limit (its period may be full too when the stock
@@ -449,6 +459,15 @@ type GatePeriod struct {
 	Period     LimitPeriod
 	Start, End time.Time
 	Max        int
+}
+
+// Field is the field of a customer's use in p's hash: the customer for a
+// CUSTOMER limit, 0 (all customers together) for a VOUCHER one.
+func (p GatePeriod) Field(customerID int64) int64 {
+	if p.Scope == ScopeCustomer {
+		return customerID
+	}
+	return 0
 }
 
 // PeriodNear is how close to a period's bounds a moment must be for the
