@@ -201,7 +201,12 @@ func TestGate_AutoPipelinedCrowd(t *testing.T) {
 	if !g.AutoPipelined() {
 		t.Fatal("the gate does not auto-pipeline by default")
 	}
-	crowd(t, g, []string{newCode(t)}, nil)
+	// Several vouchers: one voucher's reserves go in at most
+	// reserveWorkers (2) scripts at a time, each a batch of up to 128, so a
+	// crowd of one voucher is a few scripts that a loaded machine may send
+	// one after the other (CI once saw no pipeline at all); other vouchers'
+	// scripts share the pipeline.
+	crowd(t, g, []string{newCode(t), newCode(t), newCode(t), newCode(t)}, nil)
 	if n := pipes.longest.Load(); n < 2 {
 		t.Errorf("the longest pipeline held %d script(s); want the crowd's scripts coalesced", n)
 	}
