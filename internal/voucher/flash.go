@@ -59,6 +59,9 @@ type flashPath interface {
 	// fillCampaignCodes streams a READY flash campaign's codes into this
 	// instance's routing (reserveTerms).
 	fillCampaignCodes(ctx context.Context, id int64)
+	// deadLetters lists the latest events the database refused, newest
+	// first: the kafka path's consumer's; none on a path without one.
+	deadLetters(ctx context.Context, limit int) ([]DeadLetter, error)
 }
 
 // orderClaims is the part of a flash write path that claims an orderId

@@ -43,6 +43,8 @@ func (databaseOnly) settle(context.Context) error             { return nil }
 func (databaseOnly) accepts(NewVoucher) error                 { return nil }
 func (databaseOnly) fillCampaignCodes(context.Context, int64) {}
 
+func (databaseOnly) deadLetters(context.Context, int) ([]DeadLetter, error) { return nil, nil }
+
 func (databaseOnly) rebuild(_ context.Context, code string) error {
 	return Errorf(NotFound, "voucher %s has no gate", code)
 }

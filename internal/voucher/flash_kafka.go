@@ -1219,3 +1219,7 @@ func (k *kafkaFlash) fault(ctx context.Context, step FaultStep, orderID string) 
 // settle and apply scripts give it back or take it with the use, and every
 // load sets it from the database's snapshot.
 func (k *kafkaFlash) accepts(NewVoucher) error { return nil }
+
+func (k *kafkaFlash) deadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
+	return k.events.DeadLetters(ctx, limit)
+}

@@ -376,3 +376,6 @@ func (s *syncFlash) heldInFlight(context.Context, string, ReserveRequest, bool) 
 // accepts every voucher: reserve.lua keeps the budget with the stock, and
 // the database after it.
 func (s *syncFlash) accepts(NewVoucher) error { return nil }
+
+// deadLetters: none, the sync path writes the database in the request.
+func (s *syncFlash) deadLetters(context.Context, int) ([]DeadLetter, error) { return nil, nil }

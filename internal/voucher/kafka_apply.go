@@ -220,9 +220,5 @@ func (s *Service) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, err
 	if err := authorize(ctx, OpOperate); err != nil {
 		return nil, err
 	}
-	k, ok := s.flash.(*kafkaFlash)
-	if !ok {
-		return nil, nil
-	}
-	return k.events.DeadLetters(ctx, limit)
+	return s.flash.deadLetters(ctx, limit)
 }
