@@ -140,7 +140,7 @@ func TestDiscount_LoadWritesTheOrdersDiscountsAndOldRecordsStillParse(t *testing
 	created := time.Now().UnixMilli()
 	for id, value := range map[string]string{
 		"sync": "4:300", "released": "4:300:released",
-		"kafka": "4:300:live:" + itoa(created) + ":" + itoa(created+60000),
+		"kafka":  "4:300:live:" + itoa(created) + ":" + itoa(created+60000),
 		"placed": "4:300:confirmed:" + itoa(created) + ":" + itoa(created+60000) + ":7",
 	} {
 		if err := rdb.HSet(ctx, "voucher:{"+legacy+"}:orders", id, value).Err(); err != nil {
