@@ -187,6 +187,25 @@ func budgetTest(t *testing.T, s *server, gateCode string, warm string, code func
 		t.Errorf("a reserve past the budget: %+v %q, want BUDGET_EXHAUSTED naming a discount of 300", a, msg)
 	}
 
+	// A rebuild from the database keeps the orders' discounts (the rows'
+	// discount_amount), so the release below still gives back 300.
+	testenv.Eventually(t, "a rebuild of the gate of "+gateCode, func() (bool, string) {
+		r := gql(t, s, adminToken, `mutation($c: String!) { rebuildGate(code: $c) { report { drift } error { code message } } }`, map[string]any{"c": code(0)})
+		return path(r.Body, "data", "rebuildGate", "report") != nil, string(r.Raw)
+	})
+	kept, err := rdb.HGetAll(context.Background(), "voucher:{"+gateCode+"}:orderdiscounts").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for o := range won {
+		if kept[o] != "300" {
+			t.Errorf("after the rebuild the gate keeps %q for %s, want 300 (all: %v)", kept[o], o, kept)
+		}
+	}
+	if got := gateBudget(t, rdb, gateCode); got != "0" {
+		t.Fatalf("the gate's budget left after the rebuild: %s, want 0", got)
+	}
+
 	// Release one of the three: exactly 300 goes back to the gate's budget
 	// (not the 1000 the order's amount would give) and to the database's.
 	for o, c := range won {
