@@ -6,6 +6,10 @@
 -- KEYS[5] voucher:{CODE}:paused (gate.go Pause)
 -- KEYS[6] voucher:{CODE}:orderperiods: a use given back (forget, void)
 --         goes back to the periods it was counted in (prelude.lua)
+-- KEYS[7] voucher:{CODE}:orderdiscounts: a use given back (forget, void)
+--         gives back the order's own discount when it keeps one
+--         (prelude.lua's order_discount), else the one passed; the record
+--         stays with the void tombstone (admit.lua replaces it)
 -- ARGV[1] op:
 --   'finalize' the owner's event was acknowledged: pending -> live, and the
 --              owner may answer success. Racing the consumer, which turns
@@ -137,6 +141,7 @@ local function settle(op, orderId, token, epoch, who, discount)
   redis.call('HSET', KEYS[3], orderId, with('void'))
   redis.call('INCR', KEYS[1])
   released = true
+  discount = order_discount(KEYS[7], orderId, discount)
   if discount and discount ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
     redis.call('HINCRBY', KEYS[4], 'budget', discount)
   end

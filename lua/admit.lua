@@ -36,7 +36,9 @@
 -- KEYS[5] voucher:{CODE}:paused     present while the gate is rebuilt
 -- KEYS[6] voucher:{CODE}:orderperiods hash orderId -> the periods its use
 --                                   is counted in (prelude.lua's period_take)
--- KEYS[7..] order:{ORDERID}        (on a single Redis: the orderIds' claims
+-- KEYS[7] voucher:{CODE}:orderdiscounts hash orderId -> its discount, when
+--                                   not the one its amount gives (prelude.lua)
+-- KEYS[8..] order:{ORDERID}        (on a single Redis: the orderIds' claims
 --                                   across vouchers, one per admission below,
 --                                   as order_claim.lua keeps them; on a
 --                                   cluster they live in other slots and the
@@ -44,19 +46,22 @@
 -- ARGV[1] n, the number of reserves decided by this call (the reserves of one
 --         voucher queued at the same moment are decided together: one script
 --         for many), ARGV[2] the voucher's code and ARGV[3] the claims' life
---         in ms (with KEYS[7..]), then ARGV[4] c, how many claim keys
---         follow KEYS[6] (n, or 0 on a cluster), then n groups of five:
+--         in ms (with KEYS[8..]), then ARGV[4] c, how many claim keys
+--         follow KEYS[7] (n, or 0 on a cluster), then n groups of six:
 --         orderId, customerId, orderAmount, the order's discount
 --         (Voucher.DiscountFor), taken from the budget with the use (an
 --         adopted admission keeps the one it took), and the periods of the
 --         voucher's period limits (prelude.lua's period_plan; '' without):
 --         the use counts in the period holding its createdAt, decided after
---         ALREADY_USED and before OUT_OF_STOCK; their hashes are KEYS[7 + c..]
+--         ALREADY_USED and before OUT_OF_STOCK; their hashes are KEYS[8 + c..];
+--         and '1' when the discount is not the one the amount gives
+--         (appliesTo): kept in KEYS[7] with the admission, else ''
 -- Each reserve is decided exactly as if it had a call of its own, in order.
 --
--- Returns, for each reserve, {verdict, the order's value after the call ('' if none), epoch}
--- (3n values), then this Redis server's run_id ('' when the gate is paused
--- or not loaded): the server the claims of KEYS[7..] were read on.
+-- Returns, for each reserve, {verdict, the order's value after the call ('' if none), epoch,
+-- the order's kept discount ('' if none: its amount's)}
+-- (4n values), then this Redis server's run_id ('' when the gate is paused
+-- or not loaded): the server the claims of KEYS[8..] were read on.
 -- Verdicts: PAUSED, NOT_LOADED, STALE, CLAIMED_ELSEWHERE (with KEYS[7..]: the
 -- orderId is claimed by another voucher; nothing taken) (the gate's data may be older than
 -- what it answered before: another Redis server holds it now, see load.lua),
@@ -77,6 +82,7 @@ local function answerAll(verdict, epoch, server)
     out[#out + 1] = verdict
     out[#out + 1] = ''
     out[#out + 1] = epoch
+    out[#out + 1] = ''
   end
   out[#out + 1] = server or ''
   return out
@@ -112,7 +118,7 @@ local roomTaken = 0
 local admitted = false
 
 -- decide decides one reserve; stock and budget are kept here as they change.
-local function decide(orderId, customerId, orderAmount, discountArg, claim, periodSpec)
+local function decide(orderId, customerId, orderAmount, discountArg, claim, periodSpec, keepDiscount)
   local who = customerId .. ':' .. orderAmount
   local known = redis.call('HGET', KEYS[3], orderId)
   local after = 0 -- a new token must be later than a voided one's
@@ -204,6 +210,12 @@ local function decide(orderId, customerId, orderAmount, discountArg, claim, peri
   end
   redis.call('HINCRBY', KEYS[2], customerId, 1)
   redis.call('HSET', KEYS[3], orderId, value)
+  if keepDiscount == '1' then
+    redis.call('HSET', KEYS[7], orderId, discountArg)
+  elseif after > 0 then
+    -- A void admission's record, if any, is not this one's.
+    redis.call('HDEL', KEYS[7], orderId)
+  end
   if #periods > 0 then
     period_take(KEYS[6], orderId, periods)
   end
@@ -216,15 +228,20 @@ end
 
 local claims = tonumber(ARGV[4])
 for i = 0, n - 1 do
-  local a = 5 + 5 * i
+  local a = 5 + 6 * i
   local claim = nil
   if i < claims then
-    claim = KEYS[7 + i]
+    claim = KEYS[8 + i]
   end
-  local verdict, value = decide(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], claim, ARGV[a + 4])
+  local verdict, value = decide(ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], claim, ARGV[a + 4], ARGV[a + 5])
   out[#out + 1] = verdict
   out[#out + 1] = value
   out[#out + 1] = epoch
+  local kept = ''
+  if value ~= '' then
+    kept = redis.call('HGET', KEYS[7], ARGV[a]) or ''
+  end
+  out[#out + 1] = kept
 end
 out[#out + 1] = server
 if roomTaken > 0 then
@@ -234,7 +251,7 @@ end
 -- The hashes may have just been created (Redis keeps no empty hash): give
 -- them the stock key's deadline, once.
 if admitted then
-  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[6]}) do
+  for _, key in ipairs({KEYS[2], KEYS[3], KEYS[6], KEYS[7]}) do
     if redis.call('PTTL', key) == -1 then
       local pttl = redis.call('PTTL', KEYS[1])
       if pttl > 0 then

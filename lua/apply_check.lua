@@ -30,6 +30,8 @@
 --
 -- KEYS[1] voucher:{CODE}:stock, KEYS[2] voucher:{CODE}:customers,
 -- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta
+-- KEYS[5] voucher:{CODE}:orderdiscounts (prelude.lua): a re-admission keeps
+--         its event's discount there, so its give-backs return exactly it
 -- ARGV[1] n, then n times: orderId, customerId, orderAmount, createdAt,
 -- expiresAt, epoch, discount (a re-admission takes it from the budget, if
 -- the voucher has one, with the use, or is voided when it does not fit),
@@ -146,6 +148,17 @@ for i = 0, n - 1 do
         end
       end
       redis.call('HSET', KEYS[3], id, who .. ':live:' .. token .. ':' .. ARGV[b + 4] .. place)
+      if KEYS[5] then
+        -- Kept whatever it is (this script does not know the voucher's
+        -- terms): the record is the discount the use took. A rare path.
+        redis.call('HSET', KEYS[5], id, ARGV[b + 6])
+        if redis.call('PTTL', KEYS[5]) == -1 then
+          local pttl = redis.call('PTTL', KEYS[1])
+          if pttl > 0 then
+            redis.call('PEXPIRE', KEYS[5], pttl)
+          end
+        end
+      end
       out[#out + 1] = 'APPLY'
     else
       redis.call('HSET', KEYS[3], id, who .. ':void:' .. token .. ':' .. ARGV[b + 4])

@@ -31,13 +31,20 @@
 -- PAUSED to CONFIRMED are decided by settled (prelude.lua), in that order
 -- (STALE first on a gate loaded on another Redis server).
 local answer, known, f = settled(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+-- The third value: the order's kept discount ('' if none: its amount's),
+-- KEYS[5] voucher:{CODE}:orderdiscounts (prelude.lua's order_discount).
+local kept = ''
+if KEYS[5] and (not answer or answer[2] ~= '') then
+  kept = redis.call('HGET', KEYS[5], ARGV[1]) or ''
+end
 if answer then
+  answer[3] = kept
   return answer
 end
 local now = now_ms()
 if now >= tonumber(f[5]) then
-  return {'EXPIRED', known}
+  return {'EXPIRED', known, kept}
 end
 local confirmed = f[1] .. ':' .. f[2] .. ':confirmed:' .. f[4] .. ':' .. f[5] .. placed(f)
 redis.call('HSET', KEYS[2], ARGV[1], confirmed)
-return {'CONFIRMED_NOW', confirmed}
+return {'CONFIRMED_NOW', confirmed, kept}

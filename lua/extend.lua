@@ -75,5 +75,11 @@ if was > 0 and expireAt > was then
   for _, key in ipairs({stock, customers, orders, meta}) do
     redis.call('PEXPIREAT', key, expireAt)
   end
+  -- KEYS[5] voucher:{CODE}:orderdiscounts lives as long as the orders hash
+  -- (prelude.lua's order_discount): a give-back after the old deadline
+  -- still finds an order's own discount.
+  if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
+    redis.call('PEXPIREAT', KEYS[5], expireAt)
+  end
 end
 return 1

@@ -23,7 +23,12 @@
 --          when they stop counting (Unix ms)
 -- KEYS[13] voucher:{CODE}:orderperiods  hash orderId -> the periods its use
 --          is counted in (prelude.lua's period_take)
--- KEYS[14..] the hashes of the periods of the voucher's period limits
+-- KEYS[14] voucher:{CODE}:orderdiscounts  hash orderId -> the discount of a
+--          live order whose discount is not its amount's (prelude.lua's
+--          order_discount): meta pair 'orderDiscounts', 'orderId' \31
+--          discount, separated by \30; replaced whole, expiring with the
+--          orders hash
+-- KEYS[15..] the hashes of the periods of the voucher's period limits
 --          loaded (voucher:{CODE}:period:SCOPE:PERIOD:START), each replaced
 --          whole: meta pair 'periods' gives, one line each, its KEYS index,
 --          its end (Unix ms) and its counts 'field=uses,...' (customer, or 0
@@ -125,7 +130,7 @@ end
 
 -- What the gate held (or leftovers of an evicted stock key) must not leak
 -- into the new gate.
-redis.call('DEL', customers, orders, meta, codes, orderCodes, KEYS[13])
+redis.call('DEL', customers, orders, meta, codes, orderCodes, KEYS[13], KEYS[14])
 if extra['periods'] then
   for line in string.gmatch(extra['periods'], '[^\n]+') do
     local idx, e, counts = string.match(line, '^(%d+)\t(%d+)\t(.*)$')
@@ -141,6 +146,12 @@ if extra['orderPeriods'] then
   for entry in string.gmatch(extra['orderPeriods'], '[^\30]+') do
     local id, held = string.match(entry, '^([^\31]*)\31(.*)$')
     redis.call('HSET', KEYS[13], id, held)
+  end
+end
+if extra['orderDiscounts'] then
+  for entry in string.gmatch(extra['orderDiscounts'], '[^\30]+') do
+    local id, d = string.match(entry, '^([^\31]*)\31(.*)$')
+    redis.call('HSET', KEYS[14], id, d)
   end
 end
 if nCodes > 0 then
@@ -194,7 +205,7 @@ if extra['epoch'] then
 end
 redis.call('SET', stock, remaining)
 
-for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes, KEYS[13]}) do
+for _, key in ipairs({stock, customers, orders, meta, codes, orderCodes, KEYS[13], KEYS[14]}) do
   if tonumber(ARGV[4]) > 0 then
     redis.call('PEXPIREAT', key, ARGV[4])
   else

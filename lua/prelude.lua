@@ -170,3 +170,27 @@ local function period_give_back(orderPeriods, orderId)
     end
   end
 end
+
+-- Order discounts: voucher:{CODE}:orderdiscounts, hash orderId -> the
+-- discount (digits) its use took from the budget, kept only for an order
+-- whose discount is not the one its amount gives (Voucher.DiscountFor):
+-- a voucher with appliesTo takes it on the eligible items' subtotal, which
+-- the order's value ("customerId:amount...") does not hold. A separate hash
+-- rather than another field of the value: every script compares
+-- f[1]..':'..f[2] as the order's identity and reads the state, times and
+-- position by place, and a value written before this change (or by a
+-- script that does not know it) stays exactly as it was. An order without
+-- a record gives back the discount the caller passes (DiscountFor of its
+-- amount), as before. Same hash tag, same expiry as the orders hash.
+
+-- order_discount is the discount an order gives back: its record, else
+-- given (the caller's).
+local function order_discount(orderDiscounts, orderId, given)
+  if orderDiscounts then
+    local d = redis.call('HGET', orderDiscounts, orderId)
+    if d then
+      return d
+    end
+  end
+  return given
+end

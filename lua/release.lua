@@ -14,7 +14,9 @@
 --         the gate was one use too high (a rebuild raced winners in
 --         flight). Giving it back would keep the gate too high and send
 --         every later request to the database; dropping it converges.
--- ARGV[3] the order's discount, given back to the budget with the use.
+-- ARGV[3] the order's discount, given back to the budget with the use,
+--         unless KEYS[8] keeps the order's own (prelude.lua's
+--         order_discount: a voucher with appliesTo), which goes back instead.
 -- KEYS[5] voucher:{CODE}:codes, KEYS[6] voucher:{CODE}:ordercodes (a
 --         campaign's gate, reserve.lua): the campaign code the order holds
 --         gets its use back too, except in mode 'dropcode': the database
@@ -27,6 +29,9 @@
 -- KEYS[7] voucher:{CODE}:orderperiods: the periods the order's use was
 --         counted in (reserve.lua, admit.lua) get it back, in every mode:
 --         the database took none (forget, drop, dropcode) or gave it back.
+-- KEYS[8] voucher:{CODE}:orderdiscounts: the order's discount when it is not
+--         the one its amount gives; deleted with the order (forget, drop,
+--         dropcode), kept with a released one (a retry's answer names it).
 --
 -- Returns 1 when this call took the order out of the live set and gave its
 -- use back, 0 otherwise: the voucher is not loaded (a later load rebuilds it
@@ -53,6 +58,7 @@ end
 
 local customer = f[1]
 local mode = ARGV[2]
+local discount = order_discount(KEYS[8], ARGV[1], ARGV[3])
 local code = KEYS[6] and redis.call('HGET', KEYS[6], ARGV[1])
 if code then
   redis.call('HDEL', KEYS[6], ARGV[1])
@@ -62,6 +68,9 @@ if code then
 end
 if mode == 'forget' or mode == 'drop' or mode == 'dropcode' then
   redis.call('HDEL', KEYS[3], ARGV[1])
+  if KEYS[8] then
+    redis.call('HDEL', KEYS[8], ARGV[1])
+  end
 elseif f[4] then
   redis.call('HSET', KEYS[3], ARGV[1], f[1] .. ':' .. f[2] .. ':released:' .. f[4] .. ':' .. f[5] .. placed(f))
 else
@@ -75,11 +84,11 @@ if mode ~= 'drop' then
   -- refused from memory on its retry.
   redis.call('PUBLISH', 'voucher:released', string.match(KEYS[1], '^voucher:{(.*)}:stock$'))
 end
-if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
-  redis.call('HINCRBY', KEYS[4], 'budget', ARGV[3])
+if discount and discount ~= '0' and redis.call('HEXISTS', KEYS[4], 'budget') == 1 then
+  redis.call('HINCRBY', KEYS[4], 'budget', discount)
 end
-if ARGV[3] and ARGV[3] ~= '0' and redis.call('HEXISTS', KEYS[4], 'room') == 1 then
-  redis.call('HINCRBY', KEYS[4], 'room', ARGV[3])
+if discount and discount ~= '0' and redis.call('HEXISTS', KEYS[4], 'room') == 1 then
+  redis.call('HINCRBY', KEYS[4], 'room', discount)
 end
 if redis.call('HINCRBY', KEYS[2], customer, -1) <= 0 then
   redis.call('HDEL', KEYS[2], customer)

@@ -15,8 +15,8 @@
 --                                   by before it passes 2^53 - 1
 --                                   (voucher.MoneyRoom; absent in a gate
 --                                   loaded before it was kept)
--- ARGV[1] n, the number of reserves; then 9 arguments a reserve, the ith's
--- at ARGV[1 + 9*(i-1) + j]:
+-- ARGV[1] n, the number of reserves; then 10 arguments a reserve, the ith's
+-- at ARGV[1 + 10*(i-1) + j]:
 --   j=1 orderId, 2 customerId, 3 orderAmount, 4 perUserLimit,
 --   5 createdAt, 6 expiresAt (Unix ms): given in kafka mode, where the gate,
 --     not the database, decides the order's later confirm, release and
@@ -29,7 +29,10 @@
 --   9 the periods of the voucher's period limits (prelude.lua's
 --     period_plan; '' without limits), decided after the customer and
 --     before the stock: PERIOD_LIMIT_REACHED:LIMIT:END. Their hashes are
---     KEYS[9..], named by index.
+--     KEYS[10..], named by index,
+--   10 '1' when the discount is not the one the amount gives (appliesTo):
+--     it is kept in KEYS[9] for the order's give-backs (prelude.lua's
+--     order_discount); else '' (nothing kept).
 --
 -- A flash campaign has one gate, its voucher row's (CODE = ~C<id>), for all
 -- its codes; then also:
@@ -40,6 +43,8 @@
 --                                    holds a use of (live orders)
 -- KEYS[8] voucher:{CODE}:orderperiods hash orderId -> the periods its use
 --                                    is counted in (period_take)
+-- KEYS[9] voucher:{CODE}:orderdiscounts hash orderId -> its discount, when
+--                                    not the amount's (prelude.lua)
 --
 -- Returns n verdicts of voucher.GateVerdict, in the reserves' order
 -- (SUM_TOO_LARGE: a use is left, but the discount would take budgetUsed
@@ -71,7 +76,7 @@ stock = tonumber(stock)
 
 local perCode
 for i = 1, n do
-  local code = ARGV[1 + 9 * (i - 1) + 8]
+  local code = ARGV[1 + 10 * (i - 1) + 8]
   if code and code ~= '' then
     perCode = redis.call('HGET', KEYS[5], 'usesPerCode')
     if not perCode then
@@ -96,11 +101,12 @@ end
 -- and only shrinks by what is admitted), so Lua's doubles hold it exactly.
 local taken, campaignTaken, roomTaken = 0, false, 0
 local periodsTaken = false
+local discountsKept = false
 
 -- decide is one reserve, as the script decided it when it took one: the
 -- stock and budget are this call's running counts, the hashes are read and
 -- written as it goes, so a later reserve of the batch sees an earlier one.
-local function decide(orderID, customerID, amount, perUserLimit, createdAt, expiresAt, discountDigits, campaignCode, periodSpec)
+local function decide(orderID, customerID, amount, perUserLimit, createdAt, expiresAt, discountDigits, campaignCode, periodSpec, keepDiscount)
   local live = customerID .. ':' .. amount
   local known = redis.call('HGET', KEYS[3], orderID)
   if known then
@@ -159,6 +165,10 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
     periodsTaken = true
     period_take(KEYS[8], orderID, periods)
   end
+  if keepDiscount == '1' then
+    discountsKept = true
+    redis.call('HSET', KEYS[9], orderID, discountDigits)
+  end
   if campaignCode ~= '' then
     campaignTaken = true
     redis.call('HINCRBY', KEYS[6], campaignCode, 1)
@@ -173,8 +183,8 @@ local function decide(orderID, customerID, amount, perUserLimit, createdAt, expi
 end
 
 for i = 1, n do
-  local a = 1 + 9 * (i - 1)
-  verdicts[i] = decide(ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] or '', ARGV[a + 9] or '')
+  local a = 1 + 10 * (i - 1)
+  verdicts[i] = decide(ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8] or '', ARGV[a + 9] or '', ARGV[a + 10] or '')
 end
 
 if roomTaken > 0 then
@@ -195,6 +205,9 @@ if taken > 0 then
     end
     if periodsTaken then
       redis.call('PEXPIRE', KEYS[8], ttl)
+    end
+    if discountsKept then
+      redis.call('PEXPIRE', KEYS[9], ttl)
     end
   end
 end

@@ -225,9 +225,10 @@ func (s loadSpec) evalshaAttempts(ctx context.Context) (func() (attempt, func())
 			order = strconv.AppendInt(append(order[:0], s.OrderPrefix...), j, 10)
 			// reserve.lua's ARGV: one reserve, no kafka-mode times, a
 			// discount of 1000 (a throwaway gate without a budget), no
-			// campaign code, no period limits. (The server batches a voucher's reserves of
+			// campaign code, no period limits, no discount kept (no
+			// appliesTo). (The server batches a voucher's reserves of
 			// the moment into one call; this row is a call a reserve.)
-			v, err := script.Run(ctx, rdb, keys, 1, string(order), customerBase+j+1, orderAmount, 1, "", "", 1000, "", "").StringSlice()
+			v, err := script.Run(ctx, rdb, keys, 1, string(order), customerBase+j+1, orderAmount, 1, "", "", 1000, "", "", "").StringSlice()
 			if err == nil && len(v) != 1 {
 				err = fmt.Errorf("reserve.lua answered %q", v)
 			}

@@ -31,6 +31,16 @@
 //	voucher:{CODE}:orderperiods hash orderId -> the periods a live order's use
 //	                           is counted in, so a give-back finds them
 //
+// and every gate may have, in the same slot:
+//
+//	voucher:{CODE}:orderdiscounts hash orderId -> the discount an order's
+//	                           use took from the budget, only when it is not
+//	                           the one its amount gives (appliesTo: the
+//	                           eligible items' subtotal); written by the
+//	                           script that admits the order, read by every
+//	                           give-back (prelude.lua's order_discount),
+//	                           expiring and reloaded with the orders hash
+//
 // and, during a large load, voucher:{CODE}:load:TOKEN:{customers,orders}.
 // The first four expire at the snapshot's ExpireAt, so a sold voucher does
 // not stay in Redis for good; a pause and staged chunks lapse sooner.
@@ -157,12 +167,14 @@ type keys struct {
 	codes, orderCodes                      string // a campaign's gate's
 	markers                                string // kafka mode's rebuild markers pending (marker.lua)
 	orderPeriods                           string // the periods each live order's use counts in (prelude.lua)
+	orderDiscounts                         string // the discount of each order whose amount gives another (prelude.lua)
 }
 
 func keysOf(code string) keys {
 	p := "voucher:{" + code + "}:"
 	return keys{prefix: p, stock: p + "stock", customers: p + "customers", orders: p + "orders", meta: p + "meta", paused: p + "paused",
-		codes: p + "codes", orderCodes: p + "ordercodes", markers: p + "markers", orderPeriods: p + "orderperiods"}
+		codes: p + "codes", orderCodes: p + "ordercodes", markers: p + "markers", orderPeriods: p + "orderperiods",
+		orderDiscounts: p + "orderdiscounts"}
 }
 
 // period names the hash of one period of a period limit.
@@ -262,16 +274,16 @@ func (g *Gate) reserveBatch(code string, batch []*pendingReserve) {
 	defer cancel()
 	k := keysOf(code)
 	campaign := voucher.IsCampaignGate(code)
-	args := make([]any, 0, 1+9*len(batch))
+	args := make([]any, 0, 1+10*len(batch))
 	args = append(args, len(batch))
-	scriptKeys := []string{k.stock, k.customers, k.orders, k.paused, k.meta, k.codes, k.orderCodes, k.orderPeriods}
+	scriptKeys := []string{k.stock, k.customers, k.orders, k.paused, k.meta, k.codes, k.orderCodes, k.orderPeriods, k.orderDiscounts}
 	periods := newPeriodKeys(k, &scriptKeys)
 	for _, p := range batch {
 		campaignCode := ""
 		if campaign {
 			campaignCode = p.r.Code
 		}
-		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.perUserLimit, p.createdAt, p.expiresAt, p.discount, campaignCode, periods.spec(p.r))
+		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.perUserLimit, p.createdAt, p.expiresAt, p.discount, campaignCode, periods.spec(p.r), keep(p.r))
 	}
 	answers, err := reserveScript.Run(ctx, g.hot, scriptKeys, args...).StringSlice()
 	if err == nil && len(answers) != len(batch) {
@@ -296,6 +308,15 @@ func (g *Gate) reserveBatch(code string, batch []*pendingReserve) {
 			p.done <- reserved{err: fmt.Errorf("gate: reserve %s on %s: unexpected answer %q", p.r.OrderID, code, answers[i])}
 		}
 	}
+}
+
+// keep is reserve.lua's and admit.lua's argument asking the gate to keep
+// the order's discount (ReserveRequest.GateKeepsDiscount).
+func keep(r voucher.ReserveRequest) string {
+	if r.GateKeepsDiscount {
+		return "1"
+	}
+	return ""
 }
 
 // Release gives the order's use back to the voucher and its customer if the
@@ -325,10 +346,12 @@ func (g *Gate) DropCode(ctx context.Context, code, orderID string, discount int6
 	return g.giveBack(ctx, code, orderID, "dropcode", discount)
 }
 
-// giveBack runs release.lua; discount goes back to the budget with the use.
+// giveBack runs release.lua; discount goes back to the budget with the use,
+// unless the gate keeps the order's own (an order with appliesTo), which
+// goes back instead.
 func (g *Gate) giveBack(ctx context.Context, code, orderID, mode string, discount int64) (bool, error) {
 	k := keysOf(code)
-	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes, k.orderPeriods}, orderID, mode, discount).Int()
+	n, err := releaseScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes, k.orderPeriods, k.orderDiscounts}, orderID, mode, discount).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: %s %s on %s: %w", mode, orderID, code, err)
 	}
@@ -351,7 +374,7 @@ func (g *Gate) Load(ctx context.Context, snap voucher.GateSnapshot) (bool, error
 func (g *Gate) Replace(ctx context.Context, snap voucher.GateSnapshot) error {
 	if expired(snap) {
 		k := keysOf(snap.Code)
-		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused, k.codes, k.orderCodes, k.markers, k.orderPeriods).Err(); err != nil {
+		if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.paused, k.codes, k.orderCodes, k.markers, k.orderPeriods, k.orderDiscounts).Err(); err != nil {
 			return fmt.Errorf("gate: replace %s: %w", snap.Code, err)
 		}
 		return nil
@@ -517,7 +540,7 @@ func (g *Gate) Version(ctx context.Context, code string) (string, error) {
 // (kafka mode) and the keys' expiry move. false when the gate holds nothing.
 func (g *Gate) Extend(ctx context.Context, x voucher.GateExtension) (bool, error) {
 	k := keysOf(x.Code)
-	n, err := extendScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta},
+	n, err := extendScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.orderDiscounts},
 		x.OldTotal, x.NewTotal, x.OldEndsAt.UnixMilli(), x.NewEndsAt.UnixMilli(), x.ExpireAt.UnixMilli()).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: extend %s: %w", x.Code, err)
@@ -596,7 +619,10 @@ func (g *Gate) install(ctx context.Context, snap voucher.GateSnapshot, mode stri
 		meta = append(meta, "total", snap.Total)
 	}
 	scriptKeys := []string{k.stock, k.customers, k.orders, k.meta, stagedCustomers, stagedOrders, k.paused,
-		k.codes, k.orderCodes, stagedCodes, stagedOrderCodes, k.markers, k.orderPeriods}
+		k.codes, k.orderCodes, stagedCodes, stagedOrderCodes, k.markers, k.orderPeriods, k.orderDiscounts}
+	if d := discountMeta(snap.Orders); d != "" {
+		meta = append(meta, "orderDiscounts", d)
+	}
 	if len(snap.Periods) > 0 {
 		meta = append(meta, periodMeta(k, snap, &scriptKeys)...)
 	}
@@ -618,6 +644,7 @@ func (g *Gate) Snapshot(ctx context.Context, code string) (voucher.GateSnapshot,
 	meta := pipe.HGetAll(ctx, k.meta)
 	customers := pipe.HGetAll(ctx, k.customers)
 	orders := pipe.HGetAll(ctx, k.orders)
+	discounts := pipe.HGetAll(ctx, k.orderDiscounts)
 	var codes, orderCodes *redis.MapStringStringCmd
 	if voucher.IsCampaignGate(code) {
 		codes, orderCodes = pipe.HGetAll(ctx, k.codes), pipe.HGetAll(ctx, k.orderCodes)
@@ -628,12 +655,17 @@ func (g *Gate) Snapshot(ctx context.Context, code string) (voucher.GateSnapshot,
 	if errors.Is(stock.Err(), redis.Nil) {
 		return voucher.GateSnapshot{}, false, nil
 	}
-	for _, c := range []redis.Cmder{stock, meta, customers, orders} {
+	for _, c := range []redis.Cmder{stock, meta, customers, orders, discounts} {
 		if err := c.Err(); err != nil {
 			return voucher.GateSnapshot{}, false, fmt.Errorf("gate: snapshot %s: %w", code, err)
 		}
 	}
 	snap, err := parseSnapshot(code, stock.Val(), meta.Val(), customers.Val(), orders.Val())
+	for i := range snap.Orders {
+		if err == nil {
+			err = withDiscount(&snap.Orders[i], discounts.Val()[snap.Orders[i].OrderID])
+		}
+	}
 	if err == nil && codes != nil {
 		err = parseCodes(&snap, meta.Val(), codes, orderCodes)
 	}
@@ -732,7 +764,7 @@ func (g *Gate) Availability(ctx context.Context, code, campaignCode string, cust
 // a pause stays until Replace or its timeout.
 func (g *Gate) Unload(ctx context.Context, code string) error {
 	k := keysOf(code)
-	if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes, k.orderPeriods).Err(); err != nil {
+	if err := g.rdb.Unlink(ctx, k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes, k.orderPeriods, k.orderDiscounts).Err(); err != nil {
 		return fmt.Errorf("gate: unload %s: %w", code, err)
 	}
 	return nil
@@ -995,6 +1027,39 @@ func parseOrder(id, v string) (voucher.GateOrder, error) {
 	}
 	o.CreatedAt, o.ExpiresAt = time.UnixMilli(created), time.UnixMilli(expires)
 	return o, nil
+}
+
+// withDiscount sets o's Discount from the gate's record of it ("" for
+// none: its amount's).
+func withDiscount(o *voucher.GateOrder, record string) error {
+	if record == "" {
+		return nil
+	}
+	d, err := strconv.ParseInt(record, 10, 64)
+	if err != nil || d < 0 {
+		return fmt.Errorf("order %q: malformed discount %q", o.OrderID, record)
+	}
+	o.Discount = &d
+	return nil
+}
+
+// discountMeta is load.lua's meta pair orderDiscounts: the discounts the
+// snapshot's orders keep, 'orderId' \31 discount, separated by \30; "" for
+// none.
+func discountMeta(orders []voucher.GateOrder) string {
+	var b strings.Builder
+	for _, o := range orders {
+		if o.Discount == nil {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(30)
+		}
+		b.WriteString(o.OrderID)
+		b.WriteByte(31)
+		b.WriteString(strconv.FormatInt(*o.Discount, 10))
+	}
+	return b.String()
 }
 
 func newToken() (string, error) {

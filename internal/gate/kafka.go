@@ -76,8 +76,8 @@ func (g *Gate) admitBatch(code string, batch []*pendingAdmit) {
 // answers each.
 func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 	k := keysOf(code)
-	keys := make([]string, 0, 6+len(batch))
-	keys = append(keys, k.stock, k.customers, k.orders, k.meta, k.paused, k.orderPeriods)
+	keys := make([]string, 0, 7+len(batch))
+	keys = append(keys, k.stock, k.customers, k.orders, k.meta, k.paused, k.orderPeriods, k.orderDiscounts)
 	claims := 0
 	if !g.cluster {
 		// One script claims the orderIds too: a round trip and a
@@ -88,13 +88,13 @@ func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 		claims = len(batch)
 	}
 	periods := newPeriodKeys(k, &keys)
-	args := make([]any, 0, 4+5*len(batch))
+	args := make([]any, 0, 4+6*len(batch))
 	args = append(args, len(batch), code, claimTTL.Milliseconds(), claims)
 	for _, p := range batch {
-		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.discount, periods.spec(p.r))
+		args = append(args, p.r.OrderID, p.r.CustomerID, p.r.OrderAmount, p.discount, periods.spec(p.r), keep(p.r))
 	}
 	reply, err := admitScript.Run(ctx, g.hot, keys, args...).StringSlice()
-	if err == nil && len(reply) != 3*len(batch)+1 {
+	if err == nil && len(reply) != 4*len(batch)+1 {
 		err = fmt.Errorf("unexpected reply %q", reply)
 	}
 	for i, p := range batch {
@@ -102,8 +102,11 @@ func (g *Gate) admit(ctx context.Context, code string, batch []*pendingAdmit) {
 			p.done <- admitted{err: fmt.Errorf("gate: admit %s on %s: %w", p.r.OrderID, code, err)}
 			continue
 		}
-		a, err := g.admission(p.r.OrderID, reply[3*i], reply[3*i+1], reply[3*i+2])
-		a.Server = reply[3*len(batch)]
+		a, err := g.admission(p.r.OrderID, reply[4*i], reply[4*i+1], reply[4*i+2])
+		if err == nil {
+			err = withDiscount(&a.Order, reply[4*i+3])
+		}
+		a.Server = reply[4*len(batch)]
 		if err != nil {
 			err = fmt.Errorf("gate: admit %s on %s: %w", p.r.OrderID, code, err)
 		}
@@ -197,7 +200,7 @@ func (g *Gate) settle(ctx context.Context, code string, op voucher.SettleOp, bat
 		who := strconv.FormatInt(o.CustomerID, 10) + ":" + strconv.FormatInt(o.OrderAmount, 10)
 		args = append(args, o.OrderID, o.CreatedAt.UnixMilli(), p.epoch, who, p.discount)
 	}
-	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta, k.paused, k.orderPeriods}, args...).StringSlice()
+	reply, err := admissionScript.Run(ctx, g.hot, []string{k.stock, k.customers, k.orders, k.meta, k.paused, k.orderPeriods, k.orderDiscounts}, args...).StringSlice()
 	if err == nil && len(reply) != 2*len(batch) {
 		err = fmt.Errorf("unexpected reply %q", reply)
 	}
@@ -236,7 +239,7 @@ func (g *Gate) ApplyCheck(ctx context.Context, code string, evs []voucher.Event)
 	for _, ev := range evs {
 		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount, string(ev.Kind), ev.Position)
 	}
-	reply, err := applyCheckScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta}, args...).StringSlice()
+	reply, err := applyCheckScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.orderDiscounts}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("gate: apply check of %d event(s) on %s: %w", len(evs), code, err)
 	}
@@ -305,6 +308,7 @@ func (g *Gate) Order(ctx context.Context, code, orderID string) (voucher.GateOrd
 	pipe := g.rdb.TxPipeline()
 	loaded := pipe.Exists(ctx, k.stock)
 	value := pipe.HGet(ctx, k.orders, orderID)
+	discount := pipe.HGet(ctx, k.orderDiscounts, orderID)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return voucher.GateOrder{}, false, fmt.Errorf("gate: order %s on %s: %w", orderID, code, err)
 	}
@@ -315,6 +319,9 @@ func (g *Gate) Order(ctx context.Context, code, orderID string) (voucher.GateOrd
 		return voucher.GateOrder{}, false, fmt.Errorf("gate: order %s on %s: %w", orderID, code, err)
 	}
 	o, err := parseOrder(orderID, value.Val())
+	if err == nil {
+		err = withDiscount(&o, discount.Val()) // "" when none (redis.Nil)
+	}
 	if err != nil {
 		return voucher.GateOrder{}, false, fmt.Errorf("gate: order %s on %s: %w", orderID, code, err)
 	}
@@ -326,7 +333,7 @@ func (g *Gate) Order(ctx context.Context, code, orderID string) (voucher.GateOrd
 // order as the gate holds it after the call.
 func (g *Gate) Confirm(ctx context.Context, code, orderID string) (voucher.GateDecision, voucher.GateOrder, error) {
 	k := keysOf(code)
-	return g.decide(ctx, confirmScript, "confirm", code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID)
+	return g.decide(ctx, confirmScript, "confirm", code, orderID, []string{k.stock, k.orders, k.paused, k.meta, k.orderDiscounts}, orderID)
 }
 
 // MarkReleased decides a release (expireOnly false) or an expiry (true: only
@@ -339,7 +346,7 @@ func (g *Gate) MarkReleased(ctx context.Context, code, orderID string, expireOnl
 	if expireOnly {
 		mode = "expire"
 	}
-	return g.decide(ctx, markReleasedScript, mode, code, orderID, []string{k.stock, k.orders, k.paused, k.meta}, orderID, mode)
+	return g.decide(ctx, markReleasedScript, mode, code, orderID, []string{k.stock, k.orders, k.paused, k.meta, k.orderDiscounts}, orderID, mode)
 }
 
 func (g *Gate) decide(ctx context.Context, script *redis.Script, op, code, orderID string, keys []string, args ...any) (voucher.GateDecision, voucher.GateOrder, error) {
@@ -347,7 +354,8 @@ func (g *Gate) decide(ctx context.Context, script *redis.Script, op, code, order
 	if err != nil {
 		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, orderID, code, err)
 	}
-	if len(reply) != 2 {
+	// The third value: the order's kept discount ('' for none).
+	if len(reply) != 3 {
 		return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: unexpected reply %q", op, orderID, code, reply)
 	}
 	d := voucher.GateDecision(reply[0])
@@ -357,6 +365,9 @@ func (g *Gate) decide(ctx context.Context, script *redis.Script, op, code, order
 	case voucher.DecisionPending, voucher.DecisionLegacy, voucher.DecisionReleased, voucher.DecisionConfirmed, voucher.DecisionExpired,
 		voucher.DecisionNotDue, voucher.DecisionConfirmedNow, voucher.DecisionReleasedNow:
 		o, err := parseOrder(orderID, reply[1])
+		if err == nil {
+			err = withDiscount(&o, reply[2])
+		}
 		if err != nil {
 			return "", voucher.GateOrder{}, fmt.Errorf("gate: %s %s on %s: %w", op, orderID, code, err)
 		}

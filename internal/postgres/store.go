@@ -727,11 +727,17 @@ func (s *Store) gateSnapshot(ctx context.Context, code string, withReleased bool
 			return err
 		}
 		for _, o := range orders {
-			snap.Orders = append(snap.Orders, voucher.GateOrder{
+			g := voucher.GateOrder{
 				OrderID: o.OrderID, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
 				Confirmed: o.Status == string(voucher.StatusConfirmed), Released: !voucher.Status(o.Status).HoldsUse(),
 				CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt, Position: int(o.Position),
-			})
+			}
+			// The discount the row holds, when its amount gives another
+			// (appliesTo): the gate keeps it for the order's give-backs.
+			if d := o.DiscountAmount; d != v.DiscountFor(o.OrderAmount) {
+				g.Discount = &d
+			}
+			snap.Orders = append(snap.Orders, g)
 		}
 		// The period counts around the database's now, in the same
 		// snapshot as the orders that hold them.

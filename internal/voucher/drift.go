@@ -49,6 +49,49 @@ type DriftReport struct {
 // maxCodesDiffering bounds the codes a drift report names.
 const maxCodesDiffering = 50
 
+// keepsDiscounts reports whether either snapshot has an order with a
+// discount of its own (GateOrder.Discount: appliesTo), so that
+// discountsDiffering has anything to compare.
+func keepsDiscounts(dbSnap, gateSnap GateSnapshot) bool {
+	for _, snap := range []GateSnapshot{dbSnap, gateSnap} {
+		for _, o := range snap.Orders {
+			if o.Discount != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// discountsDiffering names the orders the gate and the database both hold
+// live whose discounts differ: the gate's (its record, else its amount's)
+// against the row's, each "order ID: gate G, database D" (sorted; at most
+// maxCodesDiffering). A gate's discount too high gives back more than the
+// order took (the gate's budget then admits what the database refuses); too
+// low, less (an undersell of the budget). Rebuilding the gate restores them.
+func discountsDiffering(v Voucher, dbSnap, gateSnap GateSnapshot) []string {
+	inStore := make(map[string]int64, len(dbSnap.Orders))
+	for _, o := range dbSnap.Orders {
+		if !o.Released {
+			inStore[o.OrderID] = v.OrderDiscount(o)
+		}
+	}
+	var out []string
+	for _, o := range gateSnap.Orders {
+		if o.Void || o.Lost || o.Released {
+			continue
+		}
+		if want, ok := inStore[o.OrderID]; ok && v.OrderDiscount(o) != want {
+			out = append(out, fmt.Sprintf("order %s: gate %d, database %d", o.OrderID, v.OrderDiscount(o), want))
+		}
+	}
+	slices.Sort(out)
+	if len(out) > maxCodesDiffering {
+		out = out[:maxCodesDiffering]
+	}
+	return out
+}
+
 // periodsDiffering compares a gate's period counts (gate, of the periods of
 // dbSnap.Periods, in that order) with the database's: the gate also counts
 // the orders it admitted that the database does not hold yet (inFlight,
@@ -345,6 +388,16 @@ func (s *Service) reconcileVoucher(ctx context.Context, code string, wait bool) 
 			return DriftReport{}, unavailable(err)
 		}
 		d.PeriodsDiffering = periodsDiffering(dbSnap, gateSnap, counts, held, d.OrdersOnlyInGate, releasedSince)
+	}
+	if keepsDiscounts(dbSnap, gateSnap) {
+		// appliesTo: the gate keeps orders' own discounts, which its
+		// give-backs return. Logged, not repaired (a rebuild rewrites them
+		// from the rows), and not in the report's fields.
+		if v, err := s.store.Voucher(ctx, code); err == nil {
+			if differ := discountsDiffering(v, dbSnap, gateSnap); len(differ) > 0 {
+				s.logger.ErrorContext(ctx, "order discounts at odds between the gate and the database; rebuild the gate", "code", code, "discounts_differing", differ)
+			}
+		}
 	}
 
 	previous, err := s.drift.LatestDriftReport(ctx, code)

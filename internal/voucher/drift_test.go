@@ -73,3 +73,38 @@ func TestPeriodsDiffering_CountsOrdersInFlightAndReleasedSince(t *testing.T) {
 		t.Errorf("periodsDiffering = %q, want %q", got, want)
 	}
 }
+
+// discountsDiffering compares the discounts of the orders both sides hold
+// live: a kept discount (appliesTo) against the row's, an order without
+// one at its amount's; in-flight, released, void and lost orders are not
+// compared.
+func TestDiscountsDiffering_ComparesTheKeptDiscountsOfLiveOrders(t *testing.T) {
+	v := Voucher{DiscountType: DiscountFixed, DiscountAmount: 1000}
+	d := func(n int64) *int64 { return &n }
+	db := GateSnapshot{Orders: []GateOrder{
+		{OrderID: "kept", OrderAmount: 5000, Discount: d(300)},
+		{OrderID: "plain", OrderAmount: 5000},
+		{OrderID: "lostkept", OrderAmount: 5000, Discount: d(300)},
+		{OrderID: "readmitted", OrderAmount: 5000},
+	}}
+	gate := GateSnapshot{Orders: []GateOrder{
+		{OrderID: "kept", OrderAmount: 5000, Discount: d(300)},
+		{OrderID: "plain", OrderAmount: 5000},
+		{OrderID: "inflight", OrderAmount: 5000, Discount: d(200)},
+		{OrderID: "lostkept", OrderAmount: 5000},
+		// apply_check.lua keeps a re-admission's discount even when it is
+		// its amount's: the same figure.
+		{OrderID: "readmitted", OrderAmount: 5000, Discount: d(1000)},
+	}}
+	if !keepsDiscounts(db, gate) || keepsDiscounts(GateSnapshot{Orders: []GateOrder{{OrderID: "x"}}}, GateSnapshot{}) {
+		t.Error("keepsDiscounts: want true with kept discounts, false without")
+	}
+	if got, want := discountsDiffering(v, db, gate), []string{"order lostkept: gate 1000, database 300"}; !slices.Equal(got, want) {
+		t.Errorf("discountsDiffering = %v, want %v", got, want)
+	}
+	gate.Orders[0].Released = true // released at the gate, the database not told yet
+	gate.Orders[1].Discount = d(999)
+	if got, want := discountsDiffering(v, db, gate), []string{"order lostkept: gate 1000, database 300", "order plain: gate 999, database 1000"}; !slices.Equal(got, want) {
+		t.Errorf("discountsDiffering = %v, want %v", got, want)
+	}
+}

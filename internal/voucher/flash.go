@@ -117,12 +117,6 @@ func (s *Service) checkTerms(n NewVoucher) error {
 	if !n.Flash {
 		return nil
 	}
-	// The gate does not hold appliesTo yet: a flash voucher with it is
-	// refused on every path (one started without a gate may later run with
-	// one), rather than sold without it.
-	if err := n.notAtTheGate("a flash voucher"); err != nil {
-		return err
-	}
 	return s.flash.accepts(n)
 }
 
@@ -309,7 +303,7 @@ func gateRefusal(v Voucher, r ReserveRequest, verdict GateVerdict) error {
 	case GateSumTooLarge:
 		return SumTooLarge()
 	case GateBudgetExhausted:
-		return Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, v.DiscountFor(r.OrderAmount))
+		return Errorf(BudgetExhausted, "the budget of voucher %s cannot cover a discount of %d", v.Code, v.DiscountOf(r))
 	case GateNotEligible:
 		return Errorf(NotEligible, "voucher %s is not valid now or not for an order of %d", v.Code, r.OrderAmount)
 	}

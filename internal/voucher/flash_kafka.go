@@ -72,7 +72,9 @@ func (k *kafkaFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, p
 		return k.refusedAtGate(ctx, v, r, verdict)
 	}
 	*path = PathKafka
-	discount := v.DiscountFor(r.OrderAmount)
+	// The discount on the eligible items (appliesTo), kept with the order
+	// at the gate when its amount gives another (GateKeepsDiscount).
+	r, discount := v.withDiscount(r)
 	// The gate counts the use in the periods of the createdAt it gives (its
 	// own clock), which the reserved event carries to the database: offered
 	// the periods around this instance's now, it picks the one holding it.
@@ -241,7 +243,7 @@ func (k *kafkaFlash) reserveOfEarlier(ctx context.Context, v Voucher, r ReserveR
 // token); it reports true when the admission turned out to be live (the
 // consumer applied its event), so its success stands.
 func (k *kafkaFlash) giveBack(ctx context.Context, v Voucher, a Admission) (live bool) {
-	answer, after, err := k.gate.Settle(context.WithoutCancel(ctx), v.Code, SettleForget, a.Order, a.Epoch, v.DiscountFor(a.Order.OrderAmount))
+	answer, after, err := k.gate.Settle(context.WithoutCancel(ctx), v.Code, SettleForget, a.Order, a.Epoch, v.OrderDiscount(a.Order))
 	if err != nil {
 		// Still pending: its lease runs out and reconciliation voids it.
 		k.logger.WarnContext(ctx, "admission not given back; reconciliation voids it after its lease", "code", v.Code, "order", a.Order.OrderID, "err", err)
@@ -310,7 +312,7 @@ func asReserveAnswer(err error, orderID string) error {
 func (k *kafkaFlash) reservationOf(v Voucher, o GateOrder, status Status) Reservation {
 	return Reservation{
 		OrderID: o.OrderID, VoucherCode: v.Code, CustomerID: o.CustomerID, OrderAmount: o.OrderAmount,
-		DiscountAmount: v.DiscountFor(o.OrderAmount), Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
+		DiscountAmount: v.OrderDiscount(o), Status: status, CreatedAt: o.CreatedAt, ExpiresAt: o.ExpiresAt,
 		Position: o.Position,
 	}
 }
@@ -1150,7 +1152,7 @@ func (k *kafkaFlash) republishOrders(ctx context.Context, code string, gateSnap 
 	for _, id := range onlyInGate {
 		o := orders[id]
 		if o.Pending {
-			if a, _, err := k.gate.Settle(ctx, code, SettleVoid, o, epoch, v.DiscountFor(o.OrderAmount)); err == nil && a == SettleOK {
+			if a, _, err := k.gate.Settle(ctx, code, SettleVoid, o, epoch, v.OrderDiscount(o)); err == nil && a == SettleOK {
 				voided++
 			}
 			continue

@@ -92,7 +92,9 @@ func (s *syncFlash) reserve(ctx context.Context, v Voucher, r ReserveRequest, pa
 		return s.afterGate(ctx, v, r, verdict)
 	}
 	*path = PathGateSync
-	discount := v.DiscountFor(r.OrderAmount)
+	// The discount on the eligible items (appliesTo), kept with the order
+	// at the gate when its amount gives another (GateKeepsDiscount).
+	r, discount := v.withDiscount(r)
 	verdict, err := s.gate.Reserve(ctx, gk, v.PerUserLimit, discount, r)
 	if err == nil && verdict == GateNotLoaded {
 		if err = s.loadGate(ctx, gk); err == nil {
@@ -129,7 +131,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 		if err := s.claims.claimOrder(ctx, r); err != nil {
 			// Another voucher's order: the use goes back, and the order is
 			// forgotten so a retry is decided afresh.
-			if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+			if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountOf(r)); gerr != nil {
 				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
 			return Reservation{}, err
@@ -150,7 +152,7 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 			// The database's count of the campaign code is higher than
 			// the gate's: the code's use stays out, the campaign's comes
 			// back (its row was not reached).
-			if _, gerr := s.gate.DropCode(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+			if _, gerr := s.gate.DropCode(ctx, gk, r.OrderID, v.DiscountOf(r)); gerr != nil {
 				s.logger.ErrorContext(ctx, "order refused by the database not dropped from the gate", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
 			return Reservation{}, err
@@ -159,14 +161,14 @@ func (s *syncFlash) afterGate(ctx context.Context, v Voucher, r ReserveRequest, 
 			// was a use too high (a rebuild raced winners in flight).
 			// Giving the use back would keep it too high and send every
 			// later request here; keeping it out converges the gate.
-			if _, gerr := s.gate.Drop(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+			if _, gerr := s.gate.Drop(ctx, gk, r.OrderID, v.DiscountOf(r)); gerr != nil {
 				s.logger.ErrorContext(ctx, "order refused by the database not dropped from the gate", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
 			return Reservation{}, err
 		case IsRefusal(err) && ErrorCodeOf(err) != Unavailable:
 			// The database said no: the use goes back and the order is
 			// forgotten, so a retry is decided afresh.
-			if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountFor(r.OrderAmount)); gerr != nil {
+			if _, gerr := s.gate.Forget(ctx, gk, r.OrderID, v.DiscountOf(r)); gerr != nil {
 				s.logger.ErrorContext(ctx, "gate use not given back; reconciliation will find it", "code", v.Code, "order", r.OrderID, "err", gerr)
 			}
 			return Reservation{}, err
@@ -302,9 +304,9 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 		s.logger.WarnContext(ctx, "leaked uses not returned (voucher unreadable); the next pass will", "code", d.VoucherCode, "err", err)
 		return nil
 	}
-	amounts := make(map[string]int64, len(gateSnap.Orders))
+	discounts := make(map[string]int64, len(gateSnap.Orders))
 	for _, o := range gateSnap.Orders {
-		amounts[o.OrderID] = o.OrderAmount
+		discounts[o.OrderID] = v.OrderDiscount(o)
 	}
 	since := s.onlyInGate.observe(d.VoucherCode, d.OrdersOnlyInGate, time.Now())
 	var leaked []string
@@ -348,8 +350,9 @@ func (s *syncFlash) reconcileOrders(ctx context.Context, gateSnap GateSnapshot, 
 		}
 		// Forgotten, not released: the order holds no reservation, so a
 		// retry of it must be decided afresh. Its discount goes back to
-		// the budget: the one reserve.lua took for its amount.
-		if _, err := s.gate.Forget(ctx, d.VoucherCode, id, v.DiscountFor(amounts[id])); err != nil {
+		// the budget: the one reserve.lua took (the gate's record of it,
+		// else its amount's; release.lua prefers the record too).
+		if _, err := s.gate.Forget(ctx, d.VoucherCode, id, discounts[id]); err != nil {
 			s.logger.ErrorContext(ctx, "could not return a leaked use", "code", d.VoucherCode, "order", id, "err", err)
 			continue
 		}

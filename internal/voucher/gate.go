@@ -67,6 +67,20 @@ type GateOrder struct {
 	// (Reservation.Position), kept by a kafka-mode gate from the admission
 	// on; 0 in sync mode and in a value written before it was kept.
 	Position int
+	// Discount is the discount the order's use took from the budget, when
+	// the gate keeps it (voucher:{CODE}:orderdiscounts): only for an order
+	// whose discount is not the one its amount gives (appliesTo). nil: the
+	// amount's (Voucher.DiscountFor), as for every order kept before.
+	Discount *int64
+}
+
+// OrderDiscount is the discount o's use holds: the gate's record of it,
+// else the one its amount gives.
+func (v Voucher) OrderDiscount(o GateOrder) int64 {
+	if o.Discount != nil {
+		return *o.Discount
+	}
+	return v.DiscountFor(o.OrderAmount)
 }
 
 // decidedAtGate reports whether the gate holds the order with its state and

@@ -407,18 +407,14 @@ func (v Voucher) periodsRefuseBeforeStock() bool {
 	return false
 }
 
-// notAtTheGate refuses the restrictions the flash gate does not hold yet
-// (what, e.g. "a flash voucher", names the path): INVALID_INPUT naming the
-// first one set, rather than a sale that would ignore it. A time zone alone
-// restricts nothing; segments are the request's, checked before the gate
-// on both write paths (checkOrderLines); period limits are counted at the
-// gate (reserve.lua, admit.lua). appliesTo needs a discount the gate's
-// give-backs do not reckon from the order amount alone.
-func (r Restrictions) notAtTheGate(what string) error {
-	if r.AppliesTo != nil {
-		return Invalid("appliesTo", "appliesTo is not supported on "+what+" yet")
-	}
-	return nil
+// withDiscount is r for a flash path's gate and the discount its use
+// takes from the budget (DiscountOf): when that is not the one its amount
+// gives (appliesTo), the gate keeps it with the order
+// (GateKeepsDiscount), so every give-back returns exactly it.
+func (v Voucher) withDiscount(r ReserveRequest) (ReserveRequest, int64) {
+	d := v.DiscountOf(r)
+	r.GateKeepsDiscount = d != v.DiscountFor(r.OrderAmount)
+	return r, d
 }
 
 // PeriodCount is the uses held in one period of one of a voucher's period

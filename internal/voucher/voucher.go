@@ -232,6 +232,11 @@ type ReserveRequest struct {
 	// Zero otherwise: the database's clock is the createdAt.
 	PeriodAt    time.Time
 	GatePeriods []GatePeriod
+	// GateKeepsDiscount is a flash path's: the reserve's discount
+	// (DiscountOf) is not the one its amount gives (appliesTo), so the gate
+	// keeps it with the order for its give-backs (prelude.lua's
+	// order_discount).
+	GateKeepsDiscount bool
 }
 
 // Validate returns INVALID_INPUT naming the first field at fault.

@@ -436,18 +436,19 @@ func (q *Queries) VoucherRedemptionInsertMany(ctx context.Context, arg VoucherRe
 }
 
 const voucherRedemptionListAllWithTimes = `-- name: VoucherRedemptionListAllWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, discount_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1
 `
 
 type VoucherRedemptionListAllWithTimesRow struct {
-	OrderID     string
-	CustomerID  int64
-	OrderAmount int64
-	Status      string
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
-	Position    int32
+	OrderID        string
+	CustomerID     int64
+	OrderAmount    int64
+	DiscountAmount int64
+	Status         string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	Position       int32
 }
 
 // VoucherRedemptionListAllWithTimes lists every order of a voucher,
@@ -467,6 +468,7 @@ func (q *Queries) VoucherRedemptionListAllWithTimes(ctx context.Context, voucher
 			&i.OrderID,
 			&i.CustomerID,
 			&i.OrderAmount,
+			&i.DiscountAmount,
 			&i.Status,
 			&i.CreatedAt,
 			&i.ExpiresAt,
@@ -573,18 +575,19 @@ func (q *Queries) VoucherRedemptionListLive(ctx context.Context, voucherCode str
 }
 
 const voucherRedemptionListLiveWithTimes = `-- name: VoucherRedemptionListLiveWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, discount_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')
 `
 
 type VoucherRedemptionListLiveWithTimesRow struct {
-	OrderID     string
-	CustomerID  int64
-	OrderAmount int64
-	Status      string
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
-	Position    int32
+	OrderID        string
+	CustomerID     int64
+	OrderAmount    int64
+	DiscountAmount int64
+	Status         string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	Position       int32
 }
 
 // VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
@@ -602,6 +605,7 @@ func (q *Queries) VoucherRedemptionListLiveWithTimes(ctx context.Context, vouche
 			&i.OrderID,
 			&i.CustomerID,
 			&i.OrderAmount,
+			&i.DiscountAmount,
 			&i.Status,
 			&i.CreatedAt,
 			&i.ExpiresAt,

@@ -167,7 +167,7 @@ LIMIT sqlc.arg(n);
 -- VoucherRedemptionListLiveWithTimes lists a voucher's live orders with
 -- their states and times, which a gate in kafka mode holds.
 -- name: VoucherRedemptionListLiveWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, discount_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED');
 
 -- VoucherRedemptionListAllWithTimes lists every order of a voucher,
@@ -175,5 +175,5 @@ WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED');
 -- answers retries, confirms and releases of all of them without reading the
 -- database.
 -- name: VoucherRedemptionListAllWithTimes :many
-SELECT order_id, customer_id, order_amount, status, created_at, expires_at, position FROM voucher_redemption
+SELECT order_id, customer_id, order_amount, discount_amount, status, created_at, expires_at, position FROM voucher_redemption
 WHERE voucher_code = $1;

@@ -2823,7 +2823,7 @@ func restrictionFields(f VoucherForm) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = field("appliesTo", "Applies to SKUs", "Comma-separated; with categories, the discount is taken on these items only. Both empty: the whole order. Not for flash sales yet.", f.Errors).Render(templ.WithChildren(ctx, templ_7745c5c3_Var107), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = field("appliesTo", "Applies to SKUs", "Comma-separated; with categories, the discount is taken on these items only. Both empty: the whole order.", f.Errors).Render(templ.WithChildren(ctx, templ_7745c5c3_Var107), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
