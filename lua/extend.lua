@@ -11,6 +11,8 @@
 --                                   or last raised with (load.lua writes it);
 --                                   endsAt/offset in kafka mode; expireAt;
 --                                   version, new when the stock is raised
+-- KEYS[5..] the hashes that expire with the orders hash: codes,
+--           ordercodes, orderperiods, orderdiscounts (those present)
 -- ARGV[1] the total before the change, ARGV[2] the total after it
 -- ARGV[3] endsAt before, ARGV[4] endsAt after (Unix ms, the database's clock)
 -- ARGV[5] the new expireAt (Unix ms)
@@ -75,11 +77,13 @@ if was > 0 and expireAt > was then
   for _, key in ipairs({stock, customers, orders, meta}) do
     redis.call('PEXPIREAT', key, expireAt)
   end
-  -- KEYS[5] voucher:{CODE}:orderdiscounts lives as long as the orders hash
-  -- (prelude.lua's order_discount): a give-back after the old deadline
-  -- still finds an order's own discount.
-  if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
-    redis.call('PEXPIREAT', KEYS[5], expireAt)
+  -- KEYS[5..]: the hashes that live as long as the orders hash (load.lua
+  -- gives them its deadline), moved with it so a campaign's codes, an
+  -- order's periods and its own discount outlive the old deadline too.
+  for i = 5, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      redis.call('PEXPIREAT', KEYS[i], expireAt)
+    end
   end
 end
 return 1

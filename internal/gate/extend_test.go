@@ -76,8 +76,8 @@ func TestExtend_RaisesTheStockByTheDifferenceOnce(t *testing.T) {
 	}
 }
 
-// TestExtend_MovesTheExpiryLater: the gate's keys live until a week after
-// the new end.
+// TestExtend_MovesTheExpiryLater: the gate's keys, the hashes beside its
+// orders included, live until a week after the new end.
 func TestExtend_MovesTheExpiryLater(t *testing.T) {
 	t.Parallel()
 	g, rdb := newGate(t)
@@ -86,9 +86,22 @@ func TestExtend_MovesTheExpiryLater(t *testing.T) {
 	snap := snapshot(code, 3, 1)
 	snap.Total, snap.ExpireAt = 3, voucher.GateExpireAt(ends)
 	load(t, g, snap)
+	// The hashes load.lua gives the orders hash's deadline (a campaign's
+	// codes, the orders' periods and own discounts) move with it.
+	ctx := context.Background()
+	with := []string{"codes", "ordercodes", "orderperiods", "orderdiscounts"}
+	for _, key := range with {
+		name := "voucher:{" + code + "}:" + key
+		if err := rdb.HSet(ctx, name, "x", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.PExpireAt(ctx, name, voucher.GateExpireAt(ends)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	later := ends.Add(48 * time.Hour)
 	extend(t, g, voucher.GateExtension{Code: code, OldTotal: 3, NewTotal: 3, OldEndsAt: ends, NewEndsAt: later, ExpireAt: voucher.GateExpireAt(later)}, true)
-	for _, key := range []string{"stock", "meta"} {
+	for _, key := range append([]string{"stock", "meta"}, with...) {
 		at, err := rdb.PExpireTime(context.Background(), "voucher:{"+code+"}:"+key).Result()
 		if err != nil || at.Milliseconds() != voucher.GateExpireAt(later).UnixMilli() {
 			t.Errorf("%s expires at %v (%v), want %v", key, at, err, voucher.GateExpireAt(later))

@@ -540,7 +540,7 @@ func (g *Gate) Version(ctx context.Context, code string) (string, error) {
 // (kafka mode) and the keys' expiry move. false when the gate holds nothing.
 func (g *Gate) Extend(ctx context.Context, x voucher.GateExtension) (bool, error) {
 	k := keysOf(x.Code)
-	n, err := extendScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.orderDiscounts},
+	n, err := extendScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.codes, k.orderCodes, k.orderPeriods, k.orderDiscounts},
 		x.OldTotal, x.NewTotal, x.OldEndsAt.UnixMilli(), x.NewEndsAt.UnixMilli(), x.ExpireAt.UnixMilli()).Int()
 	if err != nil {
 		return false, fmt.Errorf("gate: extend %s: %w", x.Code, err)
