@@ -32,12 +32,17 @@
 -- KEYS[3] voucher:{CODE}:orders, KEYS[4] voucher:{CODE}:meta
 -- KEYS[5] voucher:{CODE}:orderdiscounts (prelude.lua): a re-admission keeps
 --         its event's discount there, so its give-backs return exactly it
+-- KEYS[6] voucher:{CODE}:orderperiods, KEYS[7..] the period hashes the
+--         events' period specs name (prelude.lua's period_plan)
 -- ARGV[1] n, then n times: orderId, customerId, orderAmount, createdAt,
 -- expiresAt, epoch, discount (a re-admission takes it from the budget, if
 -- the voucher has one, with the use, or is voided when it does not fit),
 -- kind (reserved, confirmed or released), position (the place the gate
 -- gave the admission, 0 if none: a re-admission keeps it, and the gate's
--- count of admitted reserves is raised to at least it)
+-- count of admitted reserves is raised to at least it), and the periods of
+-- the voucher's period limits holding createdAt ('' without): a
+-- re-admission counts its use in them, or is voided when one is full, as
+-- when no use is left
 --
 -- Returns n answers: APPLY, SKIP, or UNCHECKED (then all are).
 
@@ -53,7 +58,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return all('UNCHECKED')
 end
 local m = redis.call('HMGET', KEYS[4], 'epoch', 'server', 'perUserLimit')
-local width = 9 -- ARGV values per event
+local width = 10 -- ARGV values per event
 local function decision(b)
   return ARGV[b + 7] == 'confirmed' or ARGV[b + 7] == 'released'
 end
@@ -127,9 +132,21 @@ for i = 0, n - 1 do
     local sums = redis.call('HMGET', KEYS[4], 'budget', 'room')
     local budget, room = sums[1], sums[2]
     local discount = tonumber(ARGV[b + 6])
-    if stock > 0 and held < tonumber(m[3]) and (not budget or tonumber(budget) >= discount)
+    -- Its periods are those holding its createdAt (its token): full, or
+    -- not offered, it is voided as when no use is left.
+    local refused, periods = period_plan(ARGV[b + 9], ARGV[b + 1], token)
+    if not refused and stock > 0 and held < tonumber(m[3]) and (not budget or tonumber(budget) >= discount)
       and (not room or tonumber(room) >= discount) then
       redis.call('DECR', KEYS[1])
+      if #periods > 0 then
+        period_take(KEYS[6], id, periods)
+        if redis.call('PTTL', KEYS[6]) == -1 then
+          local pttl = redis.call('PTTL', KEYS[1])
+          if pttl > 0 then
+            redis.call('PEXPIRE', KEYS[6], pttl)
+          end
+        end
+      end
       if budget and discount > 0 then
         redis.call('HINCRBY', KEYS[4], 'budget', '-' .. ARGV[b + 6])
       end

@@ -231,15 +231,23 @@ func settleAnswer(code string, op voucher.SettleOp, orderID, answer, value strin
 }
 
 // ApplyCheck asks the gate which events of one voucher stand
-// (apply_check.lua): one verdict per event, in order.
-func (g *Gate) ApplyCheck(ctx context.Context, code string, evs []voucher.Event) ([]voucher.ApplyVerdict, error) {
+// (apply_check.lua): one verdict per event, in order. periods[i], if any,
+// are the periods of the voucher's period limits holding evs[i]'s
+// CreatedAt, which a re-admission counts its use in.
+func (g *Gate) ApplyCheck(ctx context.Context, code string, evs []voucher.Event, periods [][]voucher.GatePeriod) ([]voucher.ApplyVerdict, error) {
 	k := keysOf(code)
-	args := make([]any, 0, 1+9*len(evs))
+	keys := []string{k.stock, k.customers, k.orders, k.meta, k.orderDiscounts, k.orderPeriods}
+	specs := newPeriodKeys(k, &keys)
+	args := make([]any, 0, 1+10*len(evs))
 	args = append(args, len(evs))
-	for _, ev := range evs {
-		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount, string(ev.Kind), ev.Position)
+	for i, ev := range evs {
+		spec := ""
+		if i < len(periods) && len(periods[i]) > 0 {
+			spec = specs.spec(voucher.ReserveRequest{PeriodAt: ev.CreatedAt, GatePeriods: periods[i]})
+		}
+		args = append(args, ev.OrderID, ev.CustomerID, ev.OrderAmount, ev.CreatedAt.UnixMilli(), ev.ExpiresAt.UnixMilli(), ev.Epoch, ev.DiscountAmount, string(ev.Kind), ev.Position, spec)
 	}
-	reply, err := applyCheckScript.Run(ctx, g.rdb, []string{k.stock, k.customers, k.orders, k.meta, k.orderDiscounts}, args...).StringSlice()
+	reply, err := applyCheckScript.Run(ctx, g.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("gate: apply check of %d event(s) on %s: %w", len(evs), code, err)
 	}

@@ -132,3 +132,45 @@ func TestPeriods_AMomentNoOfferedPeriodHoldsIsNotDecided(t *testing.T) {
 	r.PeriodAt, r.GatePeriods = time.Now(), []voucher.GatePeriod{dayOf(time.Now().Add(-48 * time.Hour))}
 	reserve(t, g, 5, r, voucher.GatePaused)
 }
+
+// TestPeriods_AReAdmissionCountsItsPeriodOrIsVoided: apply_check.lua
+// re-admits a reserved event of an earlier epoch that the reloaded gate
+// does not hold (kafka mode): its use counts in the period holding its
+// createdAt, given back there on release; when that period is full it is
+// voided, as when no use is left, so the gate never holds more uses in a
+// period than the limit the database then refuses.
+func TestPeriods_AReAdmissionCountsItsPeriodOrIsVoided(t *testing.T) {
+	t.Parallel()
+	g, _ := newGate(t)
+	code := newCode(t)
+	loadKafkaGate(t, g, snapshot(code, 10, 5), time.Minute)
+	ctx := context.Background()
+	now := ms(time.Now())
+	day := dayOf(now)
+	earlier := func(id string) voucher.Event {
+		return voucher.Event{Kind: voucher.EventReserved, Code: code, OrderID: id, CustomerID: 42, OrderAmount: 100,
+			CreatedAt: now, ExpiresAt: now.Add(time.Minute), Epoch: "an-earlier-load"}
+	}
+	check := func(id string, want voucher.ApplyVerdict) {
+		t.Helper()
+		got, err := g.ApplyCheck(ctx, code, []voucher.Event{earlier(id)}, [][]voucher.GatePeriod{{day}})
+		if err != nil || len(got) != 1 || got[0] != want {
+			t.Fatalf("ApplyCheck(%s) = %v, %v; want %s", id, got, err, want)
+		}
+	}
+	check("first", voucher.ApplyStands)
+	if n := periodUses(t, code, day, 42); n != 1 {
+		t.Fatalf("the re-admitted use in its day: %d, want 1", n)
+	}
+	check("second", voucher.ApplySkip)
+	if n, left := periodUses(t, code, day, 42), remaining(t, g, code); n != 1 || left != 9 {
+		t.Fatalf("after a re-admission past the day's max: the day holds %d, %d uses left; want 1 and 9", n, left)
+	}
+	if o, ok, err := g.Order(ctx, code, "second"); err != nil || !ok || !o.Void {
+		t.Fatalf("the refused re-admission's order = %+v, %v, %v; want it void", o, ok, err)
+	}
+	release(t, g, code, "first", true)
+	if n := periodUses(t, code, day, 42); n != 0 {
+		t.Fatalf("the re-admitted use released: its day holds %d, want 0", n)
+	}
+}

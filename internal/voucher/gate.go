@@ -299,8 +299,10 @@ type KafkaPathGate interface {
 	OrderOwner(ctx context.Context, orderID string) (owner string, ok bool, server string, err error)
 	// ApplyCheck asks the gate which events of one voucher stand
 	// (apply_check.lua), one verdict per event; a confirmed or released
-	// event's decision is taken at the gate if it holds the order live.
-	ApplyCheck(ctx context.Context, code string, evs []Event) ([]ApplyVerdict, error)
+	// event's decision is taken at the gate if it holds the order live. A
+	// reserved event the gate re-admits counts its use in periods[i] (the
+	// periods of the voucher's limits holding its createdAt), if any.
+	ApplyCheck(ctx context.Context, code string, evs []Event, periods [][]GatePeriod) ([]ApplyVerdict, error)
 	// Recover installs a snapshot with its kafka-mode terms: mode "recover"
 	// only when the gate is not loaded or stale, "replace" over it (a
 	// rebuild; a retried call with the same epoch changes nothing), "load"

@@ -5,6 +5,7 @@ package voucher
 import (
 	"context"
 	"errors"
+	"slices"
 )
 
 // EventApplier writes the events of the Kafka write path to the database,
@@ -18,9 +19,35 @@ type EventApplier struct {
 // stand, an admission revived or lost, a use the database released given
 // back. A recovery marker's reload is the kafka path's (recoverAtMarker).
 type applierGate interface {
-	ApplyCheck(ctx context.Context, code string, evs []Event) ([]ApplyVerdict, error)
+	ApplyCheck(ctx context.Context, code string, evs []Event, periods [][]GatePeriod) ([]ApplyVerdict, error)
 	Settle(ctx context.Context, code string, op SettleOp, o GateOrder, epoch string, discount int64) (SettleAnswer, GateOrder, error)
 	Release(ctx context.Context, code, orderID string, discount int64) (bool, error)
+}
+
+// eventPeriods are, for the reserved events of one voucher, the periods of
+// its period limits holding each one's createdAt (the gate's, which the
+// database counts the use in too: recordPeriodUses): a re-admission at a
+// reloaded gate (apply_check.lua) counts its use there, or is voided when
+// one is full. nil for a voucher without period limits (the usual case:
+// the terms come from the instance's cache, no read).
+func (a *EventApplier) eventPeriods(ctx context.Context, evs []Event) ([][]GatePeriod, error) {
+	if !slices.ContainsFunc(evs, func(ev Event) bool { return ev.Kind == EventReserved }) {
+		return nil, nil
+	}
+	v, err := a.k.meta.get(ctx, evs[0].Code, a.k.store.Voucher)
+	if ErrorCodeOf(err) == NotFound {
+		return nil, nil
+	}
+	if err != nil || len(v.PeriodLimits) == 0 {
+		return nil, err
+	}
+	out := make([][]GatePeriod, len(evs))
+	for i, ev := range evs {
+		if ev.Kind == EventReserved {
+			out[i] = v.gatePeriods(ev.CreatedAt, false)
+		}
+	}
+	return out, nil
 }
 
 // newEventApplier returns the consumer's side of the kafka path k.
@@ -56,7 +83,11 @@ func (a *EventApplier) apply(ctx context.Context, ev Event) (written bool, err e
 				return false, err
 			}
 		}
-		verdicts, err := a.gate.ApplyCheck(ctx, ev.Code, []Event{ev})
+		periods, err := a.eventPeriods(ctx, []Event{ev})
+		if err != nil {
+			return false, err
+		}
+		verdicts, err := a.gate.ApplyCheck(ctx, ev.Code, []Event{ev}, periods)
 		if err != nil {
 			return false, err
 		}
@@ -146,7 +177,11 @@ func (a *EventApplier) ApplyReservedBatch(ctx context.Context, evs []Event) ([]b
 	if len(evs) == 0 {
 		return applied, nil
 	}
-	verdicts, err := a.gate.ApplyCheck(ctx, evs[0].Code, evs)
+	periods, err := a.eventPeriods(ctx, evs)
+	if err != nil {
+		return nil, err
+	}
+	verdicts, err := a.gate.ApplyCheck(ctx, evs[0].Code, evs, periods)
 	if err != nil {
 		return nil, err
 	}
