@@ -36,6 +36,11 @@ const (
 	// order the database lacks (an instance killed between the two) is
 	// returned by the reconciliation job once it has seen it so that long.
 	leakAge = 12 * time.Second
+	// reconcileLockTTL is the servers' bound on a reconciliation pass's
+	// lock (voucher/drift.go): a lock its holder can no longer release (an
+	// instance killed or frozen mid-pass, or a failover to a replica that
+	// lost the unlock) keeps that voucher's passes off for that long.
+	reconcileLockTTL = 10 * time.Second
 )
 
 // World is the processes of one seed.
