@@ -92,7 +92,7 @@ func launch(t testing.TB, env map[string]string) *server {
 	}
 	// Many servers run at once in the tests; PostgreSQL has 100 connections.
 	if !strings.Contains(settings["DATABASE_URL"], "pool_max_conns") {
-		settings["DATABASE_URL"] = testenv.WithQuery(settings["DATABASE_URL"], "pool_max_conns=4")
+		settings["DATABASE_URL"] = testenv.WithQuery(settings["DATABASE_URL"], testenv.Pool(4))
 	}
 	getenv := func(k string) string { return settings[k] }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -340,7 +340,7 @@ func num(t testing.TB, v any) int64 {
 // are a query at a time, and the shared PostgreSQL's 100 connections are
 // for the servers of four tests at once, the other half of make test and
 // the fault tests (one run beside a CPU hog ran out of them).
-func testPoolURL(url string) string { return testenv.WithQuery(url, "pool_max_conns=2") }
+func testPoolURL(url string) string { return testenv.WithQuery(url, testenv.Pool(2)) }
 
 // ownDatabase creates an empty database for one test (dropped at its end),
 // for a server whose jobs must see only this test's vouchers: one with a

@@ -86,7 +86,7 @@ func StartWorld(t testing.TB, plan Plan, dir, sharedDatabaseURL string) *World {
 	w.replica = testredis.StartReplica(t, w.master)
 	w.proxy = testredis.StartProxy(t, w.master.Addr)
 	env := map[string]string{
-		"DATABASE_URL":       testenv.WithQuery(w.dbURL, "pool_max_conns=6"),
+		"DATABASE_URL":       testenv.WithQuery(w.dbURL, testenv.Pool(6)),
 		"REDIS_URL":          w.proxy.URL,
 		"STOREFRONT_TOKENS":  storefrontToken,
 		"ADMIN_TOKENS":       adminToken,

@@ -61,7 +61,7 @@ var databaseURL = testenv.DatabaseURL()
 // serveEnv is the settings of a `voucherd serve` of these tests.
 func serveEnv(databaseURL, redisURL string, extra map[string]string) map[string]string {
 	env := map[string]string{
-		"DATABASE_URL":       testenv.WithQuery(databaseURL, "pool_max_conns=8"),
+		"DATABASE_URL":       testenv.WithQuery(databaseURL, testenv.Pool(8)),
 		"REDIS_URL":          redisURL,
 		"STOREFRONT_TOKENS":  storefrontToken,
 		"ADMIN_TOKENS":       adminToken,

@@ -255,7 +255,7 @@ func (s *Store) ClaimWebhookDeliveries(ctx context.Context, max int, lease time.
 			seq = *r.Sequence
 		}
 		out[i] = voucher.WebhookAttempt{
-			DeliveryID: r.ID, Attempts: int(r.Attempts), DeliveryMade: r.CreatedAt, ClaimedAt: r.ClaimedAt,
+			DeliveryID: r.ID, Attempts: int(r.Attempts), DeliveryMade: r.CreatedAt, FirstAttempt: r.FirstAttemptAt, ClaimedAt: r.ClaimedAt,
 			EventID: r.EventID, VoucherCode: r.VoucherCode, Sequence: seq, Type: r.Type, Data: r.Data, EventCreatedAt: r.EventCreatedAt,
 			EndpointID: r.EndpointID, URL: r.Url, Secret: r.Secret, PreviousSecret: r.PreviousSecret, PreviousUntil: r.PreviousSecretUntil,
 		}
@@ -285,8 +285,15 @@ func (s *Store) FinishWebhookDelivery(ctx context.Context, o voucher.WebhookOutc
 			return q.WebhookEndpointSucceeded(ctx, o.EndpointID)
 		}
 		reason := fmt.Sprintf("every delivery failed for %s", failingFor)
+		// The streak is measured on the database's clock, as the window
+		// is (now() in the query): from the attempt's claim; an outcome
+		// without one (a caller outside the worker), from its start.
+		streak := o.ClaimedAt
+		if streak.IsZero() {
+			streak = attempted
+		}
 		row, err := q.WebhookEndpointFailed(ctx, db.WebhookEndpointFailedParams{
-			EndpointID: o.EndpointID, AttemptedAt: &attempted, WindowSeconds: failingFor.Seconds(), Reason: reason,
+			EndpointID: o.EndpointID, AttemptedAt: &streak, WindowSeconds: failingFor.Seconds(), SpentSince: o.SpentSince, Reason: reason,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // deleted meanwhile

@@ -182,3 +182,53 @@ func TestWebhookEvents_ACampaignCodesReservationIsReportedUnderTheCodeUsed(t *te
 		t.Errorf("the campaign's events: %s", got)
 	}
 }
+
+// An endpoint whose delivery failed every attempt for the whole retry
+// window is disabled by that delivery's last attempt, even when its failing
+// streak (begun at the delivery's first claim, a moment after the delivery
+// was made) is a little shorter than the window; an endpoint that
+// succeeded since that first claim is not.
+func TestWebhookEndpoint_ADeliveryFailedForItsWholeWindowDisablesItsEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := New(testPool)
+	window := 2 * time.Second
+	endpoint := func() int64 {
+		t.Helper()
+		e, err := s.CreateWebhookEndpoint(ctx, voucher.WebhookEndpoint{URL: "https://example.com/" + unique("hook"), Events: []string{"voucher.created"}, Enabled: true, Secret: "whsec_test"},
+			func(e voucher.WebhookEndpoint) voucher.WebhookAuditEvent {
+				return voucher.WebhookAuditEvent{EndpointID: e.ID, URL: e.URL, Actor: "test", ActorRole: "ADMIN", Action: "created"}
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	finish := func(id int64, status voucher.WebhookDeliveryStatus, claimed time.Time, spent *time.Time) bool {
+		t.Helper()
+		disabled, err := s.FinishWebhookDelivery(ctx, voucher.WebhookOutcome{DeliveryID: -1, EndpointID: id, Status: status,
+			AttemptedAt: claimed, ClaimedAt: claimed, NextAt: claimed, SpentSince: spent}, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return disabled
+	}
+	now := time.Now()
+	first := now.Add(-1500 * time.Millisecond) // the delivery's first claim, 0.5 s after it was made
+
+	failing := endpoint()
+	if finish(failing, voucher.WebhookPending, first, nil) {
+		t.Fatal("disabled by its first failed attempt")
+	}
+	if !finish(failing, voucher.WebhookFailed, now, &first) {
+		t.Error("the delivery failed every attempt for its window: its last attempt did not disable the endpoint (its streak, 1.5 s, is under the 2 s window)")
+	}
+
+	recovered := endpoint()
+	finish(recovered, voucher.WebhookPending, first, nil)
+	finish(recovered, voucher.WebhookDelivered, now.Add(-time.Second), nil) // another delivery got through
+	finish(recovered, voucher.WebhookPending, now.Add(-500*time.Millisecond), nil)
+	if finish(recovered, voucher.WebhookFailed, now, &first) {
+		t.Error("an endpoint that succeeded since the delivery's first attempt was disabled")
+	}
+}

@@ -434,6 +434,7 @@ type WebhookAttempt struct {
 	DeliveryID     int64
 	Attempts       int       // this one included
 	DeliveryMade   time.Time // the start of its retry window
+	FirstAttempt   time.Time // when it was first attempted (this one, the first time)
 	ClaimedAt      time.Time // the database's clock
 	EventID        int64
 	VoucherCode    *string
@@ -457,6 +458,14 @@ type WebhookOutcome struct {
 	Error       *string
 	AttemptedAt time.Time
 	NextAt      time.Time // PENDING: the next attempt; else when it ended
+	// ClaimedAt is the attempt's claim (WebhookAttempt.ClaimedAt, the
+	// database's clock): a failing streak begins there, on the clock the
+	// endpoint's window is measured with.
+	ClaimedAt time.Time
+	// SpentSince, on a FAILED outcome (the retry window spent), is the
+	// delivery's first claim: the endpoint is disabled if it has failed
+	// every attempt since then (no success in between).
+	SpentSince *time.Time
 }
 
 // WebhookBacklog is what the metrics show of the deliveries.

@@ -250,7 +250,7 @@ func BodyOf(a voucher.WebhookAttempt) ([]byte, error) {
 func (w *Worker) attempt(ctx context.Context, a voucher.WebhookAttempt) {
 	started := time.Now()
 	code, sendErr := w.send(ctx, a)
-	o := voucher.WebhookOutcome{DeliveryID: a.DeliveryID, EndpointID: a.EndpointID, AttemptedAt: started, NextAt: time.Now()}
+	o := voucher.WebhookOutcome{DeliveryID: a.DeliveryID, EndpointID: a.EndpointID, AttemptedAt: started, ClaimedAt: a.ClaimedAt, NextAt: time.Now()}
 	if code != 0 {
 		o.StatusCode = &code
 	}
@@ -260,6 +260,9 @@ func (w *Worker) attempt(ctx context.Context, a voucher.WebhookAttempt) {
 		o.Status = voucher.WebhookDelivered
 	case started.Sub(a.DeliveryMade) >= w.cfg.RetryFor:
 		o.Status, outcome = voucher.WebhookFailed, "failed"
+		// Failed every attempt since its first: the endpoint's streak
+		// began then at the latest unless it succeeded meanwhile.
+		o.SpentSince = &a.FirstAttempt
 	default:
 		o.Status, outcome = voucher.WebhookPending, "retry"
 		o.NextAt = started.Add(w.Backoff(a.Attempts))

@@ -264,6 +264,7 @@ type WebhookDelivery struct {
 	LastAttemptAt  *time.Time
 	NextAttemptAt  time.Time
 	CreatedAt      time.Time
+	FirstAttemptAt *time.Time
 }
 
 type WebhookEndpoint struct {

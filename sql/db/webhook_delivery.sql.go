@@ -42,10 +42,11 @@ WITH due AS (
 )
 UPDATE webhook_delivery d
 SET attempts = d.attempts + 1,
+    first_attempt_at = coalesce(d.first_attempt_at, now()),
     next_attempt_at = now() + make_interval(secs => $1::float8)
 FROM due, webhook_event e, webhook_endpoint w
 WHERE d.id = due.id AND e.id = d.event_id AND w.id = d.endpoint_id
-RETURNING d.id, d.attempts, d.created_at, now()::timestamptz AS claimed_at,
+RETURNING d.id, d.attempts, d.created_at, coalesce(d.first_attempt_at, now())::timestamptz AS first_attempt_at, now()::timestamptz AS claimed_at,
           e.id AS event_id, e.voucher_code, e.sequence, e.type, e.data, e.created_at AS event_created_at,
           w.id AS endpoint_id, w.url, w.secret, w.previous_secret, w.previous_secret_until
 `
@@ -59,6 +60,7 @@ type WebhookDeliveryClaimRow struct {
 	ID                  int64
 	Attempts            int32
 	CreatedAt           time.Time
+	FirstAttemptAt      time.Time
 	ClaimedAt           time.Time
 	EventID             int64
 	VoucherCode         *string
@@ -91,6 +93,7 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, arg WebhookDeliveryC
 			&i.ID,
 			&i.Attempts,
 			&i.CreatedAt,
+			&i.FirstAttemptAt,
 			&i.ClaimedAt,
 			&i.EventID,
 			&i.VoucherCode,
@@ -145,7 +148,7 @@ func (q *Queries) WebhookDeliveryFinish(ctx context.Context, arg WebhookDelivery
 }
 
 const webhookDeliveryGet = `-- name: WebhookDeliveryGet :one
-SELECT d.id, d.endpoint_id, d.event_id, d.status, d.attempts, d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at, e.type AS event_type
+SELECT d.id, d.endpoint_id, d.event_id, d.status, d.attempts, d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at, d.first_attempt_at, e.type AS event_type
 FROM webhook_delivery d JOIN webhook_event e ON e.id = d.event_id
 WHERE d.id = $1
 `
@@ -161,6 +164,7 @@ type WebhookDeliveryGetRow struct {
 	LastAttemptAt  *time.Time
 	NextAttemptAt  time.Time
 	CreatedAt      time.Time
+	FirstAttemptAt *time.Time
 	EventType      string
 }
 
@@ -178,13 +182,14 @@ func (q *Queries) WebhookDeliveryGet(ctx context.Context, id int64) (WebhookDeli
 		&i.LastAttemptAt,
 		&i.NextAttemptAt,
 		&i.CreatedAt,
+		&i.FirstAttemptAt,
 		&i.EventType,
 	)
 	return i, err
 }
 
 const webhookDeliveryPage = `-- name: WebhookDeliveryPage :many
-SELECT d.id, d.endpoint_id, d.event_id, d.status, d.attempts, d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at, e.type AS event_type
+SELECT d.id, d.endpoint_id, d.event_id, d.status, d.attempts, d.last_status_code, d.last_error, d.last_attempt_at, d.next_attempt_at, d.created_at, d.first_attempt_at, e.type AS event_type
 FROM webhook_delivery d JOIN webhook_event e ON e.id = d.event_id
 WHERE d.endpoint_id = $1 AND ($2::bigint = 0 OR d.id < $2::bigint)
 ORDER BY d.id DESC
@@ -208,6 +213,7 @@ type WebhookDeliveryPageRow struct {
 	LastAttemptAt  *time.Time
 	NextAttemptAt  time.Time
 	CreatedAt      time.Time
+	FirstAttemptAt *time.Time
 	EventType      string
 }
 
@@ -233,6 +239,7 @@ func (q *Queries) WebhookDeliveryPage(ctx context.Context, arg WebhookDeliveryPa
 			&i.LastAttemptAt,
 			&i.NextAttemptAt,
 			&i.CreatedAt,
+			&i.FirstAttemptAt,
 			&i.EventType,
 		); err != nil {
 			return nil, err
@@ -250,7 +257,7 @@ INSERT INTO webhook_delivery (endpoint_id, event_id)
 VALUES ($1, $2)
 ON CONFLICT (endpoint_id, event_id) DO UPDATE
 SET status = 'PENDING', next_attempt_at = clock_timestamp(), created_at = clock_timestamp()
-RETURNING id, endpoint_id, event_id, status, attempts, last_status_code, last_error, last_attempt_at, next_attempt_at, created_at
+RETURNING id, endpoint_id, event_id, status, attempts, last_status_code, last_error, last_attempt_at, next_attempt_at, created_at, first_attempt_at
 `
 
 type WebhookDeliveryResendParams struct {
@@ -274,6 +281,7 @@ func (q *Queries) WebhookDeliveryResend(ctx context.Context, arg WebhookDelivery
 		&i.LastAttemptAt,
 		&i.NextAttemptAt,
 		&i.CreatedAt,
+		&i.FirstAttemptAt,
 	)
 	return i, err
 }

@@ -36,10 +36,14 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, id int64) (WebhookE
 const webhookEndpointFailed = `-- name: WebhookEndpointFailed :one
 UPDATE webhook_endpoint w
 SET failing_since = coalesce(w.failing_since, $1),
-    enabled = w.enabled AND coalesce(w.failing_since, $1) > now() - make_interval(secs => $2::float8),
-    disabled_reason = CASE WHEN w.enabled AND coalesce(w.failing_since, $1) <= now() - make_interval(secs => $2::float8)
-                           THEN $3::text ELSE w.disabled_reason END
-FROM (SELECT o.id AS old_id, o.enabled AS was_enabled FROM webhook_endpoint o WHERE o.id = $4 FOR UPDATE) old
+    enabled = w.enabled AND NOT (
+        coalesce(w.failing_since, $1) <= now() - make_interval(secs => $2::float8)
+        OR coalesce(coalesce(w.failing_since, $1) <= $3::timestamptz, false)),
+    disabled_reason = CASE WHEN w.enabled AND (
+        coalesce(w.failing_since, $1) <= now() - make_interval(secs => $2::float8)
+        OR coalesce(coalesce(w.failing_since, $1) <= $3::timestamptz, false))
+                           THEN $4::text ELSE w.disabled_reason END
+FROM (SELECT o.id AS old_id, o.enabled AS was_enabled FROM webhook_endpoint o WHERE o.id = $5 FOR UPDATE) old
 WHERE w.id = old.old_id
 RETURNING w.id, w.url, (old.was_enabled AND NOT w.enabled)::boolean AS just_disabled
 `
@@ -47,6 +51,7 @@ RETURNING w.id, w.url, (old.was_enabled AND NOT w.enabled)::boolean AS just_disa
 type WebhookEndpointFailedParams struct {
 	AttemptedAt   *time.Time
 	WindowSeconds float64
+	SpentSince    *time.Time
 	Reason        string
 	EndpointID    int64
 }
@@ -57,14 +62,18 @@ type WebhookEndpointFailedRow struct {
 	JustDisabled bool
 }
 
-// WebhookEndpointFailed records a failed attempt that began at
-// attempted_at: the streak begins then unless it began before, and an
-// endpoint failing since more than window_seconds is disabled with reason.
-// just_disabled: this call disabled it.
+// WebhookEndpointFailed records a failed attempt claimed at attempted_at
+// (the database's clock): the streak begins then unless it began before. The
+// endpoint is disabled with reason when it has failed since more than
+// window_seconds, or when the attempt was a delivery's last (spent_since:
+// its first attempt; its retry window is over) and the streak began at or
+// before that first attempt (no success since). just_disabled: this call
+// disabled it.
 func (q *Queries) WebhookEndpointFailed(ctx context.Context, arg WebhookEndpointFailedParams) (WebhookEndpointFailedRow, error) {
 	row := q.db.QueryRow(ctx, webhookEndpointFailed,
 		arg.AttemptedAt,
 		arg.WindowSeconds,
+		arg.SpentSince,
 		arg.Reason,
 		arg.EndpointID,
 	)

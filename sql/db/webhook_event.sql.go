@@ -91,7 +91,7 @@ WITH ev AS (
 )
 INSERT INTO webhook_delivery (endpoint_id, event_id)
 SELECT $1::bigint, ev.id FROM ev
-RETURNING id, endpoint_id, event_id, status, attempts, last_status_code, last_error, last_attempt_at, next_attempt_at, created_at
+RETURNING id, endpoint_id, event_id, status, attempts, last_status_code, last_error, last_attempt_at, next_attempt_at, created_at, first_attempt_at
 `
 
 // WebhookEventInsertTest records a test event for one endpoint: no voucher,
@@ -110,6 +110,7 @@ func (q *Queries) WebhookEventInsertTest(ctx context.Context, endpointID int64) 
 		&i.LastAttemptAt,
 		&i.NextAttemptAt,
 		&i.CreatedAt,
+		&i.FirstAttemptAt,
 	)
 	return i, err
 }

@@ -14,10 +14,11 @@ WITH due AS (
 )
 UPDATE webhook_delivery d
 SET attempts = d.attempts + 1,
+    first_attempt_at = coalesce(d.first_attempt_at, now()),
     next_attempt_at = now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
 FROM due, webhook_event e, webhook_endpoint w
 WHERE d.id = due.id AND e.id = d.event_id AND w.id = d.endpoint_id
-RETURNING d.id, d.attempts, d.created_at, now()::timestamptz AS claimed_at,
+RETURNING d.id, d.attempts, d.created_at, coalesce(d.first_attempt_at, now())::timestamptz AS first_attempt_at, now()::timestamptz AS claimed_at,
           e.id AS event_id, e.voucher_code, e.sequence, e.type, e.data, e.created_at AS event_created_at,
           w.id AS endpoint_id, w.url, w.secret, w.previous_secret, w.previous_secret_until;
 

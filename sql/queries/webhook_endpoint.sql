@@ -37,15 +37,22 @@ DELETE FROM webhook_endpoint WHERE id = $1 RETURNING *;
 -- name: WebhookEndpointSucceeded :exec
 UPDATE webhook_endpoint SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL;
 
--- WebhookEndpointFailed records a failed attempt that began at
--- attempted_at: the streak begins then unless it began before, and an
--- endpoint failing since more than window_seconds is disabled with reason.
--- just_disabled: this call disabled it.
+-- WebhookEndpointFailed records a failed attempt claimed at attempted_at
+-- (the database's clock): the streak begins then unless it began before. The
+-- endpoint is disabled with reason when it has failed since more than
+-- window_seconds, or when the attempt was a delivery's last (spent_since:
+-- its first attempt; its retry window is over) and the streak began at or
+-- before that first attempt (no success since). just_disabled: this call
+-- disabled it.
 -- name: WebhookEndpointFailed :one
 UPDATE webhook_endpoint w
 SET failing_since = coalesce(w.failing_since, sqlc.arg(attempted_at)),
-    enabled = w.enabled AND coalesce(w.failing_since, sqlc.arg(attempted_at)) > now() - make_interval(secs => sqlc.arg(window_seconds)::float8),
-    disabled_reason = CASE WHEN w.enabled AND coalesce(w.failing_since, sqlc.arg(attempted_at)) <= now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+    enabled = w.enabled AND NOT (
+        coalesce(w.failing_since, sqlc.arg(attempted_at)) <= now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+        OR coalesce(coalesce(w.failing_since, sqlc.arg(attempted_at)) <= sqlc.narg(spent_since)::timestamptz, false)),
+    disabled_reason = CASE WHEN w.enabled AND (
+        coalesce(w.failing_since, sqlc.arg(attempted_at)) <= now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+        OR coalesce(coalesce(w.failing_since, sqlc.arg(attempted_at)) <= sqlc.narg(spent_since)::timestamptz, false))
                            THEN sqlc.arg(reason)::text ELSE w.disabled_reason END
 FROM (SELECT o.id AS old_id, o.enabled AS was_enabled FROM webhook_endpoint o WHERE o.id = sqlc.arg(endpoint_id) FOR UPDATE) old
 WHERE w.id = old.old_id
