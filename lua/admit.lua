@@ -252,12 +252,7 @@ end
 -- them the stock key's deadline, once.
 if admitted then
   for _, key in ipairs({KEYS[2], KEYS[3], KEYS[6], KEYS[7]}) do
-    if redis.call('PTTL', key) == -1 then
-      local pttl = redis.call('PTTL', KEYS[1])
-      if pttl > 0 then
-        redis.call('PEXPIRE', key, pttl)
-      end
-    end
+    live_as_stock(key, KEYS[1])
   end
 end
 return out

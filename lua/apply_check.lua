@@ -140,12 +140,7 @@ for i = 0, n - 1 do
       redis.call('DECR', KEYS[1])
       if #periods > 0 then
         period_take(KEYS[6], id, periods)
-        if redis.call('PTTL', KEYS[6]) == -1 then
-          local pttl = redis.call('PTTL', KEYS[1])
-          if pttl > 0 then
-            redis.call('PEXPIRE', KEYS[6], pttl)
-          end
-        end
+        live_as_stock(KEYS[6], KEYS[1])
       end
       if budget and discount > 0 then
         redis.call('HINCRBY', KEYS[4], 'budget', '-' .. ARGV[b + 6])
@@ -169,12 +164,7 @@ for i = 0, n - 1 do
         -- Kept whatever it is (this script does not know the voucher's
         -- terms): the record is the discount the use took. A rare path.
         redis.call('HSET', KEYS[5], id, ARGV[b + 6])
-        if redis.call('PTTL', KEYS[5]) == -1 then
-          local pttl = redis.call('PTTL', KEYS[1])
-          if pttl > 0 then
-            redis.call('PEXPIRE', KEYS[5], pttl)
-          end
-        end
+        live_as_stock(KEYS[5], KEYS[1])
       end
       out[#out + 1] = 'APPLY'
     else

@@ -77,6 +77,18 @@ local function settled(stock, orders, paused, meta, orderId)
   return nil, known, f
 end
 
+-- live_as_stock gives key the stock key's deadline when it has none: a
+-- hash a script has just created (Redis keeps no empty hash) does not
+-- outlive the gate it belongs to.
+local function live_as_stock(key, stock)
+  if redis.call('PTTL', key) == -1 then
+    local pttl = redis.call('PTTL', stock)
+    if pttl > 0 then
+      redis.call('PEXPIRE', key, pttl)
+    end
+  end
+end
+
 -- Period limits (voucher.GatePeriod): a reserve's periods come as one
 -- argument, 'AT;LIMIT,KEY,KIND,START,END,MAX;...' ('' for a voucher without
 -- limits): AT the moment the caller counts the use at (Unix ms), then one
