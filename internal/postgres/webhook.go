@@ -293,7 +293,7 @@ func (s *Store) FinishWebhookDelivery(ctx context.Context, o voucher.WebhookOutc
 			streak = attempted
 		}
 		row, err := q.WebhookEndpointFailed(ctx, db.WebhookEndpointFailedParams{
-			EndpointID: o.EndpointID, AttemptedAt: &streak, WindowSeconds: failingFor.Seconds(), SpentSince: o.SpentSince, Reason: reason,
+			EndpointID: o.EndpointID, ClaimedAt: streak, WindowSeconds: failingFor.Seconds(), SpentSince: o.SpentSince, Reason: reason,
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // deleted meanwhile

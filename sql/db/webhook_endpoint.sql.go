@@ -35,24 +35,25 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, id int64) (WebhookE
 
 const webhookEndpointFailed = `-- name: WebhookEndpointFailed :one
 UPDATE webhook_endpoint w
-SET failing_since = coalesce(w.failing_since, $1),
-    enabled = w.enabled AND NOT (
-        coalesce(w.failing_since, $1) <= now() - make_interval(secs => $2::float8)
-        OR coalesce(coalesce(w.failing_since, $1) <= $3::timestamptz, false)),
-    disabled_reason = CASE WHEN w.enabled AND (
-        coalesce(w.failing_since, $1) <= now() - make_interval(secs => $2::float8)
-        OR coalesce(coalesce(w.failing_since, $1) <= $3::timestamptz, false))
-                           THEN $4::text ELSE w.disabled_reason END
-FROM (SELECT o.id AS old_id, o.enabled AS was_enabled FROM webhook_endpoint o WHERE o.id = $5 FOR UPDATE) old
+SET failing_since = old.streak,
+    enabled = w.enabled AND NOT old.over,
+    disabled_reason = CASE WHEN w.enabled AND old.over THEN $1::text ELSE w.disabled_reason END
+FROM (
+    SELECT old_id, was_enabled, streak,
+           streak <= now() - make_interval(secs => $2::float8)
+               OR coalesce(streak <= $3::timestamptz, false) AS over
+    FROM (SELECT o.id AS old_id, o.enabled AS was_enabled, coalesce(o.failing_since, $4::timestamptz) AS streak
+          FROM webhook_endpoint o WHERE o.id = $5 FOR UPDATE) locked
+) old
 WHERE w.id = old.old_id
 RETURNING w.id, w.url, (old.was_enabled AND NOT w.enabled)::boolean AS just_disabled
 `
 
 type WebhookEndpointFailedParams struct {
-	AttemptedAt   *time.Time
+	Reason        string
 	WindowSeconds float64
 	SpentSince    *time.Time
-	Reason        string
+	ClaimedAt     time.Time
 	EndpointID    int64
 }
 
@@ -62,19 +63,19 @@ type WebhookEndpointFailedRow struct {
 	JustDisabled bool
 }
 
-// WebhookEndpointFailed records a failed attempt claimed at attempted_at
-// (the database's clock): the streak begins then unless it began before. The
-// endpoint is disabled with reason when it has failed since more than
-// window_seconds, or when the attempt was a delivery's last (spent_since:
-// its first attempt; its retry window is over) and the streak began at or
-// before that first attempt (no success since). just_disabled: this call
-// disabled it.
+// WebhookEndpointFailed records a failed attempt claimed at claimed_at
+// (the database's clock): the streak begins then unless it began before.
+// The endpoint is disabled with reason (over) when it has failed since
+// more than window_seconds, or when the attempt was a delivery's last
+// (spent_since: its first claim; its retry window is over) and the streak
+// began at or before that first claim (no success since). just_disabled:
+// this call disabled it.
 func (q *Queries) WebhookEndpointFailed(ctx context.Context, arg WebhookEndpointFailedParams) (WebhookEndpointFailedRow, error) {
 	row := q.db.QueryRow(ctx, webhookEndpointFailed,
-		arg.AttemptedAt,
+		arg.Reason,
 		arg.WindowSeconds,
 		arg.SpentSince,
-		arg.Reason,
+		arg.ClaimedAt,
 		arg.EndpointID,
 	)
 	var i WebhookEndpointFailedRow

@@ -37,23 +37,24 @@ DELETE FROM webhook_endpoint WHERE id = $1 RETURNING *;
 -- name: WebhookEndpointSucceeded :exec
 UPDATE webhook_endpoint SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL;
 
--- WebhookEndpointFailed records a failed attempt claimed at attempted_at
--- (the database's clock): the streak begins then unless it began before. The
--- endpoint is disabled with reason when it has failed since more than
--- window_seconds, or when the attempt was a delivery's last (spent_since:
--- its first attempt; its retry window is over) and the streak began at or
--- before that first attempt (no success since). just_disabled: this call
--- disabled it.
+-- WebhookEndpointFailed records a failed attempt claimed at claimed_at
+-- (the database's clock): the streak begins then unless it began before.
+-- The endpoint is disabled with reason (over) when it has failed since
+-- more than window_seconds, or when the attempt was a delivery's last
+-- (spent_since: its first claim; its retry window is over) and the streak
+-- began at or before that first claim (no success since). just_disabled:
+-- this call disabled it.
 -- name: WebhookEndpointFailed :one
 UPDATE webhook_endpoint w
-SET failing_since = coalesce(w.failing_since, sqlc.arg(attempted_at)),
-    enabled = w.enabled AND NOT (
-        coalesce(w.failing_since, sqlc.arg(attempted_at)) <= now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
-        OR coalesce(coalesce(w.failing_since, sqlc.arg(attempted_at)) <= sqlc.narg(spent_since)::timestamptz, false)),
-    disabled_reason = CASE WHEN w.enabled AND (
-        coalesce(w.failing_since, sqlc.arg(attempted_at)) <= now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
-        OR coalesce(coalesce(w.failing_since, sqlc.arg(attempted_at)) <= sqlc.narg(spent_since)::timestamptz, false))
-                           THEN sqlc.arg(reason)::text ELSE w.disabled_reason END
-FROM (SELECT o.id AS old_id, o.enabled AS was_enabled FROM webhook_endpoint o WHERE o.id = sqlc.arg(endpoint_id) FOR UPDATE) old
+SET failing_since = old.streak,
+    enabled = w.enabled AND NOT old.over,
+    disabled_reason = CASE WHEN w.enabled AND old.over THEN sqlc.arg(reason)::text ELSE w.disabled_reason END
+FROM (
+    SELECT old_id, was_enabled, streak,
+           streak <= now() - make_interval(secs => sqlc.arg(window_seconds)::float8)
+               OR coalesce(streak <= sqlc.narg(spent_since)::timestamptz, false) AS over
+    FROM (SELECT o.id AS old_id, o.enabled AS was_enabled, coalesce(o.failing_since, sqlc.arg(claimed_at)::timestamptz) AS streak
+          FROM webhook_endpoint o WHERE o.id = sqlc.arg(endpoint_id) FOR UPDATE) locked
+) old
 WHERE w.id = old.old_id
 RETURNING w.id, w.url, (old.was_enabled AND NOT w.enabled)::boolean AS just_disabled;
