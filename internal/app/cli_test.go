@@ -11,14 +11,17 @@ import (
 	"time"
 )
 
-// freeAddr is a loopback host:port nothing listened on a moment ago.
-func freeAddr(t *testing.T) string {
+// heldAddr is a loopback host:port the test listens on until it ends, so a
+// command that tried to listen there fails (an error from Run) instead of
+// the test asking afterwards whether something listens: a port let go is
+// another parallel test's to take, which once failed CI.
+func heldAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	return l.Addr().String()
 }
 
@@ -48,40 +51,35 @@ var cliCases = []cliCase{
 	{[]string{"key", "revoke"}, "usage: voucherd key revoke", []string{"DATABASE_URL", "REDIS_URL"}},
 }
 
-// cliEnv are settings under which any command that did start would show
-// it: a database nobody answers on, free ports for the server and the
-// broker, and an APP_ENV that stops any start that reads the settings.
-func cliEnv(t *testing.T) (map[string]string, string, string) {
-	httpAddr, brokerAddr := freeAddr(t), freeAddr(t)
+// cliEnv are settings under which any command that did start would fail
+// and say so: a database nobody answers on, server and broker ports the
+// test holds, and an APP_ENV that stops any start that reads the settings.
+func cliEnv(t *testing.T) map[string]string {
 	return map[string]string{
 		"DATABASE_URL": "postgres://voucher@127.0.0.1:1/none?connect_timeout=1",
-		"HTTP_ADDR":    httpAddr, "BROKER_ADDR": brokerAddr,
-	}, httpAddr, brokerAddr
+		"HTTP_ADDR":    heldAddr(t), "BROKER_ADDR": heldAddr(t),
+	}
 }
 
 // TestRun_EveryCommandAnswersHelpWithItsUsageAndDoesNothingElse: -h and
 // --help print the command's usage, naming the settings it reads, on
 // stdout, and Run returns nil at once: no settings read (a bad one does not
-// matter), no database, no listener (serve's and the broker's ports stay
-// closed).
+// matter), no database, no listener (serve's and the broker's ports are
+// the test's: a listen there would fail).
 func TestRun_EveryCommandAnswersHelpWithItsUsageAndDoesNothingElse(t *testing.T) {
 	t.Parallel()
 	for _, tc := range cliCases {
 		for _, help := range []string{"-h", "--help", "-help"} {
-			settings, httpAddr, brokerAddr := cliEnv(t)
+			settings := cliEnv(t)
 			settings["APP_ENV"] = "bogus" // read, it would stop the command
 			args := append(slices.Clone(tc.args), help)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			var out, errOut strings.Builder
-			start := time.Now()
 			err := Run(ctx, args, env(settings), &out, &errOut)
 			cancel()
 			desc := strings.Join(args, " ")
 			if err != nil || ExitCode(err) != 0 {
 				t.Errorf("voucherd %s: %v, want nil (exit 0)", desc, err)
-			}
-			if took := time.Since(start); took > 2*time.Second {
-				t.Errorf("voucherd %s took %v: it did more than print its usage", desc, took)
 			}
 			if !strings.HasPrefix(out.String(), tc.usage) {
 				t.Errorf("voucherd %s printed %q, want its usage (%q...)", desc, out.String(), tc.usage)
@@ -93,12 +91,6 @@ func TestRun_EveryCommandAnswersHelpWithItsUsageAndDoesNothingElse(t *testing.T)
 			}
 			if errOut.Len() != 0 {
 				t.Errorf("voucherd %s wrote to stderr: %q", desc, errOut.String())
-			}
-			for _, addr := range []string{httpAddr, brokerAddr} {
-				if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-					c.Close()
-					t.Errorf("voucherd %s: something listens on %s", desc, addr)
-				}
 			}
 		}
 	}
@@ -138,10 +130,9 @@ func TestRun_AnUnknownFlagOrArgumentIsAUsageError(t *testing.T) {
 		[]string{"key", "rotate"}, []string{"key", "create", "-name", "ci"}, []string{"key", "create", "-role", "admin"}, []string{"key", "revoke"},
 		[]string{"key", "list", "-id", "1"}, []string{"key", "create", "-name", "ci", "-role", "admin", "-rate", "many"})
 	for _, args := range lines {
-		settings, httpAddr, brokerAddr := cliEnv(t)
+		settings := cliEnv(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var out strings.Builder
-		start := time.Now()
 		err := Run(ctx, args, env(settings), &out, &strings.Builder{})
 		cancel()
 		desc := strings.Join(args, " ")
@@ -153,17 +144,8 @@ func TestRun_AnUnknownFlagOrArgumentIsAUsageError(t *testing.T) {
 		if !strings.Contains(err.Error(), "usage: voucherd") {
 			t.Errorf("voucherd %s: %q, want the usage with the reason", desc, err)
 		}
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("voucherd %s took %v before refusing", desc, took)
-		}
 		if out.Len() != 0 {
 			t.Errorf("voucherd %s printed %q on stdout", desc, out.String())
-		}
-		for _, addr := range []string{httpAddr, brokerAddr} {
-			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-				c.Close()
-				t.Errorf("voucherd %s: something listens on %s", desc, addr)
-			}
 		}
 	}
 	if ExitCode(nil) != 0 || ExitCode(errors.New("postgres does not answer")) != 1 {
