@@ -174,9 +174,7 @@ func TestCampaignPage_ShowsThePeriodCountsOfAllItsCodes(t *testing.T) {
 		t.Fatalf("create: %d: %.500s", rec.Code, rec.Body)
 	}
 	c, _ = campaignNamed(t, f, name)
-	if err := f.svc.GenerateCampaign(context.Background(), c.ID, "test-"+unique()); err != nil {
-		t.Fatal(err)
-	}
+	generateCodes(t, f, c.ID)
 	var codes []string
 	if err := f.svc.CampaignCodes(asAdmin, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil }); err != nil {
 		t.Fatal(err)

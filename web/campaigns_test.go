@@ -12,6 +12,7 @@ import (
 
 	"voucherd/internal/accounts"
 	"voucherd/internal/postgres"
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 	"voucherd/web"
 )
@@ -47,6 +48,17 @@ func campaignNamed(t *testing.T, f fixture, name string) (voucher.Campaign, bool
 		}
 	}
 	return voucher.Campaign{}, false
+}
+
+// generateCodes makes campaign id's codes, or waits for whoever makes them
+// (testenv.Generated).
+func generateCodes(t *testing.T, f fixture, id int64) {
+	t.Helper()
+	holder := "test-" + unique()
+	testenv.Generated(t, func() error { return f.svc.GenerateCampaign(context.Background(), id, holder) }, func() (bool, error) {
+		c, err := f.svc.Campaign(asAdmin, id)
+		return c.Status == voucher.CampaignReady, err
+	})
 }
 
 // createCampaign creates a campaign through the form as s and returns it.
@@ -146,9 +158,7 @@ func TestCampaigns_AMarketerCreatesOneAuditedAndItsPageFollowsTheGeneration(t *t
 		t.Error("the poll sends the export while the status has not changed")
 	}
 
-	if err := f.svc.GenerateCampaign(context.Background(), c.ID, "test-"+unique()); err != nil {
-		t.Fatal(err)
-	}
+	generateCodes(t, f, c.ID)
 	live = f.do(t, http.MethodGet, page+"/live?shown=GENERATING", &m, nil, map[string]string{"HX-Request": "true"})
 	ld = doc(t, live)
 	for sel, want := range map[string]string{
@@ -179,9 +189,7 @@ func TestCampaigns_TheCodeLookupFindsOnlyThisCampaignsCodes(t *testing.T) {
 	c := createCampaign(t, f, m, map[string]string{"codeCount": "5", "usesPerCode": "2", "totalLimit": ""})
 	other := createCampaign(t, f, m, map[string]string{"codeCount": "3"})
 	for _, id := range []int64{c.ID, other.ID} {
-		if err := f.svc.GenerateCampaign(context.Background(), id, "test-"+unique()); err != nil {
-			t.Fatal(err)
-		}
+		generateCodes(t, f, id)
 	}
 	codes := func(id int64) []string {
 		var out []string
@@ -384,9 +392,7 @@ func TestCampaigns_TheListIsNewestFirstPagedWithTheCursor(t *testing.T) {
 		}
 		ids = append(ids, c.ID)
 	}
-	if err := f.svc.GenerateCampaign(context.Background(), ids[51], "test-"+unique()); err != nil {
-		t.Fatal(err)
-	}
+	generateCodes(t, f, ids[51])
 	rec := f.do(t, http.MethodGet, "/admin/campaigns", &m, nil, nil)
 	d := doc(t, rec)
 	rows := d.Find(`[data-testid=campaign-row]`)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"voucherd/internal/testenv"
 	"voucherd/internal/voucher"
 )
 
@@ -23,6 +24,18 @@ func newCampaign(t *testing.T, s *Store, count int) voucher.Campaign {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// generateCodes makes campaign id's codes, or waits for whoever makes them
+// (testenv.Generated).
+func generateCodes(t *testing.T, s *Store, id int64) {
+	t.Helper()
+	ctx := context.Background()
+	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
+	testenv.Generated(t, func() error { return svc.GenerateCampaign(ctx, id, "test") }, func() (bool, error) {
+		c, err := s.Campaign(ctx, id)
+		return c.Status == voucher.CampaignReady, err
+	})
 }
 
 // holdGeneration takes a campaign's generation lease for the test, so no
@@ -120,8 +133,13 @@ func TestGenerateCampaign_TwoHoldersMakeEachCodeOnce(t *testing.T) {
 
 // A generator stopped by its context leaves a campaign GENERATING with the
 // batches it committed, and the next one finishes it.
+//
+// A database of its own: on the shared one, another test's voucherd scans
+// for campaigns GENERATING and could take the released lease before the
+// second generator here does.
 func TestGenerateCampaign_StoppedByItsContextResumes(t *testing.T) {
-	s := New(testPool)
+	pool := ownDatabase(t)
+	s := New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
 	c := newCampaign(t, s, 200_000)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -147,7 +165,7 @@ func TestGenerateCampaign_StoppedByItsContextResumes(t *testing.T) {
 	}
 	// Not reservable while GENERATING.
 	var code string
-	if err := testPool.QueryRow(context.Background(), `SELECT code FROM voucher_code WHERE campaign_id = $1 LIMIT 1`, c.ID).Scan(&code); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT code FROM voucher_code WHERE campaign_id = $1 LIMIT 1`, c.ID).Scan(&code); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = s.Reserve(context.Background(), voucher.ReserveRequest{Code: code, CustomerID: 1, OrderID: unique("o"), OrderAmount: 500}, time.Minute, voucher.PathDatabase)
@@ -173,11 +191,8 @@ func TestExpireDue_GivesCampaignCodesTheirUsesBack(t *testing.T) {
 	ctx := context.Background()
 	pool := ownDatabase(t)
 	s := New(pool)
-	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
 	c := newCampaign(t, s, 5)
-	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
+	generateCodes(t, s, c.ID)
 	var codes []string
 	_ = s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil })
 	plain := newFlashVoucher(t, s, 5, 1, 0)
@@ -228,9 +243,7 @@ func generatedFlashCampaign(t *testing.T, s *Store, count, usesPerCode, total in
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{}).GenerateCampaign(ctx, c.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
+	generateCodes(t, s, c.ID)
 	var codes []string
 	if err := s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil }); err != nil {
 		t.Fatal(err)

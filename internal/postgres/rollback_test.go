@@ -221,9 +221,7 @@ func TestRollback_ACampaignCodeGetsItsUseBack(t *testing.T) {
 	s := New(testPool)
 	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
 	c := newCampaign(t, s, 2)
-	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
+	generateCodes(t, s, c.ID)
 	var codes []string
 	_ = s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil })
 	r := voucher.ReserveRequest{Code: codes[0], CustomerID: 1, OrderID: unique("o"), OrderAmount: 500}

@@ -161,9 +161,7 @@ func TestWebhookEvents_ACampaignCodesReservationIsReportedUnderTheCodeUsed(t *te
 	s := New(ownDatabase(t))
 	c := newCampaign(t, s, 3)
 	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
-	if err := svc.GenerateCampaign(ctx, c.ID, "test"); err != nil {
-		t.Fatal(err)
-	}
+	generateCodes(t, s, c.ID)
 	var codes []string
 	if err := s.CampaignCodes(ctx, c.ID, func(cc voucher.CampaignCode) error { codes = append(codes, cc.Code); return nil }); err != nil {
 		t.Fatal(err)

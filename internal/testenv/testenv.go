@@ -94,3 +94,29 @@ func SkipShort(t testing.TB) {
 		t.Skip("needs a spawned process; make test runs it")
 	}
 }
+
+// Generated runs a campaign's code generation to its end, whoever runs it.
+// generate is a Service's GenerateCampaign of the campaign; ready says
+// whether the campaign is READY. Every voucherd of another test on the
+// same database scans for campaigns still GENERATING and may take one's
+// lease first, and GenerateCampaign then leaves the codes to that holder
+// and returns at once (stop 42's CI failed on it); so this waits for
+// READY, and generates again while it waits, should that holder stop.
+func Generated(t testing.TB, generate func() error, ready func() (bool, error)) {
+	t.Helper()
+	if err := generate(); err != nil {
+		t.Fatalf("generating a campaign's codes: %v", err)
+	}
+	EventuallyWithin(t, time.Minute, "the campaign READY", func() (bool, string) {
+		ok, err := ready()
+		if err != nil {
+			return false, err.Error()
+		}
+		if !ok {
+			if err := generate(); err != nil {
+				return false, err.Error()
+			}
+		}
+		return ok, "still GENERATING"
+	})
+}
