@@ -512,7 +512,9 @@ func (b *bench) probeKafka(ctx context.Context, p *prepared) (string, error) {
 // run plays every selected scenario.
 func (b *bench) run(ctx context.Context) (*report, error) {
 	scenarios := b.selected()
-	wantKafka := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.kafka })
+	wantKafka := slices.ContainsFunc(scenarios, func(s scenario) bool {
+		return s.kafka || (s.kind == kindOpenLoop && slices.ContainsFunc(splitList(b.opts.OpenScenarios), func(name string) bool { return findScenario(name).kafka }))
+	})
 	needServer := slices.ContainsFunc(scenarios, func(s scenario) bool { return s.needsServer() })
 	rep := newReport(b)
 	if needServer {

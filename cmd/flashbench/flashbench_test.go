@@ -326,5 +326,13 @@ func openLoopRows(t *testing.T, ol *openLoopReport, quota int) {
 		if row.Factor <= 1 && (row.ThenRate != 0 || len(res.Recovery) != 0) {
 			t.Errorf("%s: a recovery phase on a row that is not over capacity", name)
 		}
+		// The first phase (-open-time 300ms) by window: two, and a sale's
+		// last winner was due within it.
+		if len(res.Timeline) != 2 {
+			t.Errorf("%s: timeline %+v, want two windows of 250ms", name, res.Timeline)
+		}
+		if want > 0 && (res.LastWinnerDue <= 0 || res.LastWinnerDue > 300*time.Millisecond) {
+			t.Errorf("%s: the last winner due at %v, want within the 300ms of the load", name, res.LastWinnerDue)
+		}
 	}
 }

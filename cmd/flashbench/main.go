@@ -78,6 +78,7 @@ type options struct {
 	OpenConns       int           // and their second connection count (besides -c)
 	OpenRecovery    time.Duration // the 1.5 x rows' recovery phase at 0.5 x
 	OpenCapacityN   int64         // requests of each open-loop scenario's capacity measurement
+	OpenScenarios   string        // comma-separated scenario names of the open-loop rows
 	DatabaseURL     string
 	RedisURL        string
 }
@@ -113,6 +114,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.OpenTime, "open-time", 5*time.Second, "openloop: how long each open-loop row offers its rate")
 	fs.DurationVar(&o.OpenRecovery, "open-recovery", 4*time.Second, "openloop: after each 1.5 x row's load, how long it offers 0.5 x (the recovery: when its p99 is under 100 ms again); 0: none")
 	fs.IntVar(&o.OpenConns, "open-conns", 10000, "openloop: the rows' second connection count, besides -c (0: -c only); the load process raises its open-file limit")
+	fs.StringVar(&o.OpenScenarios, "open-scenarios", strings.Join(openScenarios, ","), "openloop: the scenarios of the open-loop rows (comma-separated sales of REST or GraphQL, e.g. rest-kafka)")
 	fs.Int64Var(&o.OpenCapacityN, "open-capacity-n", 60000, "openloop: requests of the closed-loop measurement of each open-loop scenario's capacity")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -145,6 +147,11 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.OpenTime <= 0 || o.OpenConns < 0 || o.OpenCapacityN < 1 || o.OpenRecovery < 0 {
 		errs = append(errs, errors.New("-open-time and -open-capacity-n must be positive, -open-conns 0 or more"))
+	}
+	for _, name := range splitList(o.OpenScenarios) {
+		if s := findScenario(name); s == nil || (s.kind != kindREST && s.kind != kindGraphQL) || s.big || s.campaign {
+			errs = append(errs, fmt.Errorf("-open-scenarios: %q is not a sale of one voucher over REST or GraphQL", name))
+		}
 	}
 	if o.Client != "raw" && o.Client != "nethttp" {
 		errs = append(errs, errors.New("-client must be raw or nethttp"))

@@ -66,6 +66,13 @@ type openResult struct {
 	// the p99 of every window from then on is under recoveryP99, -1 never.
 	Recovery       []recoveryWindow `json:"recovery,omitempty"`
 	RecoveredAfter time.Duration    `json:"recoveredAfterNs,omitempty"`
+	// Timeline: the first phase's answers (not 503) the same way, by
+	// RecoveryWindow of their scheduled time since the start; with
+	// LastWinnerDue (when the last request answered with a reservation was
+	// due) it shows where in a row its tail was: the selling phase, while
+	// each winner waits for its database write, or the sold-out crowd after.
+	Timeline      []recoveryWindow `json:"timeline,omitempty"`
+	LastWinnerDue time.Duration    `json:"lastWinnerDueNs,omitempty"`
 }
 
 // RecoveryWindow is the width of a recovery phase's windows; recoveryP99
@@ -118,6 +125,7 @@ type histShard struct {
 	mu                  sync.Mutex
 	all, answered, shed *hdrhistogram.Histogram
 	windows             []*hdrhistogram.Histogram // the recovery phase's, made on first use
+	timeline            []*hdrhistogram.Histogram // the first phase's, made on first use
 	outcomes            map[string]int64
 	classes             map[string]int64
 	won                 []int64
@@ -155,6 +163,7 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 	scheduled := first + int64(spec.ThenRate*spec.ThenDuration.Seconds())
 	res.Scheduled = scheduled
 	nWindows := int((spec.ThenDuration + RecoveryWindow - 1) / RecoveryWindow)
+	nTimeline := max(1, int((spec.Duration+RecoveryWindow-1)/RecoveryWindow))
 	attempts := make([]attempt, spec.Concurrency)
 	for w := range attempts {
 		var release func()
@@ -229,6 +238,16 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 					}
 					_ = sh.windows[k].RecordValue(us)
 				}
+				if i < first && class != "shed" {
+					k := min(int(at/RecoveryWindow), nTimeline-1)
+					if sh.timeline == nil {
+						sh.timeline = make([]*hdrhistogram.Histogram, nTimeline)
+					}
+					if sh.timeline[k] == nil {
+						sh.timeline[k] = openHist()
+					}
+					_ = sh.timeline[k].RecordValue(us)
+				}
 				sh.outcomes[outcome]++
 				sh.classes[class]++
 				if ok {
@@ -254,7 +273,17 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 
 	all, answered, shed := openHist(), openHist(), openHist()
 	windows := make([]*hdrhistogram.Histogram, nWindows)
+	timeline := make([]*hdrhistogram.Histogram, nTimeline)
 	for _, sh := range shards {
+		for k, h := range sh.timeline {
+			if h == nil {
+				continue
+			}
+			if timeline[k] == nil {
+				timeline[k] = openHist()
+			}
+			timeline[k].Merge(h)
+		}
 		all.Merge(sh.all)
 		answered.Merge(sh.answered)
 		shed.Merge(sh.shed)
@@ -290,6 +319,17 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 		}
 	}
 	slices.Sort(res.Won)
+	if len(res.Won) > 0 {
+		res.LastWinnerDue = due(res.Won[len(res.Won)-1])
+	}
+	for k, h := range timeline {
+		w := recoveryWindow{From: time.Duration(k) * RecoveryWindow}
+		if h != nil {
+			s := summarize(h)
+			w.Count, w.P99 = s.Count, s.P99
+		}
+		res.Timeline = append(res.Timeline, w)
+	}
 	res.All, res.Answered, res.Shed = summarize(all), summarize(answered), summarize(shed)
 	for k, h := range windows {
 		w := recoveryWindow{From: time.Duration(k) * RecoveryWindow}
@@ -349,7 +389,7 @@ func (b *bench) runOpenLoop(ctx context.Context) (*openLoopReport, error) {
 		conns = append(conns, b.opts.OpenConns)
 	}
 	attempt := 100 // the rows' vouchers are attempts 100, 101, ... of their scenario
-	for _, name := range openScenarios {
+	for _, name := range splitList(b.opts.OpenScenarios) {
 		s := *findScenario(name)
 		p, err := b.prepare(ctx, s, attempt)
 		attempt++
@@ -533,6 +573,22 @@ func (r *openLoopReport) markdown(command string) string {
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Scenario, group(int64(row.Connections)), after, strings.Join(ws, " "))
 		}
+	}
+	fmt.Fprintf(&b, "\nThe 0.8 x rows over time: the p99 of the answers (not 503) by %s window of their scheduled time, and when the last request answered with a reservation was due (the selling phase; a sold-out crowd has none).\n\n", RecoveryWindow)
+	b.WriteString("| scenario | connections | last winner due at | p99 ms of each window |\n| --- | ---: | ---: | --- |\n")
+	for _, row := range r.Rows {
+		if row.Factor != 0.8 {
+			continue
+		}
+		last := "-"
+		if len(row.Result.Won) > 0 {
+			last = row.Result.LastWinnerDue.Round(time.Millisecond).String()
+		}
+		var ws []string
+		for _, w := range row.Result.Timeline {
+			ws = append(ws, ms(w.P99))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Scenario, group(int64(row.Connections)), last, strings.Join(ws, " "))
 	}
 	b.WriteString("\n\"offered\" is the factor times the scenario's capacity: its closed-loop throughput on a fresh voucher just before its rows. Answers per second are over the time from the start to the last answer. \"503\" is every HTTP 503: the server's refusals for load, and a Redis or PostgreSQL call that timed out under the load (the outcomes in openloop.json tell them apart only by the server's metrics); \"other\" is any other status, a GraphQL payload's UNAVAILABLE, or a transport error.\n")
 	return b.String()
