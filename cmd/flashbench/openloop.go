@@ -606,6 +606,7 @@ func (r *openLoopReport) markdown(command string) string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Scenario, group(int64(row.Connections)), last, strings.Join(ws, " "))
 	}
+	b.WriteString(r.targets())
 	b.WriteString("\n\"offered\" is the factor times the scenario's capacity: its closed-loop throughput on a fresh voucher just before its rows. Answers per second are over the time from the start to the last answer. \"503\" is every HTTP 503: the server's refusals for load, and a Redis or PostgreSQL call that timed out under the load (the outcomes in openloop.json tell them apart only by the server's metrics); \"other\" is any other status, a GraphQL payload's UNAVAILABLE, or a transport error.\n")
 	return b.String()
 }
@@ -617,4 +618,63 @@ func (r *openLoopReport) write(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "openloop.json"), append(j, '\n'), 0o644)
+}
+
+// targets is issue 28's targets, judged on this run's rows: each target's
+// figure per scenario and connection count, and whether every one met it.
+func (r *openLoopReport) targets() string {
+	type judged struct {
+		name    string
+		figures []string
+		met     bool
+	}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 1, 64) + " ms" }
+	ts := []*judged{
+		{name: "p99 < 100 ms at 0.8 x", met: true},
+		{name: "at 1.5 x no answer later than 1 s (its recovery phase included)", met: true},
+		{name: "at 1.5 x at least 0.8 x the capacity answered 201/409/422", met: true},
+		{name: "exactly the quota sold, never more, every reservation answered held", met: true},
+		{name: "p99 < 100 ms again within 2 s after 1.5 x falls to 0.5 x", met: true},
+	}
+	judge := func(t *judged, row *openRow, figure string, ok bool) {
+		t.figures = append(t.figures, fmt.Sprintf("%s %s: %s", row.Scenario, group(int64(row.Connections)), figure))
+		t.met = t.met && ok
+	}
+	for _, row := range r.Rows {
+		res := row.Result
+		switch row.Factor {
+		case 0.8:
+			judge(ts[0], row, ms(res.All.P99), res.All.P99 < 100*time.Millisecond)
+		case 1.5:
+			judge(ts[1], row, ms(res.All.Max), res.All.Max <= time.Second)
+			answered := float64(res.Classes["answered"]) / max(res.Elapsed.Seconds(), 1e-9) / row.Capacity
+			judge(ts[2], row, fmt.Sprintf("%.2f x", answered), answered >= 0.8)
+			if row.ThenRate > 0 {
+				after := "never"
+				if res.RecoveredAfter >= 0 && len(res.Recovery) > 0 {
+					after = res.RecoveredAfter.String()
+				}
+				judge(ts[4], row, after, res.RecoveredAfter >= 0 && len(res.Recovery) > 0 && res.RecoveredAfter <= 2*time.Second)
+			}
+		}
+		if len(row.Checks) > 0 {
+			judge(ts[3], row, fmt.Sprintf("%.1f x: %s", row.Factor, strings.Join(row.Checks, "; ")), false)
+		}
+	}
+	if ts[3].met {
+		ts[3].figures = []string{fmt.Sprintf("every row (%d)", len(r.Rows))}
+	}
+	var b strings.Builder
+	b.WriteString("\nIssue 28's targets on these rows (shedding as above):\n\n| target | figures | met |\n| --- | --- | --- |\n")
+	for _, t := range ts {
+		if len(t.figures) == 0 {
+			continue
+		}
+		met := "yes"
+		if !t.met {
+			met = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.name, strings.Join(t.figures, ", "), met)
+	}
+	return b.String()
 }

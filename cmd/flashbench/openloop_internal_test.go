@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,6 +108,44 @@ func TestRecovered_IsTheFirstWindowFromWhichEveryP99IsUnder100ms(t *testing.T) {
 	} {
 		if got := recovered(tc.ws); got != tc.want {
 			t.Errorf("recovered(%+v) = %s, want %s", tc.ws, got, tc.want)
+		}
+	}
+}
+
+// Issue 28's targets are judged on the rows: met only when every scenario
+// and connection count meets it, each figure named.
+func TestOpenLoopTargets_MetOnlyWhenEveryRowMeetsThem(t *testing.T) {
+	row := func(scenario string, conns int, factor float64, p99, maxLat time.Duration, answered int64, recovered time.Duration, checks ...string) *openRow {
+		r := &openRow{Scenario: scenario, Connections: conns, Factor: factor, Capacity: 1000, Rate: factor * 1000, Checks: checks,
+			Result: &openResult{Classes: map[string]int64{"answered": answered}, Elapsed: time.Second,
+				All: latencySummary{P99: p99, Max: maxLat}, RecoveredAfter: recovered}}
+		if factor > 1 {
+			r.ThenRate = 500
+			r.Result.Recovery = []recoveryWindow{{}, {}}
+		}
+		return r
+	}
+	good := &openLoopReport{Rows: []*openRow{
+		row("rest", 256, 0.8, 40*time.Millisecond, 90*time.Millisecond, 800, 0),
+		row("rest", 256, 1.5, 300*time.Millisecond, 900*time.Millisecond, 900, 1500*time.Millisecond),
+	}}
+	got := good.targets()
+	for _, want := range []string{"| p99 < 100 ms at 0.8 x | rest 256: 40.0 ms | yes |", "rest 256: 900.0 ms | yes |", "rest 256: 0.90 x | yes |",
+		"| exactly the quota sold, never more, every reservation answered held | every row (2) | yes |", "rest 256: 1.5s | yes |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("targets of rows that meet them lack %q:\n%s", want, got)
+		}
+	}
+	bad := &openLoopReport{Rows: []*openRow{
+		row("rest", 256, 0.8, 40*time.Millisecond, 90*time.Millisecond, 800, 0),
+		row("rest", 10000, 0.8, 2500*time.Millisecond, 3*time.Second, 600, 0),
+		row("rest", 10000, 1.5, 3*time.Second, 5*time.Second, 700, -1, "sold 999, want 1000"),
+	}}
+	got = bad.targets()
+	for _, want := range []string{"| p99 < 100 ms at 0.8 x | rest 256: 40.0 ms, rest 10,000: 2500.0 ms | **no** |", "rest 10,000: 5000.0 ms | **no** |",
+		"rest 10,000: 0.70 x | **no** |", "rest 10,000: 1.5 x: sold 999, want 1000 | **no** |", "rest 10,000: never | **no** |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("targets of rows that miss them lack %q:\n%s", want, got)
 		}
 	}
 }
