@@ -30,7 +30,7 @@ CONTRACT_CHECK := ../shared/tools/contract-check
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint
 
-.PHONY: help setup migrate run broker build generate verify verify-code lint check test test-unit test-e2e test-race bench bench-wrk fuzz explore
+.PHONY: help setup migrate run broker build generate verify lint check test test-unit test-e2e test-race bench bench-wrk fuzz explore
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
@@ -84,14 +84,10 @@ generate:
 		echo "templ: no web/ yet, skipped"; \
 	fi
 
-verify:
-	$(MAKE) --no-print-directory verify-code
-	$(MAKE) --no-print-directory lint
-
 # Stale generated code is found by regenerating and comparing checksums of the
 # generated files before and after, so files that are fresh but not yet
 # committed pass; on a clean clone (CI) it is the same as `git status`.
-verify-code:
+verify:
 	@before=$$($(GENERATED_SUMS)); \
 	$(MAKE) --no-print-directory generate; \
 	after=$$($(GENERATED_SUMS)); \
@@ -116,6 +112,7 @@ verify-code:
 	fi; \
 	echo "verify: go.mod and go.sum are tidy"
 	go vet ./...
+	$(MAKE) --no-print-directory lint
 	@if [ -e $(CONTRACT_CHECK) ]; then \
 		echo "$(CONTRACT_CHECK) 'graph/**/*.graphqls'"; \
 		$(CONTRACT_CHECK) 'graph/**/*.graphqls'; \
@@ -156,14 +153,10 @@ GOTESTSUM_FORMAT ?= pkgname-and-test-fails
 E2E_PKGS := ./internal/e2e ./internal/faults
 GOTESTSUM = TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
 	go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg --
-# golangci-lint runs beside the two test lanes, not before them: the unit
-# lane ends minutes before the end-to-end one, whose processes and browser
-# leave cores idle, and on a fresh machine its build from source took
-# minutes of its own.
 test:
 	bash scripts/setup.sh --test --with-chromium
-	$(MAKE) --no-print-directory verify-code
-	$(MAKE) --no-print-directory -j3 --output-sync=target lint test-unit test-e2e
+	$(MAKE) --no-print-directory verify
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-unit test-e2e
 
 test-unit:
 	$(GOTESTSUM) -race -count=1 -timeout 30m \
