@@ -121,11 +121,55 @@ func summarize(h *hdrhistogram.Histogram) latencySummary {
 // each would be 10,000 copies of about 400 KiB.
 func openHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 120_000_000, 3) }
 
+// windowed is a histogram per RecoveryWindow of scheduled time, each made
+// on its first value (most shards see few windows of a recovery phase).
+type windowed []*hdrhistogram.Histogram
+
+// record adds us to window k of n (the last window holds what is later),
+// making the n windows on the first call.
+func (w *windowed) record(n, k int, us int64) {
+	if *w == nil {
+		*w = make(windowed, n)
+	}
+	k = min(k, n-1)
+	if (*w)[k] == nil {
+		(*w)[k] = openHist()
+	}
+	_ = (*w)[k].RecordValue(us)
+}
+
+// merge adds a shard's windows (nil: none recorded) to w, which has as many.
+func (w windowed) merge(from windowed) {
+	for k, h := range from {
+		if h == nil {
+			continue
+		}
+		if w[k] == nil {
+			w[k] = openHist()
+		}
+		w[k].Merge(h)
+	}
+}
+
+// summaries are the windows' counts and p99s, from the first.
+func (w windowed) summaries() []recoveryWindow {
+	out := make([]recoveryWindow, 0, len(w))
+	for k, h := range w {
+		rw := recoveryWindow{From: time.Duration(k) * RecoveryWindow}
+		if h != nil {
+			s := summarize(h)
+			rw.Count, rw.P99 = s.Count, s.P99
+		}
+		out = append(out, rw)
+	}
+	return out
+}
+
 type histShard struct {
 	mu                  sync.Mutex
 	all, answered, shed *hdrhistogram.Histogram
-	windows             []*hdrhistogram.Histogram // the recovery phase's, made on first use
-	timeline            []*hdrhistogram.Histogram // the first phase's, made on first use
+	windows             windowed // the recovery phase's
+	timeline            windowed // the first phase's
 	outcomes            map[string]int64
 	classes             map[string]int64
 	won                 []int64
@@ -229,24 +273,10 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 				if i >= first && class != "shed" {
 					// The recovery phase's answers by when they were due
 					// (a 503 is the shedding's answer, not a recovery).
-					k := min(int((at-spec.Duration)/RecoveryWindow), nWindows-1)
-					if sh.windows == nil {
-						sh.windows = make([]*hdrhistogram.Histogram, nWindows)
-					}
-					if sh.windows[k] == nil {
-						sh.windows[k] = openHist()
-					}
-					_ = sh.windows[k].RecordValue(us)
+					sh.windows.record(nWindows, int((at-spec.Duration)/RecoveryWindow), us)
 				}
 				if i < first && class != "shed" {
-					k := min(int(at/RecoveryWindow), nTimeline-1)
-					if sh.timeline == nil {
-						sh.timeline = make([]*hdrhistogram.Histogram, nTimeline)
-					}
-					if sh.timeline[k] == nil {
-						sh.timeline[k] = openHist()
-					}
-					_ = sh.timeline[k].RecordValue(us)
+					sh.timeline.record(nTimeline, int(at/RecoveryWindow), us)
 				}
 				sh.outcomes[outcome]++
 				sh.classes[class]++
@@ -272,30 +302,13 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 	bar.finish()
 
 	all, answered, shed := openHist(), openHist(), openHist()
-	windows := make([]*hdrhistogram.Histogram, nWindows)
-	timeline := make([]*hdrhistogram.Histogram, nTimeline)
+	windows, timeline := make(windowed, nWindows), make(windowed, nTimeline)
 	for _, sh := range shards {
-		for k, h := range sh.timeline {
-			if h == nil {
-				continue
-			}
-			if timeline[k] == nil {
-				timeline[k] = openHist()
-			}
-			timeline[k].Merge(h)
-		}
 		all.Merge(sh.all)
 		answered.Merge(sh.answered)
 		shed.Merge(sh.shed)
-		for k, h := range sh.windows {
-			if h == nil {
-				continue
-			}
-			if windows[k] == nil {
-				windows[k] = openHist()
-			}
-			windows[k].Merge(h)
-		}
+		windows.merge(sh.windows)
+		timeline.merge(sh.timeline)
 		for k, v := range sh.outcomes {
 			res.Outcomes[k] += v
 		}
@@ -322,23 +335,9 @@ func openLoad(ctx context.Context, spec loadSpec, newAttempt func() (attempt, fu
 	if len(res.Won) > 0 {
 		res.LastWinnerDue = due(res.Won[len(res.Won)-1])
 	}
-	for k, h := range timeline {
-		w := recoveryWindow{From: time.Duration(k) * RecoveryWindow}
-		if h != nil {
-			s := summarize(h)
-			w.Count, w.P99 = s.Count, s.P99
-		}
-		res.Timeline = append(res.Timeline, w)
-	}
+	res.Timeline = timeline.summaries()
 	res.All, res.Answered, res.Shed = summarize(all), summarize(answered), summarize(shed)
-	for k, h := range windows {
-		w := recoveryWindow{From: time.Duration(k) * RecoveryWindow}
-		if h != nil {
-			s := summarize(h)
-			w.Count, w.P99 = s.Count, s.P99
-		}
-		res.Recovery = append(res.Recovery, w)
-	}
+	res.Recovery = windows.summaries()
 	if nWindows > 0 {
 		res.RecoveredAfter = recovered(res.Recovery)
 	}

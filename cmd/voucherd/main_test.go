@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -46,20 +45,6 @@ func voucherd(t *testing.T, env map[string]string, args ...string) (code int, st
 	return 0, out.String(), errOut.String()
 }
 
-// heldPort listens on a free port for the rest of the test, so a run that
-// tried to listen there fails to (exit 1, why on stderr) instead of the
-// test asking afterwards whether something listens: a port let go is
-// another parallel test's to take, which once failed CI.
-func heldPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l.Addr().String()
-}
-
 // TestVoucherd_HelpExits0AndAUsageErrorExits2: the binary's exit status
 // for every command: -h and --help print the usage on stdout and exit 0
 // having started nothing (serve with a database nobody answers on, the
@@ -68,7 +53,7 @@ func heldPort(t *testing.T) string {
 // prints the usage on stderr and exits 2; a failure exits 1.
 func TestVoucherd_HelpExits0AndAUsageErrorExits2(t *testing.T) {
 	t.Parallel()
-	httpAddr, brokerAddr := heldPort(t), heldPort(t)
+	httpAddr, brokerAddr := testproc.HeldAddr(t), testproc.HeldAddr(t)
 	env := map[string]string{
 		"DATABASE_URL": "postgres://voucher@127.0.0.1:1/none?connect_timeout=1",
 		"HTTP_ADDR":    httpAddr, "BROKER_ADDR": brokerAddr,

@@ -3,27 +3,14 @@ package app
 import (
 	"context"
 	"errors"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-// heldAddr is a loopback host:port the test listens on until it ends, so a
-// command that tried to listen there fails (an error from Run) instead of
-// the test asking afterwards whether something listens: a port let go is
-// another parallel test's to take, which once failed CI.
-func heldAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	return l.Addr().String()
-}
+	"voucherd/internal/testproc"
+)
 
 // cliCase is one command line and the settings it names in its usage.
 type cliCase struct {
@@ -57,7 +44,7 @@ var cliCases = []cliCase{
 func cliEnv(t *testing.T) map[string]string {
 	return map[string]string{
 		"DATABASE_URL": "postgres://voucher@127.0.0.1:1/none?connect_timeout=1",
-		"HTTP_ADDR":    heldAddr(t), "BROKER_ADDR": heldAddr(t),
+		"HTTP_ADDR":    testproc.HeldAddr(t), "BROKER_ADDR": testproc.HeldAddr(t),
 	}
 }
 

@@ -96,6 +96,20 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// HeldAddr is a loopback host:port the test listens on until it ends, so a
+// command told to listen there fails to (and says so) instead of the test
+// asking afterwards whether something listens: a port let go is another
+// parallel test's to take, which once failed CI.
+func HeldAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().String()
+}
+
 // Proc is one voucherd command run as an OS process, possibly several times
 // in a row (Restart) with the same settings and port.
 type Proc struct {
