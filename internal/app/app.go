@@ -277,7 +277,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		job.Expiry(svc, cfg.ExpiryInterval, logger),
 		job.Reconcile(svc, store, holder, cfg.ReconcileInterval, logger),
 		job.WarmUp(svc, cfg.WarmUpInterval, logger),
-		dash.sampler,
+		job.SampleCounters(dash.backoffice.SampleOpenVouchers, store, holder, sampleInterval, logger),
 		job.SaleFlush(svc, cfg.SaleFlushInterval, logger),
 	}
 	for _, j := range jobs {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"voucherd/internal/accounts"
-	"voucherd/internal/job"
 	"voucherd/internal/postgres"
 	"voucherd/internal/voucher"
 	"voucherd/web"
@@ -30,7 +29,6 @@ const sampleInterval = 5 * time.Second
 type dashboard struct {
 	handler    http.Handler
 	backoffice *voucher.Backoffice
-	sampler    *job.Periodic
 	// session reads a dashboard session for routes outside /admin.
 	session func(r *http.Request) (voucher.Caller, bool, error)
 }
@@ -87,14 +85,5 @@ func newDashboard(ctx context.Context, cfg config, store *postgres.Store, svc *v
 		handler:    web.New(deps, web.Config{SecureCookies: cfg.Production, Logger: logger, DefaultCurrency: cfg.DefaultCurrency, ClientAddresses: cfg.TrustedProxies}),
 		backoffice: backoffice,
 		session:    web.SessionCaller(accts),
-		sampler: &job.Periodic{
-			Name:     "sample-counters",
-			Interval: sampleInterval,
-			Logger:   logger,
-			RunOnce: func(ctx context.Context) error {
-				_, err := backoffice.SampleOpenVouchers(ctx)
-				return err
-			},
-		},
 	}, nil
 }

@@ -59,6 +59,29 @@ func Reconcile(svc *voucher.Service, leases Leases, holder string, interval time
 	}
 }
 
+// SampleCounters samples the counters of the open vouchers for the
+// dashboard's chart every interval. A pass reads every open voucher and its
+// last sample and writes the database's figures, whichever instance runs
+// it, so a lease makes one instance per interval do it: run by every
+// instance, each pass cost every instance's share of PostgreSQL (about
+// 100 ms of its CPU per pass on a database of 5,000 open vouchers, every
+// 5 s).
+func SampleCounters(sample func(context.Context) (int, error), leases Leases, holder string, interval time.Duration, logger *slog.Logger) *Periodic {
+	return &Periodic{
+		Name:     "sample-counters",
+		Interval: interval,
+		Logger:   logger,
+		RunOnce: func(ctx context.Context) error {
+			ok, err := leases.TakeLease(ctx, "sample-counters", holder, interval*9/10)
+			if err != nil || !ok {
+				return err
+			}
+			_, err = sample(ctx)
+			return err
+		},
+	}
+}
+
 // WarmUp loads the gates of flash vouchers that are live or start soon. The
 // load is atomic and never touches a loaded gate, so instances may race.
 func WarmUp(svc *voucher.Service, interval time.Duration, logger *slog.Logger) *Periodic {
