@@ -927,21 +927,41 @@ func TestKafka_DeadLetteredEventRaisesTheAlert(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	if err := gate.New(rdb).Unload(context.Background(), code); err != nil {
-		t.Fatal(err)
+	// The server's own start-up passes (warm-up, reconciliation: each runs
+	// once when the server starts, whatever its interval) may come late on
+	// a loaded machine, find the gate unloaded and have it loaded again,
+	// which then judges the event (a fresh-machine rehearsal saw it). A try
+	// whose event the gate judged is made again, up to three.
+	var wrong voucher.Event
+	var value []byte
+	for try := 1; ; try++ {
+		if err := gate.New(rdb).Unload(context.Background(), code); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		wrong = voucher.NewEvent(voucher.EventReserved, voucher.Reservation{
+			OrderID: uniqueOrder(), VoucherCode: code, CustomerID: 2, OrderAmount: 100, DiscountAmount: 100,
+			CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute),
+		}, now)
+		if value, err = events.Encode(wrong); err != nil {
+			t.Fatal(err)
+		}
+		produce(t, brokers, &kgo.Record{Topic: events.DefaultTopic, Key: []byte(code), Value: value})
+		waitApplied(t, brokers)
+		var dead int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM dead_letter WHERE order_id = $1`, wrong.OrderID).Scan(&dead); err != nil {
+			t.Fatal(err)
+		}
+		if dead == 1 {
+			break
+		}
+		_, loaded, err := gate.New(rdb).Remaining(context.Background(), code)
+		if err != nil || !loaded || try == 3 {
+			t.Fatalf("try %d: the refused event was not dead-lettered (gate loaded again: %t, %v)", try, loaded, err)
+		}
+		t.Logf("try %d: the gate was loaded again before the event was read, and judged it; again", try)
 	}
-	now := time.Now()
-	wrong := voucher.NewEvent(voucher.EventReserved, voucher.Reservation{
-		OrderID: uniqueOrder(), VoucherCode: code, CustomerID: 2, OrderAmount: 100, DiscountAmount: 100,
-		CreatedAt: now, ExpiresAt: now.Add(15 * time.Minute),
-	}, now)
-	value, err := events.Encode(wrong)
-	if err != nil {
-		t.Fatal(err)
-	}
-	produce(t, brokers,
-		&kgo.Record{Topic: events.DefaultTopic, Key: []byte(code), Value: value},
-		&kgo.Record{Topic: events.DefaultTopic, Key: []byte(code), Value: []byte("not an event")})
+	produce(t, brokers, &kgo.Record{Topic: events.DefaultTopic, Key: []byte(code), Value: []byte("not an event")})
 	waitApplied(t, brokers)
 
 	testenv.Eventually(t, "the dead-letter counter", func() (bool, string) {
