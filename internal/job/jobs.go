@@ -42,21 +42,10 @@ type Leases interface {
 // Reconcile compares every flash gate with the database every interval. A
 // lease in the database makes one instance per interval do it.
 func Reconcile(svc *voucher.Service, leases Leases, holder string, interval time.Duration, logger *slog.Logger) *Periodic {
-	return &Periodic{
-		Name:     "reconcile",
-		Interval: interval,
-		Logger:   logger,
-		RunOnce: func(ctx context.Context) error {
-			// A lease slightly shorter than the interval: the holder's next
-			// pass finds it lapsed, and so would anyone else's.
-			ok, err := leases.TakeLease(ctx, "reconcile", holder, interval*9/10)
-			if err != nil || !ok {
-				return err
-			}
-			_, err = svc.Reconcile(ctx)
-			return err
-		},
-	}
+	return leased("reconcile", leases, holder, interval, logger, func(ctx context.Context) error {
+		_, err := svc.Reconcile(ctx)
+		return err
+	})
 }
 
 // SampleCounters samples the counters of the open vouchers for the
@@ -67,17 +56,27 @@ func Reconcile(svc *voucher.Service, leases Leases, holder string, interval time
 // 100 ms of its CPU per pass on a database of 5,000 open vouchers, every
 // 5 s).
 func SampleCounters(sample func(context.Context) (int, error), leases Leases, holder string, interval time.Duration, logger *slog.Logger) *Periodic {
+	return leased("sample-counters", leases, holder, interval, logger, func(ctx context.Context) error {
+		_, err := sample(ctx)
+		return err
+	})
+}
+
+// leased is the periodic job name whose pass runs only in the instance
+// holding the lease of the same name, so that of many instances one does a
+// pass per interval. The lease is slightly shorter than the interval: the
+// holder's next pass finds it lapsed, and so would anyone else's.
+func leased(name string, leases Leases, holder string, interval time.Duration, logger *slog.Logger, pass func(context.Context) error) *Periodic {
 	return &Periodic{
-		Name:     "sample-counters",
+		Name:     name,
 		Interval: interval,
 		Logger:   logger,
 		RunOnce: func(ctx context.Context) error {
-			ok, err := leases.TakeLease(ctx, "sample-counters", holder, interval*9/10)
+			ok, err := leases.TakeLease(ctx, name, holder, interval*9/10)
 			if err != nil || !ok {
 				return err
 			}
-			_, err = sample(ctx)
-			return err
+			return pass(ctx)
 		},
 	}
 }
