@@ -8,36 +8,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"voucherd/internal/job"
 	"voucherd/internal/postgres"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
-	"voucherd/migrations"
 )
 
 // ownStore is a store on a database of the test's own: the job's lease is
 // named, and every server on the shared test database takes it too.
 func ownStore(t *testing.T) *postgres.Store {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testenv.WithQuery(testdb.Own(t, testenv.DatabaseURL()), testenv.Pool(4)))
-	if err == nil {
-		err = pool.Ping(ctx)
-	}
-	if err != nil {
-		t.Fatalf("needs PostgreSQL at TEST_DATABASE_URL: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	_, err = migrations.Up(ctx, db)
-	_ = db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return postgres.New(pool)
+	return postgres.New(testdb.Migrated(t, testenv.DatabaseURL()))
 }
 
 // Three instances on one database sample its open vouchers once an

@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"voucherd/internal/testdb"
 	"voucherd/internal/voucher"
-	"voucherd/migrations"
 )
 
 // ownDatabase makes a database of the test's own, migrated, and drops it at
@@ -20,16 +18,7 @@ import (
 // the shared test database has other tests' reservations.
 func ownDatabase(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testdb.Own(t, databaseURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := migrations.Up(ctx, stdlib.OpenDBFromPool(pool)); err != nil {
-		t.Fatalf("migrations: %v", err)
-	}
-	return pool
+	return testdb.Migrated(t, databaseURL)
 }
 
 // allDue makes every reservation of a test's own database held for less

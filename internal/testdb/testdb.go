@@ -12,6 +12,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"voucherd/migrations"
 )
 
 // Own creates an empty database on the server of baseURL (a postgres://
@@ -50,4 +54,21 @@ func Own(t testing.TB, baseURL string) string {
 	})
 	u.Path = "/" + name
 	return u.String()
+}
+
+// Migrated is Own's database with the migrations applied, as a pool that
+// is closed before the database is dropped: for a test that uses the store
+// without a server (voucherd serve migrates its database itself).
+func Migrated(t testing.TB, baseURL string) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, Own(t, baseURL))
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	t.Cleanup(pool.Close) // registered after Own's drop, so it runs first
+	if _, err := migrations.Up(ctx, stdlib.OpenDBFromPool(pool)); err != nil {
+		t.Fatalf("testdb: migrations: %v", err)
+	}
+	return pool
 }
