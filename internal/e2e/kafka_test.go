@@ -932,10 +932,11 @@ func TestKafka_DeadLetteredEventRaisesTheAlert(t *testing.T) {
 	// a loaded machine, find the gate unloaded and have it loaded again,
 	// which then judges the event (a fresh-machine rehearsal saw it). A try
 	// whose event the gate judged is made again, up to three.
+	g := gate.New(rdb)
 	var wrong voucher.Event
 	var value []byte
 	for try := 1; ; try++ {
-		if err := gate.New(rdb).Unload(context.Background(), code); err != nil {
+		if err := g.Unload(context.Background(), code); err != nil {
 			t.Fatal(err)
 		}
 		now := time.Now()
@@ -955,7 +956,7 @@ func TestKafka_DeadLetteredEventRaisesTheAlert(t *testing.T) {
 		if dead == 1 {
 			break
 		}
-		_, loaded, err := gate.New(rdb).Remaining(context.Background(), code)
+		_, loaded, err := g.Remaining(context.Background(), code)
 		if err != nil || !loaded || try == 3 {
 			t.Fatalf("try %d: the refused event was not dead-lettered (gate loaded again: %t, %v)", try, loaded, err)
 		}
