@@ -200,11 +200,12 @@ func TestApiKeys_ARateIsSharedByEveryServer(t *testing.T) {
 	_, free := createKey(t, a, adminToken, map[string]any{"name": keyName("unrated"), "role": "STOREFRONT"})
 
 	const sent = 40
+	servers := []*server{a, b} // request i goes to servers[i%2]
 	answers := make([]response, sent)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range sent {
-		wg.Go(func() { answers[i] = reserveWith(t, []*server{a, b}[i%2], limited, code) })
+		wg.Go(func() { answers[i] = reserveWith(t, servers[i%2], limited, code) })
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -214,7 +215,7 @@ func TestApiKeys_ARateIsSharedByEveryServer(t *testing.T) {
 		case http.StatusCreated:
 			allowed++
 		case http.StatusTooManyRequests:
-			refusedOn[[]*server{a, b}[i%2].URL]++
+			refusedOn[servers[i%2].URL]++
 			retry, err := strconv.Atoi(got.Header("Retry-After"))
 			if str(got.Body["error"]) != "RATE_LIMITED" || err != nil || retry < 1 {
 				t.Errorf("a request over the rate: %d Retry-After %q %s", got.Status, got.Header("Retry-After"), got.Raw)
