@@ -23,6 +23,17 @@ GENERATED_SUMS := { find sql/db graph web -type f \
 	\( -path 'sql/db/*' -o -path 'graph/*.go' -o -name '*_templ.go' \) 2>/dev/null || true; } \
 	| LC_ALL=C sort | xargs -r sha256sum
 
+# sqlc's output is a function of sqlc.yaml, the migrations (its schema),
+# sql/queries and sqlc's version. make generate records one checksum of
+# those inputs and of the output in sql/db/sqlc.sum; verify runs sqlc only
+# when that checksum has changed (an input or the output edited since), so a
+# fresh machine does not build sqlc's cgo PostgreSQL parser (140 s of
+# make test's first run) to learn that nothing changed.
+SQLC_RECORD := sql/db/sqlc.sum
+SQLC_SUM := { LC_ALL=C find sqlc.yaml migrations sql/queries sql/db -type f ! -path $(SQLC_RECORD) \
+	| LC_ALL=C sort | xargs sha256sum; grep -E '^[[:space:]]*github.com/sqlc-dev/sqlc ' go.mod; } \
+	| sha256sum | cut -d' ' -f1
+
 CONTRACT_CHECK := ../shared/tools/contract-check
 
 # golangci-lint is pinned and installed into bin/ by verify when missing (a
@@ -30,7 +41,7 @@ CONTRACT_CHECK := ../shared/tools/contract-check
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint
 
-.PHONY: help setup migrate run broker build generate verify lint check test test-unit test-e2e test-race bench bench-wrk fuzz explore
+.PHONY: help setup migrate run broker build generate verify lint lint-install check test test-unit test-e2e test-race bench bench-wrk fuzz explore
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
@@ -70,7 +81,13 @@ build:
 	go build -o bin/voucherd ./cmd/voucherd
 
 generate:
-	go tool sqlc generate
+	@if [ -n "$(SQLC_UNCHANGED)" ]; then \
+		echo "sqlc: inputs and output as $(SQLC_RECORD) records them, not run"; \
+	else \
+		echo "go tool sqlc generate"; \
+		go tool sqlc generate; \
+		$(SQLC_SUM) > $(SQLC_RECORD); \
+	fi
 	@if [ -f gqlgen.yml ]; then \
 		echo "go tool gqlgen generate --config gqlgen.yml"; \
 		go tool gqlgen generate --config gqlgen.yml; \
@@ -89,7 +106,8 @@ generate:
 # committed pass; on a clean clone (CI) it is the same as `git status`.
 verify:
 	@before=$$($(GENERATED_SUMS)); \
-	$(MAKE) --no-print-directory generate; \
+	unchanged=; [ "$$($(SQLC_SUM))" = "$$(cat $(SQLC_RECORD) 2>/dev/null)" ] && unchanged=1; \
+	$(MAKE) --no-print-directory generate SQLC_UNCHANGED=$$unchanged; \
 	after=$$($(GENERATED_SUMS)); \
 	stale=$$(diff <(echo "$$before") <(echo "$$after") | sed -n 's/^[<>] [0-9a-f]*  //p' | LC_ALL=C sort -u || true); \
 	if [ -n "$$stale" ]; then \
@@ -123,12 +141,14 @@ verify:
 # The pinned version is installed when bin/ has none or another one. A
 # second run at once (another worktree's make test) waits for the first
 # instead of failing with "parallel golangci-lint is running".
-lint:
+lint: lint-install
+	$(GOLANGCI_LINT) run --allow-serial-runners ./...
+
+lint-install:
 	@if ! $(GOLANGCI_LINT) version 2>/dev/null | grep -q "version $(patsubst v%,%,$(GOLANGCI_LINT_VERSION)) "; then \
 		echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into bin/"; \
 		GOBIN="$(CURDIR)/bin" go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
 	fi
-	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 # The suite runs in two halves side by side (output grouped per half):
 # - test-unit: every package but the end-to-end ones, under -race: the gate,
@@ -153,8 +173,13 @@ GOTESTSUM_FORMAT ?= pkgname-and-test-fails
 E2E_PKGS := ./internal/e2e ./internal/faults
 GOTESTSUM = TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
 	go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg --
+# On a fresh machine the module downloads and the linter's build (about
+# 110 s of CPU) run while setup.sh waits on apt-get (Chromium, about 45 s);
+# their output follows setup's. Where Go itself is missing, setup.sh says so.
 test:
-	bash scripts/setup.sh --test --with-chromium
+	@log=$$(mktemp); (go mod download && $(MAKE) --no-print-directory lint-install) >"$$log" 2>&1 & fetch=$$!; \
+	bash scripts/setup.sh --test --with-chromium || { kill $$fetch 2>/dev/null; rm -f "$$log"; exit 1; }; \
+	failed=0; wait $$fetch || failed=1; cat "$$log"; rm -f "$$log"; exit $$failed
 	$(MAKE) --no-print-directory verify
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-unit test-e2e
 
