@@ -173,11 +173,11 @@ GOTESTSUM_FORMAT ?= pkgname-and-test-fails
 E2E_PKGS := ./internal/e2e ./internal/faults
 GOTESTSUM = TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDIS_URL)' \
 	go tool gotestsum --format '$(GOTESTSUM_FORMAT)' --format-hide-empty-pkg --
-# On a fresh machine the module downloads and the linter's build (about
-# 110 s of CPU) run while setup.sh waits on apt-get (Chromium, about 45 s);
-# their output follows setup's. Where Go itself is missing, setup.sh says so.
+# On a fresh machine the linter's build (110 to 160 s) starts while setup.sh
+# waits on apt-get (Chromium: 12 to 45 s); its output follows setup's. Where
+# Go itself is missing, setup.sh says so.
 test:
-	@log=$$(mktemp); (go mod download && $(MAKE) --no-print-directory lint-install) >"$$log" 2>&1 & fetch=$$!; \
+	@log=$$(mktemp); $(MAKE) --no-print-directory lint-install >"$$log" 2>&1 & fetch=$$!; \
 	bash scripts/setup.sh --test --with-chromium || { kill $$fetch 2>/dev/null; rm -f "$$log"; exit 1; }; \
 	failed=0; wait $$fetch || failed=1; cat "$$log"; rm -f "$$log"; exit $$failed
 	$(MAKE) --no-print-directory verify
