@@ -123,13 +123,20 @@ type Proc struct {
 	URL string
 
 	ready func(t testing.TB, p *Proc) error // waits until the process serves
+	// addrKey is the setting of Addr (HTTP_ADDR, BROKER_ADDR); with
+	// pickPort the first run listens on a free port of the harness's
+	// choosing, another one if that was taken before the process bound it.
+	addrKey  string
+	pickPort bool
+	freePort func(testing.TB) int // FreePort unless a test of this package sets it
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the current run exited
-	runs int
-	last *os.ProcessState // how the previous run ended
-	log  lockedBuffer     // every run's output, runs marked
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the current run exited
+	runs    int
+	cleanup bool             // the test's cleanup is registered
+	last    *os.ProcessState // how the previous run ended
+	log     lockedBuffer     // every run's output, runs marked
 }
 
 // Serve starts `voucherd serve` with env (DATABASE_URL, REDIS_URL, ... as
@@ -139,11 +146,8 @@ func Serve(t testing.TB, env map[string]string) *Proc {
 	t.Helper()
 	testenv.SkipShort(t)
 	env = clone(env)
-	if env["HTTP_ADDR"] == "" {
-		env["HTTP_ADDR"] = "127.0.0.1:" + strconv.Itoa(FreePort(t))
-	}
-	p := &Proc{Name: "serve", Args: []string{"serve"}, Env: env, Addr: env["HTTP_ADDR"], ready: serveReady}
-	p.URL = "http://" + p.Addr
+	p := &Proc{Name: "serve", Args: []string{"serve"}, Env: env, addrKey: "HTTP_ADDR", ready: serveReady}
+	p.pickPort = env["HTTP_ADDR"] == ""
 	p.Start(t)
 	return p
 }
@@ -155,10 +159,8 @@ func Broker(t testing.TB, env map[string]string) *Proc {
 	t.Helper()
 	testenv.SkipShort(t)
 	env = clone(env)
-	if env["BROKER_ADDR"] == "" {
-		env["BROKER_ADDR"] = "127.0.0.1:" + strconv.Itoa(FreePort(t))
-	}
-	p := &Proc{Name: "broker", Args: []string{"broker"}, Env: env, Addr: env["BROKER_ADDR"], ready: brokerReady}
+	p := &Proc{Name: "broker", Args: []string{"broker"}, Env: env, addrKey: "BROKER_ADDR", ready: brokerReady}
+	p.pickPort = env["BROKER_ADDR"] == ""
 	p.Start(t)
 	return p
 }
@@ -168,6 +170,48 @@ func Broker(t testing.TB, env map[string]string) *Proc {
 // the test ends, and its output is logged if the test failed.
 func (p *Proc) Start(t testing.TB) {
 	t.Helper()
+	// A port found free may be taken (by another test's listener or an
+	// outgoing connection's local port) before the process binds it: the
+	// first run then moves to another. Later runs keep theirs: a restart
+	// is on the same address.
+	for try := 1; p.runs == 0 && p.pickPort; try++ {
+		pick := p.freePort
+		if pick == nil {
+			pick = FreePort
+		}
+		p.listenOn("127.0.0.1:" + strconv.Itoa(pick(t)))
+		err := p.run(t)
+		if err == nil {
+			return
+		}
+		if try == 5 || !strings.Contains(p.log.lastRun(), "address already in use") {
+			t.Fatalf("testproc: voucherd %s (run %d) did not become ready: %v\n%s", p.Name, p.runs, err, p.log.tail(logTail))
+		}
+		p.runs = 0 // the next port's run is the first again
+	}
+	if p.Addr == "" {
+		p.listenOn(p.Env[p.addrKey])
+	}
+	if err := p.run(t); err != nil {
+		t.Fatalf("testproc: voucherd %s (run %d) did not become ready: %v\n%s", p.Name, p.runs, err, p.log.tail(logTail))
+	}
+}
+
+// listenOn sets the address the process listens on.
+func (p *Proc) listenOn(addr string) {
+	p.Addr = addr
+	if p.addrKey != "" {
+		p.Env[p.addrKey] = addr
+	}
+	if p.Name == "serve" {
+		p.URL = "http://" + addr
+	}
+}
+
+// run starts the process and waits until it is ready; one that is not is
+// killed.
+func (p *Proc) run(t testing.TB) error {
+	t.Helper()
 	bin := Binary(t)
 	p.mu.Lock()
 	if p.cmd != nil {
@@ -175,7 +219,8 @@ func (p *Proc) Start(t testing.TB) {
 		t.Fatalf("testproc: %s is already running", p.Name)
 	}
 	p.runs++
-	if p.runs == 1 {
+	if !p.cleanup {
+		p.cleanup = true
 		t.Cleanup(func() {
 			p.kill()
 			if t.Failed() {
@@ -201,8 +246,9 @@ func (p *Proc) Start(t testing.TB) {
 
 	if err := p.ready(t, p); err != nil {
 		p.kill()
-		t.Fatalf("testproc: voucherd %s (run %d) did not become ready: %v\n%s", p.Name, p.runs, err, p.log.tail(logTail))
+		return err
 	}
+	return nil
 }
 
 // Kill sends SIGKILL (a crash: no shutdown, nothing flushed) and waits until
@@ -382,6 +428,18 @@ func clone(m map[string]string) map[string]string {
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+}
+
+// lastRun is the output of the latest run (after its "----- voucherd"
+// marker).
+func (l *lockedBuffer) lastRun() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.b.String()
+	if i := strings.LastIndex(out, "----- voucherd "); i >= 0 {
+		return out[i:]
+	}
+	return out
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
