@@ -20,14 +20,14 @@ func TestBroker_APortTakenBeforeItsFirstRunBindsMovesItToAnother(t *testing.T) {
 	defer held.Close()
 	taken := held.Addr().(*net.TCPAddr).Port
 	picks := 0
-	p := &Proc{Name: "broker", Args: []string{"broker"}, Env: map[string]string{}, addrKey: "BROKER_ADDR", ready: brokerReady, pickPort: true,
-		freePort: func(t testing.TB) int {
-			picks++
-			if picks == 1 {
-				return taken
-			}
-			return FreePort(t)
-		}}
+	p := newProc("broker", "BROKER_ADDR", map[string]string{}, brokerReady)
+	p.freePort = func(t testing.TB) int {
+		picks++
+		if picks == 1 {
+			return taken
+		}
+		return FreePort(t)
+	}
 	p.Start(t)
 	if picks != 2 || p.Addr == held.Addr().String() || p.Env["BROKER_ADDR"] != p.Addr {
 		t.Fatalf("after a first port taken: %d picks, listening on %s (BROKER_ADDR %s), taken %s; want a second pick, another port",

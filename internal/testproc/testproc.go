@@ -146,8 +146,7 @@ func Serve(t testing.TB, env map[string]string) *Proc {
 	t.Helper()
 	testenv.SkipShort(t)
 	env = clone(env)
-	p := &Proc{Name: "serve", Args: []string{"serve"}, Env: env, addrKey: "HTTP_ADDR", ready: serveReady}
-	p.pickPort = env["HTTP_ADDR"] == ""
+	p := newProc("serve", "HTTP_ADDR", env, serveReady)
 	p.Start(t)
 	return p
 }
@@ -159,9 +158,18 @@ func Broker(t testing.TB, env map[string]string) *Proc {
 	t.Helper()
 	testenv.SkipShort(t)
 	env = clone(env)
-	p := &Proc{Name: "broker", Args: []string{"broker"}, Env: env, addrKey: "BROKER_ADDR", ready: brokerReady}
-	p.pickPort = env["BROKER_ADDR"] == ""
+	p := newProc("broker", "BROKER_ADDR", env, brokerReady)
 	p.Start(t)
+	return p
+}
+
+// newProc is `voucherd command` listening on env[addrKey], or on a port of
+// the harness's choosing when that is unset.
+func newProc(command, addrKey string, env map[string]string, ready func(testing.TB, *Proc) error) *Proc {
+	p := &Proc{Name: command, Args: []string{command}, Env: env, addrKey: addrKey, ready: ready, pickPort: env[addrKey] == ""}
+	if !p.pickPort {
+		p.listenOn(env[addrKey])
+	}
 	return p
 }
 
@@ -170,39 +178,34 @@ func Broker(t testing.TB, env map[string]string) *Proc {
 // the test ends, and its output is logged if the test failed.
 func (p *Proc) Start(t testing.TB) {
 	t.Helper()
-	// A port found free may be taken (by another test's listener or an
-	// outgoing connection's local port) before the process binds it: the
-	// first run then moves to another. Later runs keep theirs: a restart
-	// is on the same address.
-	for try := 1; p.runs == 0 && p.pickPort; try++ {
-		pick := p.freePort
-		if pick == nil {
-			pick = FreePort
+	for try := 1; ; try++ {
+		// A port found free may be taken (by another test's listener or an
+		// outgoing connection's local port) before the process binds it: a
+		// first run on a port of the harness's choosing then moves to
+		// another. Later runs keep theirs: a restart is on the same address.
+		picking := p.pickPort && p.runs == 0
+		if picking {
+			pick := p.freePort
+			if pick == nil {
+				pick = FreePort
+			}
+			p.listenOn("127.0.0.1:" + strconv.Itoa(pick(t)))
 		}
-		p.listenOn("127.0.0.1:" + strconv.Itoa(pick(t)))
 		err := p.run(t)
 		if err == nil {
 			return
 		}
-		if try == 5 || !strings.Contains(p.log.lastRun(), "address already in use") {
+		if !picking || try == 5 || !strings.Contains(p.log.lastRun(), "address already in use") {
 			t.Fatalf("testproc: voucherd %s (run %d) did not become ready: %v\n%s", p.Name, p.runs, err, p.log.tail(logTail))
 		}
 		p.runs = 0 // the next port's run is the first again
-	}
-	if p.Addr == "" {
-		p.listenOn(p.Env[p.addrKey])
-	}
-	if err := p.run(t); err != nil {
-		t.Fatalf("testproc: voucherd %s (run %d) did not become ready: %v\n%s", p.Name, p.runs, err, p.log.tail(logTail))
 	}
 }
 
 // listenOn sets the address the process listens on.
 func (p *Proc) listenOn(addr string) {
 	p.Addr = addr
-	if p.addrKey != "" {
-		p.Env[p.addrKey] = addr
-	}
+	p.Env[p.addrKey] = addr
 	if p.Name == "serve" {
 		p.URL = "http://" + addr
 	}
@@ -228,7 +231,7 @@ func (p *Proc) run(t testing.TB) error {
 			}
 		})
 	}
-	fmt.Fprintf(&p.log, "----- voucherd %s, run %d -----\n", p.Name, p.runs)
+	fmt.Fprintf(&p.log, runMarker+"%s, run %d -----\n", p.Name, p.runs)
 	cmd := exec.Command(bin, p.Args...)
 	cmd.Env = environ(p.Env)
 	cmd.Stdout, cmd.Stderr = &p.log, &p.log
@@ -430,13 +433,15 @@ type lockedBuffer struct {
 	b  bytes.Buffer
 }
 
-// lastRun is the output of the latest run (after its "----- voucherd"
-// marker).
+// runMarker begins the line written to a Proc's output before each run.
+const runMarker = "----- voucherd "
+
+// lastRun is the output of the latest run, from its runMarker on.
 func (l *lockedBuffer) lastRun() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := l.b.String()
-	if i := strings.LastIndex(out, "----- voucherd "); i >= 0 {
+	if i := strings.LastIndex(out, runMarker); i >= 0 {
 		return out[i:]
 	}
 	return out
