@@ -178,13 +178,13 @@ GOTESTSUM = TEST_DATABASE_URL='$(TEST_DATABASE_URL)' TEST_REDIS_URL='$(TEST_REDI
 # 800 vouchers a run, and every server a test starts scans the live ones
 # (warm-up, reconciliation, the dashboard's samples, the expiry sweep):
 # warm runs took 485, 549 and 586 s as it grew from 760 to 4,200 vouchers.
-# On a fresh machine the linter's build (110 to 160 s) starts while setup.sh
+# On a fresh machine the linter's build (110 to 190 s) starts while setup.sh
 # waits on apt-get (Chromium: 12 to 45 s); its output follows setup's. Where
 # Go itself is missing, setup.sh says so.
 test:
-	@log=$$(mktemp); $(MAKE) --no-print-directory lint-install >"$$log" 2>&1 & fetch=$$!; \
-	bash scripts/setup.sh --test --with-chromium || { kill $$fetch 2>/dev/null; rm -f "$$log"; exit 1; }; \
-	failed=0; wait $$fetch || failed=1; cat "$$log"; rm -f "$$log"; exit $$failed
+	@log=$$(mktemp); $(MAKE) --no-print-directory lint-install >"$$log" 2>&1 & lint=$$!; \
+	bash scripts/setup.sh --test --with-chromium || { kill $$lint 2>/dev/null; rm -f "$$log"; exit 1; }; \
+	failed=0; wait $$lint || failed=1; cat "$$log"; rm -f "$$log"; exit $$failed
 	$(MAKE) --no-print-directory verify
 	@if [ "$(origin TEST_DATABASE_URL)" = file ] && command -v psql >/dev/null; then \
 		db=voucher_test_run_$$(date +%s)_$$$$; \
