@@ -24,8 +24,6 @@ import (
 	"voucherd/internal/testproc"
 )
 
-func TestMain(m *testing.M) { testproc.Main(m) }
-
 var (
 	testDatabaseURL = testenv.DatabaseURL()
 	testRedisURL    = testenv.RedisURL()

@@ -12,8 +12,6 @@ import (
 	"voucherd/internal/testproc"
 )
 
-func TestMain(m *testing.M) { testproc.Main(m) }
-
 // voucherd runs the built binary with settings only (no inherited
 // environment) and returns its exit status and output; a run that is not
 // over within 30 s is killed and fails the test (a server that started

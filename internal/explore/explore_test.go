@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"voucherd/internal/testenv"
-	"voucherd/internal/testproc"
 )
 
 var (
@@ -33,8 +32,6 @@ var makeTestSeeds = []uint64{3, 11}
 // Only wrong refusal codes are here: no kind that undoes an answered
 // success, oversells or leaks. Delete a line when its fix lands.
 var knownOpen = map[string]string{}
-
-func TestMain(m *testing.M) { testproc.Main(m) }
 
 // TestExplore runs seeds of the fault explorer; `make explore SEEDS=N`
 // runs N of them, `make explore SEED=s` one again. Each failing seed names

@@ -37,10 +37,7 @@ import (
 	"voucherd/internal/events"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
-	"voucherd/internal/testproc"
 )
-
-func TestMain(m *testing.M) { testproc.Main(m) }
 
 const (
 	storefrontToken = "faults-storefront-token-0123456789"

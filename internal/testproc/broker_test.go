@@ -12,8 +12,6 @@ import (
 	"voucherd/internal/testproc"
 )
 
-func TestMain(m *testing.M) { testproc.Main(m) }
-
 // TestBroker_AsAProcessCarriesEventsAndStopsOnSIGTERM: `voucherd broker` as
 // an OS process serves the service's topic (created at its start) to a
 // producer and a consumer, and exits cleanly on SIGTERM.

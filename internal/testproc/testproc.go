@@ -4,15 +4,14 @@
 // binary; every process listens on 127.0.0.1 on a free port, is waited for
 // with a bound, is killed when its test ends, and its output is shown when
 // the test fails.
-//
-// A test package that uses it calls Main from its TestMain, so the built
-// binary is removed at the end.
 package testproc
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -45,35 +44,35 @@ const (
 
 var (
 	buildOnce sync.Once
-	buildDir  string
 	buildBin  string
 	buildErr  error
 )
 
-// Main runs the tests and removes the binary built for them.
-func Main(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
-// Binary is the path of bin/voucherd built from this module, once per test
+// Binary is the path of voucherd built from this module, once per test
 // binary (without -race: the processes are the system under test, not the
 // code under the race detector, and the machine is small).
+//
+// Every test package of one checkout builds into the same file,
+// $TMPDIR/voucherd-testproc-HASH/voucherd (HASH of the go.mod's path, so
+// two checkouts never run each other's binary): go build links only when
+// the file's build ID is not the one the source makes, so the packages
+// after the first, and the next make test, skip the 5 CPU-seconds of a link.
+// A link goes to go's work directory and is renamed over the file, so a
+// package running the old binary meanwhile keeps it.
 func Binary(t testing.TB) string {
 	t.Helper()
 	testenv.SkipShort(t)
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "testproc-")
-		if buildErr != nil {
-			return
-		}
-		buildBin = filepath.Join(buildDir, "voucherd")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		// go test puts its own GOROOT/bin first on the PATH of the tests.
+		gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+		if err != nil || len(bytes.TrimSpace(gomod)) == 0 {
+			buildErr = fmt.Errorf("testproc: go env GOMOD: %v (%q)", err, gomod)
+			return
+		}
+		sum := sha256.Sum256(bytes.TrimSpace(gomod))
+		buildBin = filepath.Join(os.TempDir(), "voucherd-testproc-"+hex.EncodeToString(sum[:6]), "voucherd")
 		out, err := exec.CommandContext(ctx, "go", "build", "-o", buildBin, "voucherd/cmd/voucherd").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("testproc: go build voucherd: %v\n%s", err, out)
