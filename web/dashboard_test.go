@@ -84,14 +84,7 @@ func newFixture(t *testing.T, cfg web.Config) fixture {
 // out by every other test's users; it returns that database too.
 func newOwnFixture(t *testing.T, cfg web.Config) (fixture, *pgxpool.Pool) {
 	t.Helper()
-	own, err := pgxpool.New(context.Background(), testdb.Own(t, databaseURL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(own.Close)
-	if _, err := migrations.Up(context.Background(), stdlib.OpenDBFromPool(own)); err != nil {
-		t.Fatal(err)
-	}
+	own := testdb.Migrated(t, databaseURL)
 	return newFixtureOn(t, cfg, own), own
 }
 

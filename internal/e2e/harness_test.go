@@ -342,13 +342,13 @@ func num(t testing.TB, v any) int64 {
 // the fault tests (one run beside a CPU hog ran out of them).
 func testPoolURL(url string) string { return testenv.WithQuery(url, testenv.Pool(2)) }
 
-// ownDatabase creates an empty database for one test (dropped at its end),
+// ownDatabase creates a migrated database for one test (dropped at its end),
 // for a server whose jobs must see only this test's vouchers: one with a
 // Redis of its own (its expiry sweep would otherwise give other tests' uses
 // back to the wrong gate), or one that reconciles or sweeps every second.
 func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
-	url := testdb.Own(t, databaseURL)
+	url := testdb.OwnMigrated(t, databaseURL)
 	db, err := pgxpool.New(context.Background(), testPoolURL(url))
 	if err != nil {
 		t.Fatal(err)

@@ -80,7 +80,7 @@ func StartWorld(t testing.TB, plan Plan, dir, sharedDatabaseURL string) *World {
 		w.pg = testpg.Start(t)
 		w.dbURL = w.pg.URL
 	} else {
-		w.dbURL = testdb.Own(t, sharedDatabaseURL)
+		w.dbURL = testdb.OwnMigrated(t, sharedDatabaseURL)
 	}
 	w.master = testredis.Start(t)
 	w.replica = testredis.StartReplica(t, w.master)

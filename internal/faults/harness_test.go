@@ -73,12 +73,12 @@ func serveEnv(databaseURL, redisURL string, extra map[string]string) map[string]
 	return env
 }
 
-// ownDatabase creates an empty database on the shared cluster for one test
+// ownDatabase creates a migrated database on the shared cluster for one test
 // (dropped at its end), so the server's expiry sweep and reconciliation see
 // only this test's vouchers.
 func ownDatabase(t testing.TB) string {
 	t.Helper()
-	return testdb.Own(t, databaseURL)
+	return testdb.OwnMigrated(t, databaseURL)
 }
 
 func openDB(t testing.TB, url string) *pgxpool.Pool {
