@@ -23,16 +23,17 @@ GENERATED_SUMS := { find sql/db graph web -type f \
 	\( -path 'sql/db/*' -o -path 'graph/*.go' -o -name '*_templ.go' \) 2>/dev/null || true; } \
 	| LC_ALL=C sort | xargs -r sha256sum
 
-# sqlc's output is a function of sqlc.yaml, the migrations (its schema),
-# sql/queries and sqlc's version. make generate records one checksum of
+# sqlc's output is a function of sqlc.yaml, the migrations' *.sql files (its
+# schema; it reads no other file of migrations/), sql/queries and sqlc's
+# version. make generate records one checksum of
 # those inputs and of the output in sql/db/sqlc.sum; verify runs sqlc only
 # when that checksum has changed (an input or the output edited since), so a
 # fresh machine does not build sqlc's cgo PostgreSQL parser (140 s of
 # make test's first run) to learn that nothing changed.
 SQLC_RECORD := sql/db/sqlc.sum
-SQLC_SUM := { LC_ALL=C find sqlc.yaml migrations sql/queries sql/db -type f ! -path $(SQLC_RECORD) \
-	| LC_ALL=C sort | xargs sha256sum; grep -E '^[[:space:]]*github.com/sqlc-dev/sqlc ' go.mod; } \
-	| sha256sum | cut -d' ' -f1
+SQLC_SUM := { { LC_ALL=C find sqlc.yaml sql/queries sql/db -type f ! -path $(SQLC_RECORD); \
+	LC_ALL=C find migrations -type f -name '*.sql'; } | LC_ALL=C sort | xargs sha256sum; \
+	grep -E '^[[:space:]]*github.com/sqlc-dev/sqlc ' go.mod; } | sha256sum | cut -d' ' -f1
 
 CONTRACT_CHECK := ../shared/tools/contract-check
 
