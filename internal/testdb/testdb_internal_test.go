@@ -84,3 +84,26 @@ func latestMigration(t *testing.T) int64 {
 	}
 	return latest
 }
+
+// Two clones start their campaign ids at points of their own, as two
+// databases migrated apart do: a campaign's id names its gate in Redis,
+// which the tests' databases share.
+func TestOwnMigrated_ClonesNumberTheirCampaignsApart(t *testing.T) {
+	base := testenv.DatabaseURL()
+	ctx := context.Background()
+	next := func() int64 {
+		conn, err := pgx.Connect(ctx, OwnMigrated(t, base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		var id int64
+		if err := conn.QueryRow(ctx, "SELECT nextval(pg_get_serial_sequence('campaign', 'id'))").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	if a, b := next(), next(); a == b {
+		t.Errorf("two clones both number their first campaign %d", a)
+	}
+}
