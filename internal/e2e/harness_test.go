@@ -196,6 +196,7 @@ func TestMain(m *testing.M) {
 	if shared != nil {
 		shared.stop()
 	}
+	stopChromium()
 	os.Exit(reportOpenAPI(code))
 }
 
