@@ -107,8 +107,9 @@ generate:
 # committed pass; on a clean clone (CI) it is the same as `git status`.
 # go vet is not run apart: the linter's govet runs go vet's analyzers (v2.15.0's
 # default list is Go 1.26's cmd/vet suite, plus inline) over the same packages
-# and their tests, and a separate go vet took 88 to 91 s of a fresh
-# machine's make test.
+# and their tests. It saves no time: on a fresh machine go vet took 91 s and
+# the linter's run after it 45 s; alone, the linter's run took 147 s (it
+# compiles what go vet had compiled).
 verify:
 	@before=$$($(GENERATED_SUMS)); \
 	unchanged=; [ "$$($(SQLC_SUM))" = "$$(cat $(SQLC_RECORD) 2>/dev/null)" ] && unchanged=1; \
