@@ -366,39 +366,10 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// chromium is the package's one headless Chromium, started by the first
-// browser test and stopped by TestMain: each start cost about 1.5
-// CPU-seconds (a launch of Debian's chromium, timed), once per browser test.
-var theChromium struct {
-	once    sync.Once
-	browser context.Context // the first tab's: the browser lives as long as it
-	stop    context.CancelFunc
-	err     error
-}
-
-// browser opens a tab for the test in a browser context of its own, which
-// shares no cookies, storage or cache with another test's (as a fresh
-// profile would), at the desktop size; it closes with the test.
+// browser starts headless Chromium for the test, with a throw-away profile.
 func browser(t *testing.T, path string) context.Context {
 	t.Helper()
 	testenv.SkipShort(t)
-	theChromium.once.Do(func() { theChromium.err = startChromium(path) })
-	if theChromium.err != nil {
-		t.Fatalf("starting chromium (%s): %v", path, theChromium.err)
-	}
-	ctx, cancel := chromedp.NewContext(theChromium.browser, chromedp.WithNewBrowserContext())
-	t.Cleanup(cancel)
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
-		t.Fatalf("opening a tab in chromium: %v", err)
-	}
-	return ctx
-}
-
-func startChromium(path string) error {
-	profile, err := os.MkdirTemp("", "e2e-chromium-")
-	if err != nil {
-		return err
-	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.Flag("headless", true),
@@ -409,7 +380,7 @@ func startChromium(path string) error {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(profile),
+		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 		// A zone other than the server's UTC, so the form's zone handling
 		// (the browser's zone chosen, the window previewed in it and in UTC)
@@ -418,20 +389,11 @@ func startChromium(path string) error {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	theChromium.browser = ctx
-	theChromium.stop = func() { cancel(); cancelAlloc(); _ = os.RemoveAll(profile) }
+	t.Cleanup(func() { cancel(); cancelAlloc() })
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`navigator.userAgent`)); err != nil {
-		theChromium.stop()
-		return err
+		t.Fatalf("starting chromium (%s): %v", path, err)
 	}
-	return nil
-}
-
-// stopChromium stops the package's Chromium, if a test started it.
-func stopChromium() {
-	if theChromium.stop != nil {
-		theChromium.stop()
-	}
+	return ctx
 }
 
 // shots saves screenshots of the pages the test visits.

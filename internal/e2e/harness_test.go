@@ -196,7 +196,6 @@ func TestMain(m *testing.M) {
 	if shared != nil {
 		shared.stop()
 	}
-	stopChromium()
 	os.Exit(reportOpenAPI(code))
 }
 
