@@ -74,9 +74,7 @@ func own(t testing.TB, baseURL, template string) string {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		t.Fatalf("testdb: %q is not a postgres:// URL", baseURL)
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "voucher_own_" + hex.EncodeToString(b)
+	name := uniqueName("voucher_own_")
 
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, baseURL)
@@ -104,6 +102,14 @@ func own(t testing.TB, baseURL, template string) string {
 	})
 	u.Path = "/" + name
 	return u.String()
+}
+
+// uniqueName is prefix and 12 random hex digits: a database name no other
+// test takes.
+func uniqueName(prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
 }
 
 // templateLock is the advisory lock (on baseURL's database) under which a

@@ -2,8 +2,6 @@ package testdb
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,9 +18,7 @@ import (
 // migration applied, and no half-built database is left behind.
 func TestTemplate_CallersStartingTogetherGetOneWholeMigratedTemplate(t *testing.T) {
 	base := testenv.DatabaseURL()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "voucher_tmpl_test_" + hex.EncodeToString(b)
+	name := uniqueName("voucher_tmpl_test_")
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
