@@ -81,7 +81,7 @@ func TestAdminMutations_ChangeBeforeStartEndWhileLive(t *testing.T) {
 		t.Errorf("ending twice: %s, want VOUCHER_NOT_LIVE", r.Raw)
 	}
 	var actions []string
-	rows, err := database(t).Query(t.Context(), `SELECT action || ':' || actor FROM voucher_audit WHERE voucher_code = $1 ORDER BY id`, live)
+	rows, err := s.db.Query(t.Context(), `SELECT action || ':' || actor FROM voucher_audit WHERE voucher_code = $1 ORDER BY id`, live)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestKeyCLI_CreateListRevoke(t *testing.T) {
 		return got.Status == http.StatusUnauthorized, got.Raw
 	})
 	var actors []string
-	rows, err := database(t).Query(context.Background(), `SELECT action || ' ' || actor FROM api_key_audit WHERE key_id = $1 ORDER BY id`, id)
+	rows, err := s.db.Query(context.Background(), `SELECT action || ' ' || actor FROM api_key_audit WHERE key_id = $1 ORDER BY id`, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestKeyCLI_CreateListRevoke(t *testing.T) {
 		t.Errorf("voucherd key revoke -id abc: printed %q", out)
 	}
 	var made int
-	if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM api_key WHERE name = $1`, bad).Scan(&made); err != nil || made != 0 {
+	if err := s.db.QueryRow(context.Background(), `SELECT count(*) FROM api_key WHERE name = $1`, bad).Scan(&made); err != nil || made != 0 {
 		t.Errorf("refused command lines made %d keys (%v)", made, err)
 	}
 }

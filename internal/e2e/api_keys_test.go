@@ -326,7 +326,7 @@ func TestApiKeys_BadInputAndStorefrontCallersChangeNothing(t *testing.T) {
 		}
 	}
 	var made int
-	if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM api_key WHERE name = $1`, name).Scan(&made); err != nil || made != 0 {
+	if err := s.db.QueryRow(context.Background(), `SELECT count(*) FROM api_key WHERE name = $1`, name).Scan(&made); err != nil || made != 0 {
 		t.Errorf("%d keys named %q were made by refused requests (%v)", made, name, err)
 	}
 }

@@ -18,10 +18,10 @@ func budgetUsed(t testing.TB, s *server, code string) int64 {
 }
 
 // heldDiscounts sums the discounts of the voucher's RESERVED and CONFIRMED rows.
-func heldDiscounts(t testing.TB, code string) int64 {
+func heldDiscounts(t testing.TB, s *server, code string) int64 {
 	t.Helper()
 	var sum int64
-	if err := database(t).QueryRow(context.Background(),
+	if err := s.db.QueryRow(context.Background(),
 		`SELECT coalesce(sum(discount_amount), 0) FROM voucher_redemption WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')`, code).Scan(&sum); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func budgetUnderConcurrency(t *testing.T, s *server, api checkoutAPI, flash, kaf
 	if kafka {
 		waitCounters(t, s, code, counts[""], counts[""], 0)
 	}
-	held := heldDiscounts(t, code)
+	held := heldDiscounts(t, s, code)
 	if held > budget {
 		t.Fatalf("the held discounts add up to %d, over the budget of %d", held, budget)
 	}
@@ -101,8 +101,8 @@ func budgetUnderConcurrency(t *testing.T, s *server, api checkoutAPI, flash, kaf
 	if kafka {
 		waitCounters(t, s, code, counts[""]-released, counts[""]-released-confirmed, confirmed)
 	}
-	if got := budgetUsed(t, s, code); got != held-freed || heldDiscounts(t, code) != got {
-		t.Errorf("budgetUsed after releasing %d of discount = %d (rows %d), want %d", freed, got, heldDiscounts(t, code), held-freed)
+	if got := budgetUsed(t, s, code); got != held-freed || heldDiscounts(t, s, code) != got {
+		t.Errorf("budgetUsed after releasing %d of discount = %d (rows %d), want %d", freed, got, heldDiscounts(t, s, code), held-freed)
 	}
 	left := budget - (held - freed)
 	if r := api.reserve(t, code, 99_999, uniqueOrder(), left*10); r.Error != "" || num(t, r.Reservation["discountAmount"]) != left {
@@ -199,7 +199,7 @@ func rebuiltGateKeepsTheBudget(t *testing.T, s *server, kafka bool) {
 	if kafka {
 		waitCounters(t, s, code, 4, 4, 0)
 	}
-	if held := heldDiscounts(t, code); held != 3500 {
+	if held := heldDiscounts(t, s, code); held != 3500 {
 		t.Errorf("held discounts after the rebuild = %d, want the whole budget of 3,500 and no more", held)
 	}
 }

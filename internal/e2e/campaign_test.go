@@ -216,7 +216,7 @@ func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
 					t.Errorf("campaign after the stampede: %v", c)
 				}
 				var used int
-				if err := database(t).QueryRow(context.Background(), `SELECT sum(used_count) FROM voucher_code WHERE campaign_id = $1`, id).Scan(&used); err != nil || used != 50 {
+				if err := s.db.QueryRow(context.Background(), `SELECT sum(used_count) FROM voucher_code WHERE campaign_id = $1`, id).Scan(&used); err != nil || used != 50 {
 					t.Errorf("codes' uses add up to %d (%v), want 50", used, err)
 				}
 				if flash {
@@ -519,7 +519,7 @@ func TestCampaign_BadInputIsRefusedAndChangesNothing(t *testing.T) {
 			t.Errorf("%v: %s, want INVALID_INPUT on %s", c.set, r.Raw, c.field)
 		}
 		var n int
-		if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM campaign WHERE name = $1`, name).Scan(&n); err != nil || n != 0 {
+		if err := s.db.QueryRow(context.Background(), `SELECT count(*) FROM campaign WHERE name = $1`, name).Scan(&n); err != nil || n != 0 {
 			t.Errorf("%v: a refused campaign was stored (%d, %v)", c.set, n, err)
 		}
 	}
@@ -908,7 +908,7 @@ func TestCampaign_CreatedWithTheAdminTokenIsAudited(t *testing.T) {
 	s := startServer(t, nil)
 	c := createCampaign(t, s, campaignSpec{CodeCount: 5})
 	var action, actor string
-	err := database(t).QueryRow(t.Context(),
+	err := s.db.QueryRow(t.Context(),
 		`SELECT action, actor FROM voucher_audit WHERE voucher_code = '~C' || $1 ORDER BY id LIMIT 1`, str(c["id"])).Scan(&action, &actor)
 	if err != nil || action != "created" || actor != "token" {
 		t.Errorf("audit of campaign %v: %q by %q (%v), want created by token", c["id"], action, actor, err)

@@ -68,7 +68,7 @@ func TestCheck_ThousandChecksTakeNoUseAndNoBudget(t *testing.T) {
 		if st.Used != 0 || st.Reserved != 0 || budgetUsed(t, s, code) != 0 || (flash && (st.GateRemaining == nil || *st.GateRemaining != 10)) {
 			t.Errorf("after 1,000 checks: %+v, budgetUsed %d, gate %s; want nothing taken", st, budgetUsed(t, s, code), deref(st.GateRemaining))
 		}
-		if heldDiscounts(t, code) != 0 || liveRows(t, database(t), code) != 0 {
+		if heldDiscounts(t, s, code) != 0 || liveRows(t, s.db, code) != 0 {
 			t.Error("checks wrote reservations")
 		}
 		// And the uses are all there for reserves.

@@ -42,7 +42,7 @@ func codesInAnyCase(t *testing.T, s *server, kafka bool) {
 			}
 		}
 		var row string
-		if err := database(t).QueryRow(context.Background(), `SELECT code FROM voucher WHERE upper(code) = $1`, stored).Scan(&row); err != nil || row != stored {
+		if err := s.db.QueryRow(context.Background(), `SELECT code FROM voucher WHERE upper(code) = $1`, stored).Scan(&row); err != nil || row != stored {
 			t.Fatalf("the database holds %q (%v), want %s", row, err, stored)
 		}
 
@@ -80,8 +80,8 @@ func codesInAnyCase(t *testing.T, s *server, kafka bool) {
 		if kafka {
 			// The counters pass through (1, 0, 1) before the other order's
 			// reserved event is applied: wait for both orders' last events.
-			waitStatus(t, order, "CONFIRMED")
-			waitStatus(t, other, "RELEASED")
+			waitStatus(t, s, order, "CONFIRMED")
+			waitStatus(t, s, other, "RELEASED")
 			waitCounters(t, s, stored, 1, 0, 1)
 		}
 		if st := readVoucher(t, s, mixed); st.Used != 1 || st.Confirmed != 1 {

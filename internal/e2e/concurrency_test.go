@@ -43,7 +43,7 @@ func TestConcurrency_DistinctCustomersNeverOversell(t *testing.T) {
 			t.Errorf("voucher = %+v, want usedCount 10", st)
 		}
 		var rows int
-		if err := database(t).QueryRow(context.Background(),
+		if err := s.db.QueryRow(context.Background(),
 			`SELECT count(*) FROM voucher_redemption WHERE voucher_code = $1 AND status IN ('RESERVED', 'CONFIRMED')`, code).Scan(&rows); err != nil {
 			t.Fatal(err)
 		}

@@ -54,11 +54,11 @@ func reserveIn(t testing.TB, api checkoutAPI, code string, customer int64, order
 
 // heldDiscount is the discount stored on the order's row, once it is there
 // (kafka mode writes it after the answer).
-func heldDiscount(t testing.TB, order string) int64 {
+func heldDiscount(t testing.TB, s *server, order string) int64 {
 	t.Helper()
 	var d int64
 	testenv.Eventually(t, "the reservation of "+order+" in the database", func() (bool, string) {
-		err := database(t).QueryRow(context.Background(), `SELECT discount_amount FROM voucher_redemption WHERE order_id = $1`, order).Scan(&d)
+		err := s.db.QueryRow(context.Background(), `SELECT discount_amount FROM voucher_redemption WHERE order_id = $1`, order).Scan(&d)
 		return err == nil, "no row"
 	})
 	return d
@@ -96,7 +96,7 @@ func discountRules(t *testing.T, s *server, api checkoutAPI, flash bool) {
 		if got := num(t, r.Reservation["discountAmount"]); got != tc.want {
 			t.Errorf("%s: the answer's discountAmount = %d, want %d", tc.desc, got, tc.want)
 		}
-		if got := heldDiscount(t, order); got != tc.want {
+		if got := heldDiscount(t, s, order); got != tc.want {
 			t.Errorf("%s: the row's discount_amount = %d, want %d", tc.desc, got, tc.want)
 		}
 		// A retry answers the discount held, unchanged.
@@ -210,10 +210,10 @@ func TestDiscounts_UpdateVoucherTakesTheNewTermsAndTheAuditRecordsThem(t *testin
 	}
 	var created, updated string
 	ctx := context.Background()
-	if err := database(t).QueryRow(ctx, `SELECT detail FROM voucher_audit WHERE voucher_code = $1 AND action = 'created'`, code).Scan(&created); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT detail FROM voucher_audit WHERE voucher_code = $1 AND action = 'created'`, code).Scan(&created); err != nil {
 		t.Fatal(err)
 	}
-	if err := database(t).QueryRow(ctx, `SELECT detail FROM voucher_audit WHERE voucher_code = $1 AND action = 'updated'`, code).Scan(&updated); err != nil {
+	if err := s.db.QueryRow(ctx, `SELECT detail FROM voucher_audit WHERE voucher_code = $1 AND action = 'updated'`, code).Scan(&updated); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"discountType FIXED", "currency USD", "budgetAmount none"} {

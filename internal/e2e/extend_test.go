@@ -16,9 +16,9 @@ func extendVoucher(t testing.TB, s *server, token string, in map[string]any) res
 
 // auditDetails lists a voucher's audit rows of an action, oldest first, as
 // "actor (role): detail".
-func auditDetails(t testing.TB, code, action string) []string {
+func auditDetails(t testing.TB, s *server, code, action string) []string {
 	t.Helper()
-	rows, err := database(t).Query(context.Background(),
+	rows, err := s.db.Query(context.Background(),
 		`SELECT actor, actor_role, detail FROM voucher_audit WHERE voucher_code = $1 AND action = $2 ORDER BY id`, code, action)
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +65,10 @@ func TestExtend_RaisedFlashTotalSellsExactlyTheDifference(t *testing.T) {
 				t.Errorf("the sale after the raise: %v, want exactly 5 successes and 195 OUT_OF_STOCK", counts)
 			}
 			st := waitCounters(t, s, code, 15, 15, 0)
-			if st.Remaining != 0 || st.GateRemaining == nil || *st.GateRemaining != 0 || liveRows(t, database(t), code) != 15 {
+			if st.Remaining != 0 || st.GateRemaining == nil || *st.GateRemaining != 0 || liveRows(t, s.db, code) != 15 {
 				t.Errorf("after the second sale: %+v gate %s; want 15 used, nothing remaining, the gate at 0", st, deref(st.GateRemaining))
 			}
-			if got := auditDetails(t, code, "extended"); len(got) != 1 || got[0] != "token (admin): totalLimit 10 → 15" {
+			if got := auditDetails(t, s, code, "extended"); len(got) != 1 || got[0] != "token (admin): totalLimit 10 → 15" {
 				t.Errorf("the audit log: %q, want one row by the admin token with the totals", got)
 			}
 		})
@@ -107,7 +107,7 @@ func TestExtend_TotalBelowWhatIsHeldIsRefusedAndChangesNothing(t *testing.T) {
 	if st := readVoucher(t, s, code); st.Used != 4 || st.Remaining != 6 {
 		t.Errorf("after the refusals: %+v, want the voucher unchanged (4 used, 6 remaining)", st)
 	}
-	if got := auditDetails(t, code, "extended"); len(got) != 0 {
+	if got := auditDetails(t, s, code, "extended"); len(got) != 0 {
 		t.Errorf("refusals recorded: %q", got)
 	}
 	// Down to exactly what is held is allowed: it is sold out then.
@@ -155,7 +155,7 @@ func TestExtend_LaterEndLetsAReserveSucceedAfterTheOldEnd(t *testing.T) {
 			if r := (restAPI{c.s}).reserve(t, left, 50_002, uniqueOrder(), 100); r.Error != "NOT_ELIGIBLE" {
 				t.Errorf("a reserve after the end of the voucher left alone: %+v, want NOT_ELIGIBLE", r)
 			}
-			got := auditDetails(t, extended, "extended")
+			got := auditDetails(t, c.s, extended, "extended")
 			want := fmt.Sprintf("endsAt %s → %s", oldEnd.UTC().Format(time.RFC3339), newEnd.Format(time.RFC3339))
 			if len(got) != 1 || !strings.HasSuffix(got[0], want) || !strings.HasPrefix(got[0], "token (admin)") {
 				t.Errorf("the audit log: %q, want one row by the admin token ending %q", got, want)

@@ -567,7 +567,7 @@ func TestKafka_OneOrderIDOnTwoWritePathsAtOnceHasOneSuccess(t *testing.T) {
 		}
 	}
 	waitApplied(t, brokers)
-	assertNoDeadLetters(t, database(t), flashVoucher)
+	assertNoDeadLetters(t, s.db, flashVoucher)
 }
 
 // A winner whose database write outlasts several reconciliation passes

@@ -73,8 +73,8 @@ func TestFlash_ThousandConcurrentReservesSellExactlyFifty(t *testing.T) {
 		t.Errorf("1,000 reserves on 50 uses: %v, want 50 successes and 950 OUT_OF_STOCK", counts)
 	}
 	st := readVoucher(t, s, code)
-	if st.Used != 50 || liveRows(t, database(t), code) != 50 || st.GateRemaining == nil || *st.GateRemaining != 0 {
-		t.Errorf("after the sale: %+v gate %s, live rows %d; want 50 used and the gate at 0", st, deref(st.GateRemaining), liveRows(t, database(t), code))
+	if st.Used != 50 || liveRows(t, s.db, code) != 50 || st.GateRemaining == nil || *st.GateRemaining != 0 {
+		t.Errorf("after the sale: %+v gate %s, live rows %d; want 50 used and the gate at 0", st, deref(st.GateRemaining), liveRows(t, s.db, code))
 	}
 }
 
@@ -92,8 +92,8 @@ func TestFlash_TwoServersShareOneGate(t *testing.T) {
 	if counts[""] != 30 || counts["OUT_OF_STOCK"] != 370 {
 		t.Errorf("400 reserves over two servers on 30 uses: %v, want exactly 30 successes", counts)
 	}
-	if st := readVoucher(t, b, code); st.Used != 30 || liveRows(t, database(t), code) != 30 {
-		t.Errorf("after the sale: %+v, live rows %d", st, liveRows(t, database(t), code))
+	if st := readVoucher(t, b, code); st.Used != 30 || liveRows(t, b.db, code) != 30 {
+		t.Errorf("after the sale: %+v, live rows %d", st, liveRows(t, b.db, code))
 	}
 }
 
@@ -381,7 +381,7 @@ func TestFlash_AGateTooHighConvergesInsteadOfSendingEveryRequestToTheDatabase(t 
 func TestFlash_RetryOfAnOrderBeingWrittenWaitsForThatWrite(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, nil)
-	db := database(t)
+	db := s.db
 	ctx := context.Background()
 	code := createVoucher(t, s, voucherSpec{TotalLimit: 10, Flash: true})
 	const writes = `voucher_database_writes_total{op="reserve"}`

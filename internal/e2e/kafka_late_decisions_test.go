@@ -39,7 +39,7 @@ func reservedUnderFaults(t *testing.T, order string, total int, points faultPoin
 	if r := api.reserve(t, code, 7, order, 100); r.Error != "" {
 		t.Fatalf("reserve: %s", r.Error)
 	}
-	waitStatus(t, order, "RESERVED")
+	waitStatus(t, api.s, order, "RESERVED")
 	for _, p := range points {
 		p.arm()
 	}
@@ -69,7 +69,7 @@ func TestKafka_ALateConfirmIsTakenByTheReloadedGate(t *testing.T) {
 	if r := <-confirmed; r.Error != "UNAVAILABLE" {
 		t.Fatalf("the confirm whose answer was lost: %q, want UNAVAILABLE", r.Error)
 	}
-	waitStatus(t, order, "CONFIRMED")
+	waitStatus(t, s, order, "CONFIRMED")
 
 	if r := api.release(t, code, order); r.Error != "ALREADY_CONFIRMED" {
 		t.Errorf("release of the order confirmed in the database: %q, want ALREADY_CONFIRMED", r.Error)
@@ -79,9 +79,9 @@ func TestKafka_ALateConfirmIsTakenByTheReloadedGate(t *testing.T) {
 		t.Errorf("reserve past the single use: %q, want OUT_OF_STOCK", r.Error)
 		if r.Error == "" {
 			testenv.Eventually(t, "the consumer to write or refuse "+other, func() (bool, string) {
-				return dbStatus(t, other) != "" || deadLetters(t, database(t), code) > 0, "neither"
+				return dbStatus(t, s, other) != "" || deadLetters(t, s.db, code) > 0, "neither"
 			})
-			if got := dbStatus(t, other); got != "RESERVED" {
+			if got := dbStatus(t, s, other); got != "RESERVED" {
 				t.Errorf("the 201 of %s is %q in the database: a success lost", other, got)
 			}
 		}
@@ -91,7 +91,7 @@ func TestKafka_ALateConfirmIsTakenByTheReloadedGate(t *testing.T) {
 	}
 	waitCounters(t, s, code, 1, 0, 1)
 	waitGate(t, s, code, 0)
-	assertNoDeadLetters(t, database(t), code)
+	assertNoDeadLetters(t, s.db, code)
 }
 
 // TestKafka_ADecisionIsAnsweredOnlyIfTheGateStillHoldsIt: a confirm
@@ -126,10 +126,10 @@ func TestKafka_ADecisionIsAnsweredOnlyIfTheGateStillHoldsIt(t *testing.T) {
 	if release.Error != "" || confirm.Error != "RESERVATION_RELEASED" {
 		t.Errorf("release %q, confirm %q; want 200 and RESERVATION_RELEASED", release.Error, confirm.Error)
 	}
-	waitStatus(t, order, "RELEASED")
+	waitStatus(t, s, order, "RELEASED")
 	waitCounters(t, s, code, 0, 0, 0)
 	waitGate(t, s, code, 1)
-	assertNoDeadLetters(t, database(t), code)
+	assertNoDeadLetters(t, s.db, code)
 }
 
 // TestKafka_ARefusalStandsAfterTheGateIsLost: a release (or confirm)
@@ -185,8 +185,8 @@ func TestKafka_ARefusalStandsAfterTheGateIsLost(t *testing.T) {
 			if r := c.second(api, code, order); r.Error != c.refusal || r.Error == "" && r.status() != c.answered {
 				t.Errorf("the other request once the gate was reloaded: %q %s, want %q %s as answered before", r.Error, r.status(), c.refusal, c.answered)
 			}
-			waitStatus(t, order, c.state)
-			assertNoDeadLetters(t, database(t), code)
+			waitStatus(t, api.s, order, c.state)
+			assertNoDeadLetters(t, api.s.db, code)
 		})
 	}
 }

@@ -74,21 +74,21 @@ func waitGate(t testing.TB, s *server, code string, n int) {
 	})
 }
 
-// dbStatus is an order's status in the database, "" when it has no row.
-func dbStatus(t testing.TB, order string) string {
+// dbStatus is an order's status in s's database, "" when it has no row.
+func dbStatus(t testing.TB, s *server, order string) string {
 	t.Helper()
 	var status string
-	err := database(t).QueryRow(context.Background(), `SELECT status FROM voucher_redemption WHERE order_id = $1`, order).Scan(&status)
+	err := s.db.QueryRow(context.Background(), `SELECT status FROM voucher_redemption WHERE order_id = $1`, order).Scan(&status)
 	if err != nil && !strings.Contains(err.Error(), "no rows") {
 		t.Fatal(err)
 	}
 	return status
 }
 
-func waitStatus(t testing.TB, order, status string) {
+func waitStatus(t testing.TB, s *server, order, status string) {
 	t.Helper()
 	testenv.Eventually(t, "order "+order+" "+status+" in the database", func() (bool, string) {
-		got := dbStatus(t, order)
+		got := dbStatus(t, s, order)
 		return got == status, fmt.Sprintf("%q", got)
 	})
 }
@@ -221,7 +221,7 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 				t.Errorf("reserve of a released order with another amount = %q, want ORDER_CONFLICT", r.Error)
 			}
 			waitCounters(t, s, code, 0, 0, 0)
-			waitStatus(t, order, "RELEASED")
+			waitStatus(t, s, order, "RELEASED")
 			// Once the database has released it, still RESERVATION_RELEASED.
 			if r := api.reserve(t, code, 7, order, 5000); r.Error != "RESERVATION_RELEASED" {
 				t.Errorf("reserve of a released order later = %q, want RESERVATION_RELEASED", r.Error)
@@ -341,7 +341,7 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 				t.Errorf("release of a confirmed order = %q, want ALREADY_CONFIRMED", r.Error)
 			}
 			waitCounters(t, s, code, 1, 0, 1)
-			waitStatus(t, order, "CONFIRMED")
+			waitStatus(t, s, order, "CONFIRMED")
 			if c := api.confirm(t, code, order); c.Error != "" || c.status() != "CONFIRMED" {
 				t.Errorf("confirm once applied = %q %q", c.Error, c.status())
 			}
@@ -369,7 +369,7 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 			// The use is back at the gate once the release is answered; the
 			// database follows when the consumer has applied both events.
 			waitGate(t, s, code, 1)
-			waitStatus(t, order, "RELEASED")
+			waitStatus(t, s, order, "RELEASED")
 			st := waitCounters(t, s, code, 0, 0, 0)
 			if st.Remaining != 1 {
 				t.Errorf("remaining = %d, want 1", st.Remaining)
@@ -378,7 +378,7 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 				t.Errorf("release once applied = %q %q", r.Error, r.status())
 			}
 			var events int
-			if err := database(t).QueryRow(context.Background(),
+			if err := s.db.QueryRow(context.Background(),
 				`SELECT count(*) FROM reservation_event WHERE order_id = $1 AND path = 'kafka'`, order).Scan(&events); err != nil {
 				t.Fatal(err)
 			}
@@ -435,12 +435,12 @@ func TestKafka_ConfirmAndReleaseRacingNeverBothSucceed(t *testing.T) {
 	n := len(confirmedOrders)
 	waitCounters(t, s, code, n, 0, n)
 	for _, o := range confirmedOrders {
-		if got := dbStatus(t, o); got != "CONFIRMED" {
+		if got := dbStatus(t, s, o); got != "CONFIRMED" {
 			t.Errorf("order %s confirmed by the API is %q in the database", o, got)
 		}
 	}
 	waitGate(t, s, code, 40-n)
-	assertNoDeadLetters(t, database(t), code)
+	assertNoDeadLetters(t, s.db, code)
 }
 
 // TestKafka_StampedesNeverOversell: distinct customers, identical requests
@@ -460,7 +460,7 @@ func TestKafka_StampedesNeverOversell(t *testing.T) {
 			t.Errorf("200 reserves on 10 uses: %v, want 10 successes and 190 OUT_OF_STOCK", counts)
 		}
 		waitCounters(t, s, code, 10, 10, 0)
-		if n := liveRows(t, database(t), code); n != 10 {
+		if n := liveRows(t, s.db, code); n != 10 {
 			t.Errorf("live rows = %d, want 10", n)
 		}
 	})
@@ -660,7 +660,7 @@ func TestKafka_ReplayingTheTopicChangesNothing(t *testing.T) {
 	waitCounters(t, s, code, reserved+confirmed, reserved, confirmed)
 	waitGate(t, s, code, 10-reserved-confirmed)
 	waitApplied(t, brokers)
-	before := databaseState(t, database(t), code)
+	before := databaseState(t, s.db, code)
 
 	recs := topicRecords(t, brokers, events.DefaultTopic)
 	if len(recs) < 10 {
@@ -673,7 +673,7 @@ func TestKafka_ReplayingTheTopicChangesNothing(t *testing.T) {
 	produce(t, brokers, again...)
 	waitApplied(t, brokers)
 
-	if after := databaseState(t, database(t), code); after != before {
+	if after := databaseState(t, s.db, code); after != before {
 		t.Errorf("the database changed after a replay of the whole topic:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	if st := readVoucher(t, s, code); st.GateRemaining == nil || *st.GateRemaining != 10-reserved-confirmed {
@@ -865,7 +865,7 @@ func TestKafka_PublishOfUnknownOutcomeKeepsTheUseAndTheRetryFindsIt(t *testing.T
 	}
 
 	silent.Store(false)
-	waitStatus(t, order, "RESERVED") // the event was sent again and applied
+	waitStatus(t, s, order, "RESERVED") // the event was sent again and applied
 	r := api.reserve(t, code, 2, order, 100)
 	if r.Error != "" || r.status() != "RESERVED" {
 		t.Fatalf("retry once the broker answers = %q %q, want the reservation", r.Error, r.status())
@@ -1269,12 +1269,12 @@ func TestKafka_ConfirmAndReleaseOnAnotherInstanceRightAfterTheReserve(t *testing
 	waitCounters(t, b, code, 10, 0, 10)
 	waitGate(t, a, code, 10)
 	for _, o := range confirmed {
-		waitStatus(t, o, "CONFIRMED")
+		waitStatus(t, a, o, "CONFIRMED")
 	}
 	for _, o := range released {
-		waitStatus(t, o, "RELEASED")
+		waitStatus(t, a, o, "RELEASED")
 	}
-	assertNoDeadLetters(t, database(t), code)
+	assertNoDeadLetters(t, a.db, code)
 }
 
 // TestKafka_RedisLosingItsDataMidSaleNeverOversells: after a FLUSHALL the
@@ -1383,9 +1383,9 @@ func TestKafka_DecisionWhosePublishFailsIsRecordedByItsRetry(t *testing.T) {
 	if r := api.confirm(t, code, toRelease); r.Error != "RESERVATION_RELEASED" {
 		t.Errorf("confirm of the released order = %q", r.Error)
 	}
-	waitStatus(t, toConfirm, "CONFIRMED")
-	waitStatus(t, toRelease, "RELEASED")
+	waitStatus(t, s, toConfirm, "CONFIRMED")
+	waitStatus(t, s, toRelease, "RELEASED")
 	waitCounters(t, s, code, 1, 0, 1)
 	waitGate(t, s, code, 4)
-	assertNoDeadLetters(t, database(t), code)
+	assertNoDeadLetters(t, s.db, code)
 }

@@ -37,8 +37,8 @@ func reviewersVoucher(t *testing.T, s *server, flash, kafka bool) {
 
 	order := uniqueOrder()
 	refusedOnOrderAmount(t, "orderAmount 2^63-1", api.reserve(t, code, 1, order, int64(math.MaxInt64)))
-	if st := readVoucher(t, s, code); st.Used != 0 || budgetUsed(t, s, code) != 0 || dbStatus(t, order) != "" {
-		t.Fatalf("after the refused 2^63-1: %+v, budgetUsed %d, row %q; want nothing changed", st, budgetUsed(t, s, code), dbStatus(t, order))
+	if st := readVoucher(t, s, code); st.Used != 0 || budgetUsed(t, s, code) != 0 || dbStatus(t, s, order) != "" {
+		t.Fatalf("after the refused 2^63-1: %+v, budgetUsed %d, row %q; want nothing changed", st, budgetUsed(t, s, code), dbStatus(t, s, order))
 	}
 
 	first := uniqueOrder()
@@ -74,10 +74,10 @@ func reviewersVoucher(t *testing.T, s *server, flash, kafka bool) {
 	}
 	if kafka {
 		waitCounters(t, s, code, 4, 3, 1)
-		assertNoDeadLetters(t, database(t), code)
+		assertNoDeadLetters(t, s.db, code)
 	}
-	if got := budgetUsed(t, s, code); got != maxMoney || heldDiscounts(t, code) != maxMoney {
-		t.Errorf("budgetUsed %d (rows %d), want exactly %d", got, heldDiscounts(t, code), maxMoney)
+	if got := budgetUsed(t, s, code); got != maxMoney || heldDiscounts(t, s, code) != maxMoney {
+		t.Errorf("budgetUsed %d (rows %d), want exactly %d", got, heldDiscounts(t, s, code), maxMoney)
 	}
 	if st := readVoucher(t, s, code); st.Used != 4 {
 		t.Errorf("uses held: %+v, want 4", st)
@@ -116,7 +116,7 @@ func budgetNearMaxMoney(t *testing.T, s *server, api checkoutAPI, flash, kafka b
 	}
 	if kafka {
 		waitCounters(t, s, code, 2, 2, 0)
-		assertNoDeadLetters(t, database(t), code)
+		assertNoDeadLetters(t, s.db, code)
 	}
 	if got := budgetUsed(t, s, code); got != maxMoney-5 {
 		t.Errorf("budgetUsed %d, want %d", got, maxMoney-5)
@@ -228,7 +228,7 @@ func TestMoney_2To53IsInvalidInputOnEveryMoneyField(t *testing.T) {
 			t.Errorf("REST %s orderAmount 2^53: HTTP %d %s, want 400 INVALID_INPUT on orderAmount", p, r.Status, r.Raw)
 		}
 	}
-	if dbStatus(t, restOrder) != "" || dbStatus(t, gqlOrder) != "" {
+	if dbStatus(t, s, restOrder) != "" || dbStatus(t, s, gqlOrder) != "" {
 		t.Error("a refused reserve left a row")
 	}
 

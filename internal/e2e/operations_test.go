@@ -61,14 +61,14 @@ func TestOperationsForScripts(t *testing.T) {
 	ctx := context.Background()
 	for _, action := range []string{"gate-rebuilt", "reconciled"} {
 		var role string
-		if err := database(t).QueryRow(ctx, `SELECT actor_role FROM voucher_audit WHERE voucher_code = $1 AND action = $2 ORDER BY id DESC LIMIT 1`, flash, action).Scan(&role); err != nil {
+		if err := s.db.QueryRow(ctx, `SELECT actor_role FROM voucher_audit WHERE voucher_code = $1 AND action = $2 ORDER BY id DESC LIMIT 1`, flash, action).Scan(&role); err != nil {
 			t.Errorf("no %s audit of %s: %v", action, flash, err)
 		} else if role != "admin" {
 			t.Errorf("%s audited as %q, want admin", action, role)
 		}
 	}
 	var warmed int
-	if err := database(t).QueryRow(ctx, `SELECT count(*) FROM voucher_audit WHERE action = 'gates-warmed' AND occurred_at > $1`, now.Add(-time.Minute)).Scan(&warmed); err != nil || warmed == 0 {
+	if err := s.db.QueryRow(ctx, `SELECT count(*) FROM voucher_audit WHERE action = 'gates-warmed' AND occurred_at > $1`, now.Add(-time.Minute)).Scan(&warmed); err != nil || warmed == 0 {
 		t.Errorf("warmGates not audited: %d, %v", warmed, err)
 	}
 }

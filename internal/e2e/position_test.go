@@ -75,12 +75,12 @@ func assertOneTo(t testing.TB, what string, positions []int, n int) {
 // storedPositions waits until the database holds every order of want with
 // the position it was answered with (the kafka path writes after the
 // answer).
-func storedPositions(t testing.TB, want map[string]positioned) {
+func storedPositions(t testing.TB, s *server, want map[string]positioned) {
 	t.Helper()
 	testenv.Eventually(t, "the database to hold the answered positions", func() (bool, string) {
 		for order, w := range want {
 			var p int
-			err := database(t).QueryRow(context.Background(), `SELECT position FROM voucher_redemption WHERE order_id = $1`, order).Scan(&p)
+			err := s.db.QueryRow(context.Background(), `SELECT position FROM voucher_redemption WHERE order_id = $1`, order).Scan(&p)
 			if err != nil || p != w.position {
 				return false, fmt.Sprintf("order %s: position %d (%v), answered %d", order, p, err, w.position)
 			}
@@ -161,7 +161,7 @@ func TestPosition_DatabasePath_OneToNUnderAStampedeNeverReused(t *testing.T) {
 		t.Run(api.name(), func(t *testing.T) {
 			code := createVoucher(t, s, voucherSpec{TotalLimit: 50, PerUserLimit: 1})
 			won := stampedePositions(t, api, code, 300, 50)
-			storedPositions(t, won)
+			storedPositions(t, s, won)
 			replayReleaseAndNext(t, api, code, won, 50, nil)
 		})
 	}
@@ -174,7 +174,7 @@ func TestPosition_FlashSync_OneToNUnderAStampedeAndAReloadedGateContinues(t *tes
 		t.Run(api.name(), func(t *testing.T) {
 			code := createVoucher(t, s, voucherSpec{TotalLimit: 50, PerUserLimit: 1, Flash: true})
 			won := stampedePositions(t, api, code, 300, 50)
-			storedPositions(t, won)
+			storedPositions(t, s, won)
 			replayReleaseAndNext(t, api, code, won, 50, nil)
 			// The voucher is sold out again: release one more, reload.
 			for order, w := range won {
@@ -199,10 +199,10 @@ func TestPosition_FlashKafka_OneToNUnderAStampedeAndAReloadedGateContinues(t *te
 		t.Run(api.name(), func(t *testing.T) {
 			code := createVoucher(t, s, voucherSpec{TotalLimit: 50, PerUserLimit: 1, Flash: true})
 			won := stampedePositions(t, api, code, 300, 50)
-			storedPositions(t, won)
+			storedPositions(t, s, won)
 			waitCounters(t, s, code, 50, 50, 0)
 			next := replayReleaseAndNext(t, api, code, won, 50, func() { waitCounters(t, s, code, 49, 49, 0) })
-			storedPositions(t, map[string]positioned{next: {99_999, 51}})
+			storedPositions(t, s, map[string]positioned{next: {99_999, 51}})
 			for order, w := range won {
 				if w.position == 2 {
 					if r := api.release(t, code, order); r.Error != "" {
@@ -218,7 +218,7 @@ func TestPosition_FlashKafka_OneToNUnderAStampedeAndAReloadedGateContinues(t *te
 			if r.Error != "" || positionOf(t, r) != 52 {
 				t.Fatalf("a reserve on the reloaded gate: %+v, want position 52", r)
 			}
-			storedPositions(t, map[string]positioned{str(r.Reservation["orderId"]): {88_888, 52}})
+			storedPositions(t, s, map[string]positioned{str(r.Reservation["orderId"]): {88_888, 52}})
 		})
 	}
 }

@@ -267,7 +267,7 @@ func TestReserve_WritesTheAuditTrail(t *testing.T) {
 		api.confirm(t, code, a)
 		api.reserve(t, code, 2, b, 100)
 		api.release(t, code, b)
-		rows, err := database(t).Query(context.Background(),
+		rows, err := s.db.Query(context.Background(),
 			`SELECT order_id, kind FROM reservation_event WHERE voucher_code = $1 ORDER BY id`, code)
 		if err != nil {
 			t.Fatal(err)

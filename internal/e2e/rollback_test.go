@@ -111,7 +111,7 @@ func TestRollback_AConfirmedUseGoesBackOnceOnEveryTransportAndPath(t *testing.T)
 			t.Errorf("a reserve past the one use given back = %q, want OUT_OF_STOCK", r.Error)
 		}
 		var audits int
-		if err := database(t).QueryRow(context.Background(), `SELECT count(*) FROM voucher_audit
+		if err := s.db.QueryRow(context.Background(), `SELECT count(*) FROM voucher_audit
 			WHERE voucher_code = $1 AND action = 'rolled-back' AND actor_role = 'storefront' AND detail = $2`,
 			code, "order "+order+" rolled back: "+reason).Scan(&audits); err != nil {
 			t.Fatal(err)
@@ -263,7 +263,7 @@ func TestRollback_RacingConfirmsAndReleasesKeepsTheCountsAndTheGate(t *testing.T
 		wg.Wait()
 		live := 0
 		for order, o := range outcomes {
-			state := dbStatus(t, order)
+			state := dbStatus(t, s, order)
 			switch state {
 			case "RESERVED", "CONFIRMED":
 				live++
@@ -398,7 +398,7 @@ func TestKafka_RollbackRightAfterTheConfirmGivesTheUseBackOnce(t *testing.T) {
 				n := rolledBackCount(t, s, code)
 				return n == 2, fmt.Sprint(n)
 			})
-			assertNoDeadLetters(t, database(t), code)
+			assertNoDeadLetters(t, s.db, code)
 		})
 	})
 	// Six rollbacks on each transport: two gave a use back, four found it

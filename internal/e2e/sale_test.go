@@ -109,7 +109,7 @@ func checkSale(t *testing.T, s *server, code string, answers map[string]int) sal
 		t.Fatalf("firstUseAt %v soldOutAt %v: want both, in order", rep.FirstUseAt, rep.SoldOutAt)
 	}
 	var first, last time.Time
-	if err := database(t).QueryRow(context.Background(),
+	if err := s.db.QueryRow(context.Background(),
 		`SELECT min(created_at), max(created_at) FILTER (WHERE status IN ('RESERVED', 'CONFIRMED')) FROM voucher_redemption WHERE voucher_code = $1`,
 		code).Scan(&first, &last); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestSale_FlashSaleOverTwoServersIsReportedAsItHappened(t *testing.T) {
 
 	// Give one use back: uses remain, so it has not sold out.
 	var order string
-	if err := database(t).QueryRow(context.Background(),
+	if err := a.db.QueryRow(context.Background(),
 		`SELECT order_id FROM voucher_redemption WHERE voucher_code = $1 ORDER BY created_at DESC LIMIT 1`, code).Scan(&order); err != nil {
 		t.Fatal(err)
 	}

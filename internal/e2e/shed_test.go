@@ -103,7 +103,7 @@ func TestShed_OverAForcedLimitTheExcessIs503AndChangesNothing(t *testing.T) {
 	}
 	for _, order := range shedOrders {
 		var n int
-		if err := database(t).QueryRow(t.Context(), `SELECT count(*) FROM voucher_redemption WHERE order_id = $1`, order).Scan(&n); err != nil || n != 0 {
+		if err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM voucher_redemption WHERE order_id = $1`, order).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("a refused reserve's order %s is in the database (%d, %v)", order, n, err)
 		}
 		if r := (restAPI{s}).reserve(t, code, 7, order, 5000); r.Error != "" || r.HTTPStatus != http.StatusCreated {
@@ -148,7 +148,7 @@ func TestShed_ARequestServedIsNeverAnswered503(t *testing.T) {
 	if shed != shedCount(t, s) {
 		t.Errorf("%d answered 503, voucher_http_shed_total says %d", shed, shedCount(t, s))
 	}
-	rows, err := database(t).Query(t.Context(), `SELECT order_id FROM voucher_redemption WHERE voucher_code = $1`, code)
+	rows, err := s.db.Query(t.Context(), `SELECT order_id FROM voucher_redemption WHERE voucher_code = $1`, code)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func TestUpdateVoucher_ClearsTheCapAndTheBudgetOnlyWhenAsked(t *testing.T) {
 	if path(p, "voucher", "budgetAmount") != nil || path(p, "voucher", "maxDiscountAmount") != nil {
 		t.Errorf("clearing the budget: %s, want neither", r.Raw)
 	}
-	got := strings.Join(auditDetails(t, code, "updated"), " | ")
+	got := strings.Join(auditDetails(t, s, code, "updated"), " | ")
 	for _, want := range []string{"maxDiscountAmount 1500 → none", "budgetAmount 90000 → none"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the audit log %q lacks %q", got, want)
