@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -131,15 +132,19 @@ func periodTerms(int) map[string]any {
 
 // bench is one run.
 type bench struct {
-	opts     options
-	getenv   func(string) string
-	environ  []string // the environment the servers start with (plus serverEnv)
-	stderr   io.Writer
-	runID    string
-	bin      *binaries
-	pg       *pg
-	api      *api // the sync server
-	kafkaAPI *api // nil: no kafka-mode server
+	opts    options
+	getenv  func(string) string
+	environ []string // the environment the servers start with (plus serverEnv)
+	stderr  io.Writer
+	runID   string
+	bin     *binaries
+	pg      *pg
+	// pgKafka is the kafka-mode server's database: a database is served on
+	// one write path (postgres.ClaimWritePath), so it is not the sync one's.
+	pgKafka  *pg
+	kafkaDB  string // pgKafka's database, made by the run
+	api      *api   // the sync server
+	kafkaAPI *api   // nil: no kafka-mode server
 	noKafka  string
 	sync     *server // the voucherd processes (nil with -url)
 	kafka    *server
@@ -264,6 +269,10 @@ func (b *bench) close() {
 	if b.bin != nil {
 		b.bin.remove()
 	}
+	if b.pgKafka != nil {
+		b.pgKafka.close(context.Background())
+		b.dropKafkaDatabase(context.Background())
+	}
 	if b.pg != nil {
 		b.pg.close(context.Background())
 	}
@@ -347,9 +356,16 @@ func (b *bench) startServers(ctx context.Context, wantKafka bool) error {
 		// The kafka-mode server's pprof is KAFKA_DEBUG_ADDR; DEBUG_ADDR is
 		// the sync one's (two servers cannot listen on one address).
 		extra["DEBUG_ADDR"] = b.getenv("KAFKA_DEBUG_ADDR")
+		url, err := b.kafkaDatabase(ctx)
+		if err != nil {
+			return err
+		}
+		extra["DATABASE_URL"] = url
 		k, err := startServer(ctx, "voucherd (kafka)", b.bin.voucherd, []string{"serve"}, withEnv(b.environ, merge(b.serverEnv("kafka"), extra)), voucherdBanner, "/readyz", lg)
 		if err != nil {
 			b.noKafka = "kafka path not available: " + err.Error()
+		} else if b.pgKafka, err = openPG(ctx, url); err != nil {
+			return err
 		} else {
 			b.kafka = k
 			b.kafkaAPI = newAPI(k.URL, benchStorefrontToken, benchAdminToken)
@@ -375,6 +391,7 @@ type prepared struct {
 	quota             int
 	api               *api
 	server            *server // the process behind api (nil with -url)
+	pg                *pg     // the database behind server
 	presold           int
 	probes            int              // orders reserved by the kafka probe
 	skip              string           // why the row has no number
@@ -388,7 +405,7 @@ func (b *bench) code(s scenario) string { return strings.ToUpper("fb-" + s.name 
 
 // prepare makes the voucher of a sale scenario's attempt.
 func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared, error) {
-	p := &prepared{code: b.code(s), quota: b.opts.Quota, api: b.api, server: b.sync}
+	p := &prepared{code: b.code(s), quota: b.opts.Quota, api: b.api, server: b.sync, pg: b.pg}
 	if attempt > 1 {
 		p.code += "-" + strconv.Itoa(attempt)
 	}
@@ -410,7 +427,8 @@ func (b *bench) prepare(ctx context.Context, s scenario, attempt int) (*prepared
 			p.skip = b.noKafka
 			return p, nil
 		}
-		p.api, p.server = b.kafkaAPI, b.kafka
+		// With -url, -kafka-url's database is DATABASE_URL's.
+		p.api, p.server, p.pg = b.kafkaAPI, b.kafka, cmp.Or(b.pgKafka, b.pg)
 	}
 	if s.campaign {
 		return p, b.prepareCampaign(ctx, s, p)
@@ -493,7 +511,7 @@ func (b *bench) probeKafka(ctx context.Context, p *prepared) (string, error) {
 	p.probes = 1
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
-		path, err := b.pg.reservationPath(ctx, order)
+		path, err := p.pg.reservationPath(ctx, order)
 		if err != nil {
 			return "", err
 		}
@@ -754,7 +772,7 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 	}
 	var before pgCounters
 	if b.opts.StatsSettle > 0 {
-		if before, err = b.pg.counters(ctx); err != nil {
+		if before, err = p.pg.counters(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -791,7 +809,7 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		want := int(sold) + p.probes
 		var live int
 		for time.Since(start) < 2*time.Minute {
-			if live, err = b.pg.liveRows(ctx, p.code); err != nil {
+			if live, err = p.pg.liveRows(ctx, p.code); err != nil {
 				return nil, err
 			}
 			if live >= want {
@@ -822,7 +840,7 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 	}
 	counts, gqlErr := p.api.voucher(ctx, p.code)
 	b.lastDB = time.Now()
-	state, err := b.pg.sale(ctx, p.code, p.orderPrefix)
+	state, err := p.pg.sale(ctx, p.code, p.orderPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -831,14 +849,14 @@ func (b *bench) runSale(ctx context.Context, s scenario, p *prepared) (*scenario
 		res.GraphQLUsed = &counts.UsedCount
 		res.GateRemaining = counts.GateRemaining
 	}
-	b.pg.flushOwn(ctx)
+	p.pg.flushOwn(ctx)
 	if b.opts.StatsSettle > 0 {
 		b.settle(ctx)
-		after, err := b.pg.counters(ctx)
+		after, err := p.pg.counters(ctx)
 		if err != nil {
 			return nil, err
 		}
-		w := b.pg.delta(before, after, 1)
+		w := p.pg.delta(before, after, 1)
 		res.DB = &w
 	}
 	b.checkSale(res, s, p, lr, state, counts, gqlErr)

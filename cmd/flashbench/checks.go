@@ -327,3 +327,35 @@ func readRedisCalls(ctx context.Context, rdb interface {
 func (c redisCalls) minus(before redisCalls) redisCalls {
 	return redisCalls{Evalsha: c.Evalsha - before.Evalsha, Hgetall: c.Hgetall - before.Hgetall, Total: c.Total - before.Total, Usec: c.Usec - before.Usec}
 }
+
+// kafkaDatabase creates, empty, the kafka-mode server's database beside
+// DATABASE_URL's (its name with "_kafka"; one a run before left is dropped
+// first) and returns its URL: the server migrates it at its start. A
+// database is served on one write path (postgres.ClaimWritePath).
+func (b *bench) kafkaDatabase(ctx context.Context) (string, error) {
+	u, err := url.Parse(b.opts.DatabaseURL)
+	if err != nil {
+		return "", fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	b.kafkaDB = b.pg.dbName + "_kafka"
+	name := pgx.Identifier{b.kafkaDB}.Sanitize()
+	if _, err := b.pg.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return "", fmt.Errorf("the kafka-mode server's database: %w", err)
+	}
+	if _, err := b.pg.conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", fmt.Errorf("the kafka-mode server's database: %w", err)
+	}
+	b.pg.own += 2
+	u.Path = "/" + b.kafkaDB
+	return u.String(), nil
+}
+
+// dropKafkaDatabase drops what kafkaDatabase created (its server stopped).
+func (b *bench) dropKafkaDatabase(ctx context.Context) {
+	if b.kafkaDB == "" || b.pg == nil {
+		return
+	}
+	if _, err := b.pg.conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{b.kafkaDB}.Sanitize()+" WITH (FORCE)"); err != nil {
+		fmt.Fprintf(b.stderr, "the kafka-mode server's database %s not dropped: %v\n", b.kafkaDB, err)
+	}
+}

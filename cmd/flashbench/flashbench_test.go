@@ -33,9 +33,9 @@ func TestQuickRun_EveryScenarioSellsExactlyWhatItShouldAndTheReportIsWritten(t *
 	if err := os.WriteFile(doc, []byte("# Benchmarks\n\n"+docBegin+"\nthe old table\n"+docEnd+"\n\nkept after the section\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// A database of its own: in the shared one the kafka-mode server would
-	// first warm up every other test's live flash voucher through its
-	// consumer, and on a loaded machine its probe's event waits behind them.
+	// A database of its own: the shared one is served by other tests'
+	// servers, and the bench makes its kafka-mode server's database beside
+	// it (a database is served on one write path).
 	env := map[string]string{"DATABASE_URL": testdb.Own(t, testDatabaseURL), "REDIS_URL": testRedisURL}
 	getenv := func(k string) string {
 		if v, ok := env[k]; ok {

@@ -460,7 +460,7 @@ func (b *bench) checkOpenRow(ctx context.Context, s scenario, p *prepared, row *
 		// to apply what was answered (the probe's order too), or 2 min.
 		want := len(row.Result.Won) + p.probes
 		for start := time.Now(); time.Since(start) < 2*time.Minute; time.Sleep(50 * time.Millisecond) {
-			live, err := b.pg.liveRows(ctx, p.code)
+			live, err := p.pg.liveRows(ctx, p.code)
 			if err != nil {
 				return err
 			}
@@ -469,7 +469,7 @@ func (b *bench) checkOpenRow(ctx context.Context, s scenario, p *prepared, row *
 			}
 		}
 	}
-	st, err := b.pg.sale(ctx, p.code, p.orderPrefix)
+	st, err := p.pg.sale(ctx, p.code, p.orderPrefix)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,6 +193,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return err
 	}
 	defer pool.Close()
+	// One database, one write path, one broker (postgres.ClaimWritePath).
+	others := slices.DeleteFunc([]string{"sync", "kafka"}, func(p string) bool { return p == cfg.FlashWritePath })
+	writePath, err := postgres.ClaimWritePath(ctx, pool, cfg.FlashWritePath, others, cfg.FlashWritePath == "kafka" && len(cfg.KafkaBrokers) == 0)
+	if err != nil {
+		return fmt.Errorf("FLASH_WRITE_PATH: %w", err)
+	}
+	defer writePath.Release()
 	store := postgres.New(pool)
 
 	rdb, err := gate.NewClient(cfg.RedisURL)

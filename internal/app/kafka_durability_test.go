@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
 )
 
@@ -25,7 +26,7 @@ func TestServe_InProductionRefusesATopicThatCouldLoseAnAcknowledgedEvent(t *test
 	env := map[string]string{
 		"APP_ENV": "production", "FLASH_WRITE_PATH": "kafka", "KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ","),
 		"HTTP_ADDR":         "127.0.0.1:0",
-		"DATABASE_URL":      testenv.DatabaseURL(),
+		"DATABASE_URL":      testdb.OwnMigrated(t, testenv.DatabaseURL()),
 		"REDIS_URL":         testenv.RedisURL(),
 		"STOREFRONT_TOKENS": "durability-storefront-token-0123456789", "ADMIN_TOKENS": "durability-admin-token-0123456789abc",
 	}

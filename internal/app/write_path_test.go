@@ -1,0 +1,117 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"voucherd/internal/testdb"
+	"voucherd/internal/testenv"
+)
+
+// TestServe_ADatabaseIsServedOnOneWritePathThroughOneBroker: a kafka-mode
+// gate reloaded at a recovery marker of another broker, or decided on by a
+// sync-mode instance, can sell a use answered already (postgres.ClaimWritePath).
+// So an instance with the in-process broker is its database's only one, and
+// instances of the two write paths never serve one database; instances
+// sharing a broker do, and the lock goes with the instance that held it.
+func TestServe_ADatabaseIsServedOnOneWritePathThroughOneBroker(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.OwnMigrated(t, testenv.DatabaseURL())
+	settings := func(extra map[string]string) func(string) string {
+		m := map[string]string{
+			"HTTP_ADDR": "127.0.0.1:0", "DATABASE_URL": dbURL, "REDIS_URL": testenv.RedisURL(),
+			"STOREFRONT_TOKENS": "write-path-storefront-token-0123", "ADMIN_TOKENS": "write-path-admin-token-0123456789",
+			"LOG_LEVEL": "error", "WARMUP_INTERVAL": "1h", "RECONCILE_INTERVAL": "1h", "EXPIRY_INTERVAL": "1h",
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return func(k string) string { return m[k] }
+	}
+	inProcess := map[string]string{"FLASH_WRITE_PATH": "kafka"}
+	sync := map[string]string{"FLASH_WRITE_PATH": "sync"}
+	refused := func(what string, extra map[string]string, want string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err := Run(ctx, []string{"serve"}, settings(extra), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want a refusal naming %q", what, err, want)
+		}
+	}
+
+	first := startServe(t, settings(inProcess))
+	refused("a second instance with an in-process broker", inProcess, "another instance serves this database on the kafka write path")
+	refused("a sync-mode instance", sync, "FLASH_WRITE_PATH=kafka serve this database")
+	first.stop(t)
+
+	// Its lock went with it: a sync-mode instance serves the database now.
+	s1 := startServe(t, settings(sync))
+	s2 := startServe(t, settings(sync))
+	refused("a kafka-mode instance beside sync-mode ones", inProcess, "FLASH_WRITE_PATH=sync serve this database")
+	s1.stop(t)
+	s2.stop(t)
+
+	// Instances sharing one broker serve one database together.
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	shared := map[string]string{"FLASH_WRITE_PATH": "kafka", "KAFKA_BROKERS": strings.Join(c.ListenAddrs(), ",")}
+	k1 := startServe(t, settings(shared))
+	k2 := startServe(t, settings(shared))
+	refused("an instance with an in-process broker beside them", inProcess, "another instance serves this database on the kafka write path")
+	k1.stop(t)
+	k2.stop(t)
+}
+
+// running is a `voucherd serve` run by Run in this process.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startServe runs serve until it listens (its stop is also a cleanup).
+func startServe(t *testing.T, getenv func(string) string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := Run(ctx, []string{"serve"}, getenv, pw, io.Discard)
+		_ = pw.CloseWithError(io.EOF)
+		r.done <- err
+	}()
+	t.Cleanup(func() { r.stop(t) })
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		if strings.HasPrefix(lines.Text(), "voucherd listening on ") {
+			go func() { _, _ = io.Copy(io.Discard, pr) }()
+			return r
+		}
+	}
+	cancel()
+	t.Fatalf("serve did not start: %v", <-r.done)
+	return nil
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case <-r.done:
+	case <-time.After(30 * time.Second):
+		t.Error("serve did not stop within 30 s")
+	}
+}

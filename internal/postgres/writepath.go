@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"voucherd/sql/db"
+)
+
+// WritePath is an instance's hold on its write path's lock (ClaimWritePath),
+// kept on a connection of its own until Release.
+type WritePath struct{ conn *pgx.Conn }
+
+// ClaimWritePath takes, for the life of an instance, the database's lock of
+// its flash write path (FLASH_WRITE_PATH), and checks that no instance holds
+// the lock of another path. alone: the instance must be its path's only one
+// (kafka mode with the in-process broker, whose events no other instance
+// reaches).
+//
+// Why: kafka mode reloads a gate from the database at a recovery marker,
+// after every event before it in the voucher's partition, so the snapshot
+// holds every decision the gate answered. An instance on another broker
+// reloads at markers of its own, which order none of this broker's events:
+// its snapshot can lack a reservation answered 201 whose event is still on
+// its way, and the gate it installs sells that use again (two test servers
+// with brokers of their own on one database sold 4 uses of 3; the CHECK
+// refused the fourth's event after its 201). A sync-mode instance decides on
+// the same gates with no events at all. So a database is served on one
+// write path, through one broker. Checked at the start: a lock lost with its
+// connection (a restart of PostgreSQL) is not taken again.
+func ClaimWritePath(ctx context.Context, pool *pgxpool.Pool, path string, others []string, alone bool) (*WritePath, error) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("the write path's lock: %w", err)
+	}
+	conn := c.Hijack()
+	fail := func(err error) (*WritePath, error) {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("the write path's lock: %w", err)
+	}
+	q := db.New(conn)
+	take := q.WritePathTakeShared
+	if alone {
+		take = q.WritePathTakeAlone
+	}
+	ok, err := take(ctx, path)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case !ok && alone:
+		return fail(fmt.Errorf("another instance serves this database on the %s write path, and this one's in-process broker (KAFKA_BROKERS empty) would hold events the other cannot see: give every instance one broker (KAFKA_BROKERS; make broker)", path))
+	case !ok:
+		return fail(fmt.Errorf("an instance with the in-process broker serves this database on the %s write path, and its events are out of this one's reach: stop it, or give every instance one broker (KAFKA_BROKERS; make broker)", path))
+	}
+	for _, other := range others {
+		free, err := q.WritePathTakeAlone(ctx, other)
+		if err != nil {
+			return fail(err)
+		}
+		if !free {
+			return fail(fmt.Errorf("instances with FLASH_WRITE_PATH=%s serve this database: a database is served on one write path (stop them all before switching)", other))
+		}
+		if err := q.WritePathGiveBackAlone(ctx, other); err != nil {
+			return fail(err)
+		}
+	}
+	return &WritePath{conn: conn}, nil
+}
+
+// Release gives the lock back (the connection's end does).
+func (w *WritePath) Release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = w.conn.Close(ctx)
+}
