@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -50,4 +51,32 @@ func Checksum() string {
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// perDatabase are the migrations whose Up gives a database a random state of
+// its own: 00071, where its campaign ids start (they name flash campaigns'
+// gates in a Redis that databases may share). A copy of a migrated database
+// (the tests clone one template) runs them again (PerDatabaseUp), or it
+// would share that state with its original. A migration that does the like
+// belongs here.
+var perDatabase = []string{"00071_campaign_ids_random_start.sql"}
+
+// PerDatabaseUp is the SQL of perDatabase's Up sections, for a copy of a
+// migrated database to run (statements separated by semicolons: PostgreSQL's
+// simple protocol runs them in one call).
+func PerDatabaseUp() (string, error) {
+	var b strings.Builder
+	for _, name := range perDatabase {
+		src, err := files.ReadFile(name)
+		if err != nil {
+			return "", fmt.Errorf("migrations: %w", err)
+		}
+		_, up, ok := strings.Cut(string(src), "-- +goose Up\n")
+		up, _, _ = strings.Cut(up, "-- +goose Down")
+		if !ok || strings.TrimSpace(up) == "" {
+			return "", fmt.Errorf("migrations: %s has no Up section", name)
+		}
+		b.WriteString(up)
+	}
+	return b.String(), nil
 }

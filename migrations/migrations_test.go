@@ -158,3 +158,32 @@ func TestReservationPosition_ExistingReservationsAreNumberedInTheirOrder(t *test
 		}
 	}
 }
+
+// TestPerDatabaseUp_MovesACopysCampaignIDsToAStartOfItsOwn: what a copy of a
+// migrated database runs again (PerDatabaseUp) is migration 00071's Up, and
+// it gives the copy a start of campaign ids other than the original's.
+func TestPerDatabaseUp_MovesACopysCampaignIDsToAStartOfItsOwn(t *testing.T) {
+	t.Parallel()
+	db := freshDatabase(t)
+	migrateTo(t, db, 71)
+	next := func() int64 {
+		t.Helper()
+		var v int64
+		if err := db.QueryRow(`SELECT last_value FROM campaign_id_seq`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := next()
+	up, err := PerDatabaseUp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(up, "setval(pg_get_serial_sequence('campaign', 'id')") || strings.Contains(up, "+goose") {
+		t.Errorf("PerDatabaseUp is not 00071's Up section alone:\n%s", up)
+	}
+	mustExec(t, db, up)
+	if after := next(); after == before || after < 1 || after > 1e12+1 {
+		t.Errorf("campaign ids start at %d after PerDatabaseUp, %d before: want another start in [1, 1e12]", after, before)
+	}
+}

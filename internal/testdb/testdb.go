@@ -43,18 +43,18 @@ func OwnMigrated(t testing.TB, baseURL string) string {
 		t.Fatalf("testdb: %v", err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	if _, err := conn.Exec(ctx, freshCampaignIDs); err != nil {
+	// A clone would share its template's random state (where campaign ids
+	// start: two tests' campaigns named one gate in the shared Redis, a CI
+	// rehearsal failed on it); it runs the migrations that make it again.
+	perDatabase, err := migrations.PerDatabaseUp()
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	if _, err := conn.Exec(ctx, perDatabase); err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
 	return url
 }
-
-// freshCampaignIDs gives a clone what migrating it would have: migration
-// 00071 starts campaign ids at a random point, so that databases sharing
-// one Redis never name the same campaign gate (~C<id>); every clone of one
-// template would otherwise start at the template's point, and two tests'
-// campaigns share a gate (a CI rehearsal failed two tests on it).
-const freshCampaignIDs = `SELECT setval(pg_get_serial_sequence('campaign', 'id'), floor(random() * 1e12)::bigint + 1, false)`
 
 // Migrated is OwnMigrated's database as a pool that is closed before the
 // database is dropped: for a test that uses the store without a server.
