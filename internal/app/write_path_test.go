@@ -110,7 +110,10 @@ func (r *running) stop(t *testing.T) {
 	r.cancel()
 	r.cancel = nil
 	select {
-	case <-r.done:
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("serve stopped: %v", err)
+		}
 	case <-time.After(30 * time.Second):
 		t.Error("serve did not stop within 30 s")
 	}

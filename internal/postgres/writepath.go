@@ -31,7 +31,9 @@ type WritePath struct{ conn *pgx.Conn }
 // refused the fourth's event after its 201). A sync-mode instance decides on
 // the same gates with no events at all. So a database is served on one
 // write path, through one broker. Checked at the start: a lock lost with its
-// connection (a restart of PostgreSQL) is not taken again.
+// connection (a restart of PostgreSQL) is not taken again. The connection is
+// taken out of pool, which opens another in its place: an instance holds one
+// connection more than its pool's size.
 func ClaimWritePath(ctx context.Context, pool *pgxpool.Pool, path string, others []string, alone bool) (*WritePath, error) {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
