@@ -2,18 +2,18 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"voucherd/sql/db"
 )
 
 // WritePath is an instance's hold on its write path's lock (ClaimWritePath),
-// kept on a connection of its own until Release.
-type WritePath struct{ conn *pgx.Conn }
+// kept on one of its pool's connections until Release.
+type WritePath struct{ conn *pgxpool.Conn }
 
 // ClaimWritePath takes, for the life of an instance, the database's lock of
 // its flash write path (FLASH_WRITE_PATH), and checks that no instance holds
@@ -31,20 +31,23 @@ type WritePath struct{ conn *pgx.Conn }
 // refused the fourth's event after its 201). A sync-mode instance decides on
 // the same gates with no events at all. So a database is served on one
 // write path, through one broker. Checked at the start: a lock lost with its
-// connection (a restart of PostgreSQL) is not taken again. The connection is
-// taken out of pool, which opens another in its place: an instance holds one
-// connection more than its pool's size.
+// connection (a restart of PostgreSQL) is not taken again. The lock holds
+// one of pool's connections for the instance's life (not one more: the
+// tests' many servers share PostgreSQL's 100), so the pool needs two.
 func ClaimWritePath(ctx context.Context, pool *pgxpool.Pool, path string, others []string, alone bool) (*WritePath, error) {
+	if pool.Config().MaxConns < 2 {
+		return nil, errors.New("pool_max_conns must be at least 2: one connection holds the write path's lock")
+	}
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the write path's lock: %w", err)
 	}
-	conn := c.Hijack()
+	w := &WritePath{conn: c}
 	fail := func(err error) (*WritePath, error) {
-		_ = conn.Close(context.WithoutCancel(ctx))
+		w.Release()
 		return nil, fmt.Errorf("the write path's lock: %w", err)
 	}
-	q := db.New(conn)
+	q := db.New(c)
 	take := q.WritePathTakeShared
 	if alone {
 		take = q.WritePathTakeAlone
@@ -71,12 +74,14 @@ func ClaimWritePath(ctx context.Context, pool *pgxpool.Pool, path string, others
 			return fail(err)
 		}
 	}
-	return &WritePath{conn: conn}, nil
+	return w, nil
 }
 
-// Release gives the lock back (the connection's end does).
+// Release gives the lock back: the connection is closed (its session's end
+// releases its locks) and the pool, finding it closed, drops it.
 func (w *WritePath) Release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = w.conn.Close(ctx)
+	_ = w.conn.Conn().Close(ctx)
+	w.conn.Release()
 }
