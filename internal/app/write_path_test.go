@@ -46,6 +46,9 @@ func TestServe_ADatabaseIsServedOnOneWritePathThroughOneBroker(t *testing.T) {
 		}
 	}
 
+	// The lock holds one of the pool's connections: a pool of one is refused.
+	refused("a pool of one connection", map[string]string{"FLASH_WRITE_PATH": "sync", "DATABASE_URL": testenv.WithQuery(dbURL, "pool_max_conns=1")}, "pool_max_conns must be at least 2")
+
 	first := startServe(t, settings(inProcess))
 	refused("a second instance with an in-process broker", inProcess, "another instance serves this database on the kafka write path")
 	refused("a sync-mode instance", sync, "FLASH_WRITE_PATH=kafka serve this database")
