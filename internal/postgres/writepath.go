@@ -62,26 +62,27 @@ func ClaimWritePath(ctx context.Context, pool *pgxpool.Pool, path string, others
 	case !ok:
 		return fail(fmt.Errorf("an instance with the in-process broker serves this database on the %s write path, and its events are out of this one's reach: stop it, or give every instance one broker (KAFKA_BROKERS; make broker)", path))
 	}
+	// After this path's lock is taken: of two instances of different paths
+	// starting together, the later check sees the other's lock.
 	for _, other := range others {
-		free, err := q.WritePathTakeAlone(ctx, other)
+		held, err := q.WritePathHeld(ctx, other)
 		if err != nil {
 			return fail(err)
 		}
-		if !free {
+		if held {
 			return fail(fmt.Errorf("instances with FLASH_WRITE_PATH=%s serve this database: a database is served on one write path (stop them all before switching)", other))
-		}
-		if err := q.WritePathGiveBackAlone(ctx, other); err != nil {
-			return fail(err)
 		}
 	}
 	return w, nil
 }
 
-// Release gives the lock back: the connection is closed (its session's end
-// releases its locks) and the pool, finding it closed, drops it.
+// Release gives the lock back, then closes the connection (which would
+// give it back too, as the session ends, but a moment later) and the pool,
+// finding it closed, drops it.
 func (w *WritePath) Release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	_ = db.New(w.conn).WritePathGiveBack(ctx)
 	_ = w.conn.Conn().Close(ctx)
 	w.conn.Release()
 }

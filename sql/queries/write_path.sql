@@ -1,6 +1,6 @@
 -- WritePathTakeShared takes a path's lock beside the other instances of it.
 -- The write path's locks are session-level advisory locks that an instance
--- of `voucherd serve` holds on a connection of its own for its life
+-- of `voucherd serve` holds on one of its connections for its life
 -- (postgres.ClaimWritePath), one per FLASH_WRITE_PATH, so that the
 -- instances serving one database take one write path, and an instance with
 -- the in-process broker is its path's only one.
@@ -11,6 +11,24 @@ SELECT pg_try_advisory_lock_shared(hashtextextended('voucherd write path ' || sq
 -- name: WritePathTakeAlone :one
 SELECT pg_try_advisory_lock(hashtextextended('voucherd write path ' || sqlc.arg(path)::text, 0));
 
--- WritePathGiveBackAlone gives back a lock WritePathTakeAlone took.
--- name: WritePathGiveBackAlone :exec
-SELECT pg_advisory_unlock(hashtextextended('voucherd write path ' || sqlc.arg(path)::text, 0));
+-- WritePathHeld says whether an instance holds a path's lock on this
+-- database, read from pg_locks rather than by trying the lock: a try would
+-- make two instances of one path that start together each see the other's.
+-- A bigint advisory key shows as classid (its high 32 bits) and objid (its
+-- low 32 bits), with objsubid 1.
+-- name: WritePathHeld :one
+SELECT EXISTS (
+    SELECT 1
+      FROM pg_catalog.pg_locks l,
+           (SELECT hashtextextended('voucherd write path ' || sqlc.arg(path)::text, 0) AS k) key
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+       AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+       AND l.classid::bigint = (key.k >> 32) & 4294967295
+       AND l.objid::bigint = key.k & 4294967295
+);
+
+-- WritePathGiveBack gives back every lock this session holds (the write
+-- path's is its only one), at once: a closed connection's session ends, and
+-- gives its locks back, a moment later.
+-- name: WritePathGiveBack :exec
+SELECT pg_advisory_unlock_all();
