@@ -38,8 +38,8 @@ func generateCodes(t *testing.T, s *Store, id int64) {
 	})
 }
 
-// holdGeneration takes a campaign's generation lease for the test, so no
-// other process's generator on the shared database writes its codes.
+// holdGeneration takes a campaign's generation lease for the test, so that
+// its codes are written only by the test's own calls.
 func holdGeneration(t *testing.T, s *Store, id int64) {
 	t.Helper()
 	ok, err := s.TakeLease(context.Background(), voucher.CampaignGenerationLease(id), "test", time.Minute)
@@ -50,13 +50,13 @@ func holdGeneration(t *testing.T, s *Store, id int64) {
 
 // A batch whose codes include one a voucher (or another campaign) has
 // stores the others only, and the next batch makes up for it: the registry
-// of codes decides, not a check before the insert. The test holds each
-// campaign's own generation lease from its creation: the database is
-// shared with the other packages' servers, whose generators would otherwise
-// complete the campaigns under it (a CI run failed so).
+// of codes decides, not a check before the insert. A database of its own:
+// on the shared one, the other packages' servers' generators completed the
+// campaigns under it (a CI run failed so), or took a campaign's lease
+// between its creation and the test's taking it (a run beside a CPU hog).
 func TestAddCampaignCodes_ACodeTakenByAVoucherIsSkippedAndMadeAgain(t *testing.T) {
 	ctx := context.Background()
-	s := New(testPool)
+	s := New(ownDatabase(t))
 	taken := newFlashVoucher(t, s, 1, 1, 0)
 	c := newCampaign(t, s, 3)
 	holdGeneration(t, s, c.ID)
@@ -105,10 +105,12 @@ func TestAddCampaignCodes_ACodeTakenByAVoucherIsSkippedAndMadeAgain(t *testing.T
 }
 
 // Generators of two instances (holders) racing on one campaign make exactly
-// its count of codes, each once.
+// its count of codes, each once. A database of its own: on the shared one,
+// another package's server could take the lease before either of them.
 func TestGenerateCampaign_TwoHoldersMakeEachCodeOnce(t *testing.T) {
 	ctx := context.Background()
-	s := New(testPool)
+	pool := ownDatabase(t)
+	s := New(pool)
 	svc := voucher.NewService(voucher.Deps{Store: s}, voucher.Config{})
 	c := newCampaign(t, s, 60_000)
 	var wg sync.WaitGroup
@@ -126,7 +128,7 @@ func TestGenerateCampaign_TwoHoldersMakeEachCodeOnce(t *testing.T) {
 		t.Fatalf("after two generators: %+v %v", got, err)
 	}
 	var rows, distinct int
-	if err := testPool.QueryRow(ctx, `SELECT count(*), count(DISTINCT code) FROM voucher_code WHERE campaign_id = $1`, c.ID).Scan(&rows, &distinct); err != nil || rows != 60_000 || distinct != 60_000 {
+	if err := pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT code) FROM voucher_code WHERE campaign_id = $1`, c.ID).Scan(&rows, &distinct); err != nil || rows != 60_000 || distinct != 60_000 {
 		t.Fatalf("%d codes, %d distinct (%v)", rows, distinct, err)
 	}
 }
