@@ -92,7 +92,7 @@ func launch(t testing.TB, env map[string]string) *server {
 	case settings["DATABASE_URL"] == databaseURL:
 		db = sharedDatabase()
 	default:
-		db = poolOn(t, settings["DATABASE_URL"])
+		db = poolFor(t, settings["DATABASE_URL"])
 	}
 	// The shared Redis answers every server of the suite while the race
 	// detector, a browser and other packages share two cores: a stall of
@@ -372,7 +372,10 @@ func testPoolURL(url string) string { return testenv.WithQuery(url, testenv.Pool
 func ownDatabase(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
 	url := testdb.OwnMigrated(t, databaseURL)
-	return url, poolOn(t, url)
+	db := poolOn(t, url)
+	ownPools.Store(url, db)
+	t.Cleanup(func() { ownPools.Delete(url) })
+	return url, db
 }
 
 // brokerDatabase is the database of the kafka-mode servers on brokers (""
@@ -391,28 +394,34 @@ func brokerDatabase(t testing.TB, brokers string) (string, *pgxpool.Pool) {
 	if brokers == "" {
 		return ownDatabase(t)
 	}
-	if d, ok := brokerDatabases.Load(brokers); ok {
-		d := d.(ownedDatabase)
-		return d.url, d.db
+	if url, ok := brokerDatabases.Load(brokers); ok {
+		return url.(string), poolFor(t, url.(string))
 	}
 	url, db := ownDatabase(t)
-	brokerDatabases.Store(brokers, ownedDatabase{url, db})
+	brokerDatabases.Store(brokers, url)
 	t.Cleanup(func() { brokerDatabases.Delete(brokers) })
 	return url, db
 }
 
-type ownedDatabase struct {
-	url string
-	db  *pgxpool.Pool
-}
-
 var (
-	// brokerDatabases maps a test broker's addresses to its database.
+	// brokerDatabases maps a test broker's addresses to its database's URL.
 	brokerDatabases sync.Map
+	// ownPools are the pools ownDatabase opened, by their database's URL:
+	// a server on one of them reads it through that pool, not another.
+	ownPools sync.Map
 	// ownDatabaseTests are the names of the tests whose servers serve a
 	// database of their own (database refuses them the shared one).
 	ownDatabaseTests sync.Map
 )
+
+// poolFor is ownDatabase's pool on url, or else a new one (poolOn).
+func poolFor(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	if db, ok := ownPools.Load(url); ok {
+		return db.(*pgxpool.Pool)
+	}
+	return poolOn(t, url)
+}
 
 // poolOn is a pool on a database a test made itself, closed at its end
 // (before the database is dropped: cleanups run last first).
