@@ -208,7 +208,7 @@ test-unit:
 	$(GOTESTSUM) -race -count=1 -timeout 10m ./internal/explore
 
 test-e2e:
-	$(GOTESTSUM) -count=1 -timeout 30m $(E2E_PKGS)
+	$(GOTESTSUM) -count=1 -parallel 4 -timeout 30m $(E2E_PKGS)
 
 test-race:
 	bash scripts/setup.sh --test --with-chromium

@@ -169,6 +169,7 @@ func readyCampaign(t testing.TB, s *server, c campaignSpec) (id string, codes []
 // perUserLimit 1, on both transports, on the database path and on a flash
 // campaign (one gate for all its codes) with either write path.
 func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	s := sharedServer(t)
 	kafka := kafkaServer(t, nil)
 	for _, kind := range []struct {

@@ -221,6 +221,7 @@ func TestReserve_NoUseLeftIsOutOfStock(t *testing.T) {
 }
 
 func TestReserve_InvalidInputNamesTheFieldAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	s := sharedServer(t)
 	for _, api := range transports(s) {
 		t.Run(api.name(), func(t *testing.T) {

@@ -296,6 +296,7 @@ func TestRollback_RacingConfirmsAndReleasesKeepsTheCountsAndTheGate(t *testing.T
 // A campaign code's confirmed use goes back to the code and the campaign,
 // and a flash campaign's gate gets it back.
 func TestRollback_ACampaignCodesUseGoesBackToTheCodeAndTheCampaign(t *testing.T) {
+	t.Parallel()
 	s := sharedServer(t)
 	for _, flash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flash=%t", flash), func(t *testing.T) {
@@ -413,6 +414,7 @@ func TestKafka_RollbackRightAfterTheConfirmGivesTheUseBackOnce(t *testing.T) {
 // ran (a crash between the two) is given back by reconciliation, once:
 // the gate held the order confirmed, the database holds it rolled back.
 func TestRollback_AGiveBackThatNeverRanIsMadeByReconciliation(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
