@@ -229,7 +229,6 @@ func kinds(t *testing.T, fn func(t *testing.T, flash bool)) {
 			name = "flash"
 		}
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			fn(t, flash)
 		})
 	}
@@ -239,7 +238,6 @@ func kinds(t *testing.T, fn func(t *testing.T, flash bool)) {
 func each(t *testing.T, s *server, fn func(t *testing.T, api checkoutAPI, flash bool)) {
 	for _, api := range transports(s) {
 		t.Run(api.name(), func(t *testing.T) {
-			t.Parallel()
 			kinds(t, func(t *testing.T, flash bool) { fn(t, api, flash) })
 		})
 	}

@@ -178,7 +178,6 @@ func TestCampaign_LimitsHoldTogetherUnderConcurrency(t *testing.T) {
 		flash bool
 	}{{"database", s, false}, {"flash", s, true}, {"flash-kafka", kafka, true}} {
 		t.Run(kind.name, func(t *testing.T) {
-			t.Parallel()
 			campaignLimitsHoldTogether(t, kind.s, kind.flash)
 		})
 	}
@@ -188,10 +187,8 @@ func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
 	spec := campaignSpec{CodeCount: 100, UsesPerCode: 1, TotalLimit: 50, PerUserLimit: 1, Flash: flash}
 	for _, api := range transports(s) {
 		t.Run(api.name(), func(t *testing.T) {
-			t.Parallel()
 
 			t.Run("80ConcurrentReservesOn80CodesTakeExactly50", func(t *testing.T) {
-				t.Parallel()
 				id, codes := readyCampaign(t, s, spec)
 				base := time.Now().UnixNano() % 1_000_000_000
 				var mu sync.Mutex
@@ -231,7 +228,6 @@ func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
 			})
 
 			t.Run("OneCodeReservedByTwoCustomersAtOnceHasOneWinner", func(t *testing.T) {
-				t.Parallel()
 				_, codes := readyCampaign(t, s, spec)
 				base := time.Now().UnixNano() % 1_000_000_000
 				for round := range 10 {
@@ -268,7 +264,6 @@ func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
 			})
 
 			t.Run("OneCustomerOnTwoCodesIsAlreadyUsed", func(t *testing.T) {
-				t.Parallel()
 				_, codes := readyCampaign(t, s, spec)
 				customer := time.Now().UnixNano()%1_000_000_000 + 1
 				if r := api.reserve(t, codes[0], customer, uniqueOrder(), 5000); r.status() != "RESERVED" {
@@ -283,7 +278,6 @@ func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
 			})
 
 			t.Run("ReleaseFreesTheCodeAndTheCampaign", func(t *testing.T) {
-				t.Parallel()
 				id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 3, UsesPerCode: 1, TotalLimit: 1, PerUserLimit: 1, Flash: flash})
 				base := time.Now().UnixNano()%1_000_000_000*10 + 1
 				order := uniqueOrder()
@@ -330,7 +324,6 @@ func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
 			})
 
 			t.Run("ConfirmIsPerCode", func(t *testing.T) {
-				t.Parallel()
 				id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 2, UsesPerCode: 2, PerUserLimit: 2, Flash: flash})
 				base := time.Now().UnixNano()%1_000_000_000*10 + 1
 				order := uniqueOrder()

@@ -43,7 +43,6 @@ func TestExtend_RaisedFlashTotalSellsExactlyTheDifference(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := sharedServer(t)
 			if mode == "kafka" {
 				s = kafkaServer(t, nil)
@@ -139,7 +138,6 @@ func TestExtend_LaterEndLetsAReserveSucceedAfterTheOldEnd(t *testing.T) {
 		flash bool
 	}{{"ordinary", sharedServer(t), false}, {"flash-sync", sharedServer(t), true}, {"flash-kafka", kafka, true}} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			oldEnd := time.Now().Add(3 * time.Second)
 			extended := createVoucher(t, c.s, voucherSpec{EndsAt: oldEnd, Flash: c.flash})
 			left := createVoucher(t, c.s, voucherSpec{EndsAt: oldEnd, Flash: c.flash})

@@ -76,7 +76,6 @@ func TestAppliesTo_Flash_DiscountOnTheEligibleItemsOnBothWritePaths(t *testing.T
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := flashPeriodServer(t, mode)
 			fixed := createRestricted(t, s, map[string]any{"flash": true, "discountAmount": 4000,
 				"appliesTo": map[string]any{"categories": []any{"shoes"}}})
@@ -135,7 +134,6 @@ func TestAppliesTo_Flash_TheBudgetTakesAndGetsBackTheItemBasedDiscount(t *testin
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := flashPeriodServer(t, mode)
 			code := createRestricted(t, s, map[string]any{"flash": true, "discountAmount": 1000, "budgetAmount": 900,
 				"appliesTo": map[string]any{"categories": []any{"shoes"}}})

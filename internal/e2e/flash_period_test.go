@@ -68,7 +68,6 @@ func TestPeriodLimits_Flash_HeldUnderConcurrentReserves(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := flashPeriodServer(t, mode)
 			// The subtests run one after the other: on the sync path each
 			// counts the server's reserve writes.
@@ -176,7 +175,6 @@ func TestPeriodLimits_Flash_RefusalSaysTheNextMidnightAndAReleaseGivesTheUseBack
 	}
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := flashPeriodServer(t, mode)
 			code := createRestricted(t, s, map[string]any{"flash": true, "timeZone": zone,
 				"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 1}}})
@@ -245,7 +243,6 @@ func TestPeriodLimits_Flash_ReconciliationNamesAPeriodCountAtOdds(t *testing.T) 
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := flashPeriodServer(t, mode)
 			code := createRestricted(t, s, map[string]any{"flash": true,
 				"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 3}}})

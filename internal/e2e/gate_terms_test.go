@@ -26,7 +26,6 @@ func TestReconcile_AGateWhoseTermsLagTheVoucherIsRebuilt(t *testing.T) {
 	// the database decides the rest.
 	for _, mode := range []string{"kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			dbURL, db := ownDatabase(t)
 			s := startServer(t, map[string]string{"FLASH_WRITE_PATH": mode, "DATABASE_URL": dbURL})
 			api := restAPI{s}

@@ -170,7 +170,6 @@ func TestKafka_ARefusalStandsAfterTheGateIsLost(t *testing.T) {
 			"RESERVATION_RELEASED", "RELEASED", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			order := uniqueOrder()
 			decided := newFaultPoint(voucher.StepDecided, order)
 			decided.resume <- errors.New("the broker refused the event")

@@ -97,7 +97,6 @@ func waitStatus(t testing.TB, s *server, order, status string) {
 func kafkaEach(t *testing.T, s *server, fn func(t *testing.T, api checkoutAPI)) {
 	for _, api := range transports(s) {
 		t.Run(api.name(), func(t *testing.T) {
-			t.Parallel()
 			fn(t, api)
 		})
 	}
@@ -116,7 +115,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	s := kafkaServer(t, nil)
 
 	t.Run("ReserveSucceedsAtOnceAndTheDatabaseFollows", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{Discount: 10000, MinOrderAmount: 20000}))
 			order := uniqueOrder()
@@ -147,7 +145,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("IdenticalRetryReturnsTheReservationAndTakesNoSecondUse", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{}))
 			order := uniqueOrder()
@@ -168,7 +165,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("OrderReusedWithOtherValuesIsOrderConflict", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{}))
 			otherFlash := createVoucher(t, s, flash(voucherSpec{}))
@@ -206,7 +202,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("ReleasedOrderCannotBeReservedAgain", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{}))
 			order := uniqueOrder()
@@ -230,7 +225,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("OutsideWindowOrBelowMinimumIsNotEligible", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			now := time.Now()
 			for _, tc := range []struct {
@@ -255,7 +249,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("CustomerAtPerUserLimitIsAlreadyUsed", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{PerUserLimit: 2}))
 			first, second := uniqueOrder(), uniqueOrder()
@@ -291,7 +284,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("NoUseLeftIsOutOfStockAndAReleasedUseIsSoldAgain", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 2}))
 			held := uniqueOrder()
@@ -319,7 +311,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("ConfirmRightAfterReserveOnceAndRefusals", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{}))
 			other := createVoucher(t, s, flash(voucherSpec{}))
@@ -349,7 +340,6 @@ func TestKafka_ContractRulesOnFlashVouchers(t *testing.T) {
 	})
 
 	t.Run("ReleaseRightAfterReserveGivesTheUseBackOnce", func(t *testing.T) {
-		t.Parallel()
 		kafkaEach(t, s, func(t *testing.T, api checkoutAPI) {
 			code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 1}))
 			order := uniqueOrder()
@@ -451,7 +441,6 @@ func TestKafka_StampedesNeverOversell(t *testing.T) {
 	api := restAPI{s}
 
 	t.Run("DistinctCustomers", func(t *testing.T) {
-		t.Parallel()
 		code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 10}))
 		counts := stampede(200, func(i int) string {
 			return api.reserve(t, code, int64(1000+i), uniqueOrder(), 100).Error
@@ -465,7 +454,6 @@ func TestKafka_StampedesNeverOversell(t *testing.T) {
 		}
 	})
 	t.Run("IdenticalRequests", func(t *testing.T) {
-		t.Parallel()
 		code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 5}))
 		order := uniqueOrder()
 		var createdAt sync.Map
@@ -488,7 +476,6 @@ func TestKafka_StampedesNeverOversell(t *testing.T) {
 		waitGate(t, s, code, 4)
 	})
 	t.Run("OneCustomerManyOrders", func(t *testing.T) {
-		t.Parallel()
 		code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 100, PerUserLimit: 1}))
 		counts := stampede(50, func(i int) string {
 			return api.reserve(t, code, 5, uniqueOrder(), 100).Error

@@ -21,7 +21,6 @@ func TestFlash_AnOrderHeldElsewhereIsAConflictBeforeAnyRefusal(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := startServer(t, map[string]string{"FLASH_WRITE_PATH": mode})
 			api := restAPI{s}
 			ordinary := createVoucher(t, s, voucherSpec{TotalLimit: 100})

@@ -127,7 +127,6 @@ func TestPeriodLimits_DatabasePath_HeldUnderConcurrentReserves(t *testing.T) {
 	s := sharedServer(t)
 	for _, transport := range transportNames {
 		t.Run(transport+"/10 customers x 6 orders, CUSTOMER DAY 3", func(t *testing.T) {
-			t.Parallel()
 			code := createRestricted(t, s, map[string]any{"timeZone": "Europe/Berlin",
 				"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 3}}})
 			var mu sync.Mutex
@@ -155,7 +154,6 @@ func TestPeriodLimits_DatabasePath_HeldUnderConcurrentReserves(t *testing.T) {
 			}
 		})
 		t.Run(transport+"/40 reserves, VOUCHER DAY 5", func(t *testing.T) {
-			t.Parallel()
 			code := createRestricted(t, s, map[string]any{
 				"periodLimits": []any{map[string]any{"scope": "VOUCHER", "period": "DAY", "max": 5}}})
 			outcomes := stampede(40, func(i int) string {
@@ -178,7 +176,6 @@ func TestPeriodLimits_RefusalSaysTheNextMidnightInTheZoneAndCheckAgrees(t *testi
 	}
 	for _, transport := range transportNames {
 		t.Run(transport, func(t *testing.T) {
-			t.Parallel()
 			code := createRestricted(t, s, map[string]any{"timeZone": zone,
 				"periodLimits": []any{map[string]any{"scope": "CUSTOMER", "period": "DAY", "max": 1}}})
 			before := time.Now()
@@ -227,7 +224,6 @@ func TestSegmentsAndItems_DecideEligibilityAndTheDiscount(t *testing.T) {
 	}
 	for _, transport := range transportNames {
 		t.Run(transport, func(t *testing.T) {
-			t.Parallel()
 			fixed := createRestricted(t, s, map[string]any{"discountAmount": 10000, "minOrderAmount": 9000,
 				"eligibleSegments": []any{"vip", "tier:gold"}, "appliesTo": map[string]any{"categories": []any{"shoes"}}})
 			percent := createRestricted(t, s, map[string]any{"discountType": "PERCENT", "discountAmount": 0, "discountPercent": 10,
@@ -360,7 +356,6 @@ func TestSegments_FlashVoucher_DecidedBeforeTheGateOnBothWritePaths(t *testing.T
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			s := sharedServer(t)
 			if mode == "kafka" {
 				s = kafkaServer(t, nil)

@@ -26,7 +26,6 @@ func TestRebuild_AbandonedHalfWayLiftsItsPauseInSeconds(t *testing.T) {
 	t.Parallel()
 	for name, s := range map[string]*server{"kafka": kafkaServer(t, nil)} {
 		t.Run(name, func(t *testing.T) {
-			t.Parallel()
 			api := restAPI{s}
 			code := createVoucher(t, s, flash(voucherSpec{TotalLimit: 10}))
 			if r := api.reserve(t, code, 1, uniqueOrder(), 100); r.Error != "" {

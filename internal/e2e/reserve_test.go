@@ -225,7 +225,6 @@ func TestReserve_InvalidInputNamesTheFieldAndChangesNothing(t *testing.T) {
 	s := sharedServer(t)
 	for _, api := range transports(s) {
 		t.Run(api.name(), func(t *testing.T) {
-			t.Parallel()
 			code := createVoucher(t, s, voucherSpec{})
 			for _, tc := range []struct {
 				desc     string

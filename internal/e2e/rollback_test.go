@@ -300,7 +300,6 @@ func TestRollback_ACampaignCodesUseGoesBackToTheCodeAndTheCampaign(t *testing.T)
 	s := sharedServer(t)
 	for _, flash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("flash=%t", flash), func(t *testing.T) {
-			t.Parallel()
 			id, codes := readyCampaign(t, s, campaignSpec{CodeCount: 2, Flash: flash})
 			api := restAPI{s}
 			order := uniqueOrder()
@@ -417,7 +416,6 @@ func TestRollback_AGiveBackThatNeverRanIsMadeByReconciliation(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			rs := testredis.Start(t)
 			dbURL, db := ownDatabase(t)
 			s := startServer(t, map[string]string{"FLASH_WRITE_PATH": mode, "REDIS_URL": rs.URL, "DATABASE_URL": dbURL, "RECONCILE_INTERVAL": "300ms"})

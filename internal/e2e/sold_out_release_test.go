@@ -23,7 +23,6 @@ func TestFlash_AReleasedUseSellsAgainAtOnceOnEveryInstance(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"sync", "kafka"} {
 		t.Run(mode, func(t *testing.T) {
-			t.Parallel()
 			env := map[string]string{"SOLD_OUT_TTL": "1m"}
 			start := startServer
 			if mode == "kafka" {
