@@ -42,7 +42,7 @@ CONTRACT_CHECK := ../shared/tools/contract-check
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := bin/golangci-lint
 
-.PHONY: help setup migrate run broker build generate verify lint lint-install check test test-unit test-e2e test-race bench bench-wrk fuzz explore
+.PHONY: help setup migrate run broker build generate verify lint lint-install check test test-unit test-e2e test-explore test-race bench bench-wrk fuzz explore
 
 help:
 	@echo "make run       set up PostgreSQL and Redis, start the service"
@@ -155,19 +155,21 @@ lint-install:
 		GOBIN="$(CURDIR)/bin" go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION); \
 	fi
 
-# The suite runs in two halves side by side (output grouped per half):
+# The suite runs in three lanes side by side (output grouped per lane):
 # - test-unit: every package but the end-to-end ones, under -race: the gate,
 #   the Kafka consumer, the jobs, the store and the dashboard are concurrent
 #   code tested in process, where the race detector sees them.
 # - test-e2e: internal/e2e and internal/faults, which run whole servers (in
 #   process, or as OS processes) over HTTP, without -race (it made them three
 #   times slower on 2 cores, and the servers' code is raced in test-unit's
-#   packages). Not -parallel 4: with it, the servers of four tests, the
-#   other half and the fault tests ran the shared PostgreSQL out of its 100
-#   connections (CI rehearsal of 227301e).
-#   The explorer's two smoke seeds follow test-unit's packages in its lane
-#   (each runs two or three servers, a broker, a Redis pair and a PostgreSQL
-#   cluster), while test-e2e, the longer half, still runs.
+#   packages), four tests at a time. A test's subtests run one after
+#   another: subtests waiting for a slot kept their test's servers, and
+#   those servers' connections, open meanwhile (PostgreSQL's 100 ran out
+#   at -parallel 4 with 85 held by internal/e2e; 45 at most since).
+# - test-explore: the explorer's two smoke seeds (each runs two or three
+#   servers, a broker, a Redis pair and a PostgreSQL cluster of its own, and
+#   mostly waits for them), from the start: after test-unit's packages they
+#   were the run's last minute, a core idle.
 # `make test-race` runs all of it under -race, as before a release.
 #
 # gotestsum (a tool of go.mod) runs go test and prints a line per package,
@@ -200,11 +202,13 @@ test:
 	else \
 		url='$(TEST_DATABASE_URL)'; \
 	fi; \
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-unit test-e2e TEST_DATABASE_URL="$$url"
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-unit test-e2e test-explore TEST_DATABASE_URL="$$url"
 
 test-unit:
 	$(GOTESTSUM) -race -count=1 -timeout 30m \
 		$$(go list ./... | grep -v -E '/internal/(e2e|faults|explore)$$')
+
+test-explore:
 	$(GOTESTSUM) -race -count=1 -timeout 10m ./internal/explore
 
 test-e2e:
