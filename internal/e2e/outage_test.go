@@ -119,9 +119,17 @@ func TestOutage_ConnectionDroppedMidRequestIsUnavailable(t *testing.T) {
 			toConfirm, toRelease := uniqueOrder(), uniqueOrder()
 			for _, o := range []string{toConfirm, toRelease} {
 				customer++
-				if r := api.reserve(t, code, customer, o, 100); r.Error != "" {
-					t.Fatalf("%s: reserve: %s", api.name(), r.Error)
-				}
+				// Not what is under test: after the crash the server's pool
+				// may still hand out a connection that died with the
+				// cluster (CI beside a CPU hog: "conn closed"), answered
+				// UNAVAILABLE, and a storefront retries the same orderId.
+				testenv.Eventually(t, api.name()+": a reserve before the drop", func() (bool, string) {
+					r := api.reserve(t, code, customer, o, 100)
+					if r.Error != "" && r.Error != "UNAVAILABLE" {
+						t.Fatalf("%s: reserve: %s", api.name(), r.Error)
+					}
+					return r.Error == "", r.Error
+				})
 			}
 			customer++
 			newOrder, newCustomer := uniqueOrder(), customer
