@@ -169,7 +169,8 @@ lint-install:
 #   packages), four tests at a time. A test's subtests run one after
 #   another: subtests waiting for a slot kept their test's servers, and
 #   those servers' connections, open meanwhile (PostgreSQL's 100 ran out
-#   at -parallel 4 with 85 held by internal/e2e; 45 at most since).
+#   at -parallel 4 with 85 held by internal/e2e; 45 to 66 at most since,
+#   66 beside a CPU hog).
 # - test-explore: the explorer's two smoke seeds (each runs two or three
 #   servers, a broker, a Redis pair and a PostgreSQL cluster of its own, and
 #   mostly waits for them), from the start: after test-unit's packages they
