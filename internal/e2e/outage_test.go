@@ -176,6 +176,10 @@ func dropMidRequest(t *testing.T, db *pgxpool.Pool, pg *testpg.Cluster, appName 
 	if _, err := tx.Exec(ctx, lock, arg); err != nil {
 		t.Fatalf("%s: %v", lock, err)
 	}
+	var holder int32
+	if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&holder); err != nil {
+		t.Fatal(err)
+	}
 	answer := make(chan result, 1)
 	send := func() {
 		go func() {
@@ -187,11 +191,17 @@ func dropMidRequest(t *testing.T, db *pgxpool.Pool, pg *testpg.Cluster, appName 
 	}
 	send()
 	early := 0
-	const waitingBackends = `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`
+	// The server's backends waiting on the row this transaction holds: the
+	// request's, and at times a job's (the sale flush waits on the voucher
+	// row too). Any backend waiting on some other lock is not the request
+	// (a job's advisory lock): terminating one of those instead left the
+	// request waiting on the row until the client gave up (beside the
+	// other lanes of make test).
+	const waitingBackends = `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND $2::int = ANY(pg_blocking_pids(pid))`
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var pid int
-		err := db.QueryRow(ctx, waitingBackends, appName).Scan(&pid)
+		err := db.QueryRow(ctx, waitingBackends, appName, holder).Scan(&pid)
 		if err == nil {
 			break
 		}
@@ -222,12 +232,24 @@ func dropMidRequest(t *testing.T, db *pgxpool.Pool, pg *testpg.Cluster, appName 
 		db.Reset() // its connections died with the cluster
 		return r
 	}
-	// Only the server's waiting connection: the test's own, the server's
-	// others and anything else on the cluster stay.
-	if _, err := db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM (`+waitingBackends+`) w`, appName); err != nil {
-		t.Fatal(err)
+	// Only the server's connections waiting on the row: the test's own, the
+	// server's others and anything else on the cluster stay. Again until
+	// the request answers: a job's backend waiting on the row may have been
+	// seen first, the request's a moment after it.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if _, err := db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM (`+waitingBackends+`) w`, appName, holder); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-answer:
+			return r
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer 10 s after the backends of %s waiting on %s were terminated", appName, lock)
+		}
 	}
-	return <-answer
 }
 
 // TestOutage_CallerGoneIsNotAnInternalError: a caller that hangs up while
