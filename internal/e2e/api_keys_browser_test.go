@@ -11,13 +11,13 @@ import (
 	"voucherd/internal/testenv"
 )
 
-// walkApiKeysPage_AnAdminMakesAKeySeesItOnceAndRevokesIt walks the API keys
+// TestApiKeysPage_AnAdminMakesAKeySeesItOnceAndRevokesIt walks the API keys
 // page in Chromium: an admin makes a key, which is shown once with a copy
 // button and works as a bearer token at once; the page opened again never
 // shows it again, only its prefix;
 // revoked from the page, it is refused within a second. The page has no
 // serious axe-core violation and fits 390 px.
-func walkApiKeysPage_AnAdminMakesAKeySeesItOnceAndRevokesIt(t *testing.T) {
+func TestApiKeysPage_AnAdminMakesAKeySeesItOnceAndRevokesIt(t *testing.T) {
 	s := sharedServer(t)
 	email := "keys-admin-" + strings.ToLower(uniqueOrder()) + "@example.com"
 	const pass = "the keys admin's password"

@@ -10,12 +10,12 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// walkDashboard_CampaignFormSetsAPeriodLimit fills the new-campaign form's
+// TestDashboard_CampaignFormSetsAPeriodLimit fills the new-campaign form's
 // first period limit row, its calendar and segments in Chromium: a max of 0
 // is refused on the limit (the focus on it, what was typed kept), then a
 // max of 3 per week per customer creates the campaign with them, which its
 // page shows.
-func walkDashboard_CampaignFormSetsAPeriodLimit(t *testing.T) {
+func TestDashboard_CampaignFormSetsAPeriodLimit(t *testing.T) {
 	chromiumPath(t)
 	dbURL, db := ownDatabase(t)
 	s := startServer(t, map[string]string{"DATABASE_URL": dbURL})

@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// walkDashboard_CampaignCreatedWatchedLookedUpAndExported walks issue 14's
+// TestDashboard_CampaignCreatedWatchedLookedUpAndExported walks issue 14's
 // dashboard in Chromium as a marketer: the Campaigns entry, the new-campaign
 // form (a refused submit with its messages on the fields and the focus on
 // the first), a campaign of 2,000 codes whose progress bar goes from 0 to
@@ -23,7 +23,7 @@ import (
 // export link's target fetched with the page's session. Each page has no
 // serious axe-core violation, fits 390 px and is kept as a screenshot
 // (web/testdata/screenshots/camp-*.png).
-func walkDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
+func TestDashboard_CampaignCreatedWatchedLookedUpAndExported(t *testing.T) {
 	chromiumPath(t)
 	dbURL, db := ownDatabase(t)
 	s := startServer(t, map[string]string{"DATABASE_URL": dbURL})

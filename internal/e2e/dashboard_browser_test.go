@@ -25,20 +25,20 @@ import (
 // visits (git-ignored), for people to look at.
 var screenshotDir = filepath.Join("..", "..", "web", "testdata", "screenshots")
 
-// walkDashboard_MarketerCreatesAndWatchesOperatorSeesDrift drives the
+// TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift drives the
 // dashboard in headless Chromium as the two people it is for: a marketer
 // signs in, creates a flash voucher through the form (seeing the form's
 // validation first), finds it in the list and watches remaining drop live
 // while the REST API reserves; an operator finds the gate tampered with,
 // reconciles (through the confirmation step) and sees the drift and, after
 // a second pass, the alert.
-func walkDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
+func TestDashboard_MarketerCreatesAndWatchesOperatorSeesDrift(t *testing.T) {
 	chromium := chromiumPath(t)
 	dbURL, _ := ownDatabase(t)
 	// The drift passes are the operator's (the page's button): a pass of
 	// the job (every minute by default) between them, on a machine slow
 	// enough for the walk to last past a minute, would see the drift first
-	// (TestInABrowser/Dashboard_ListsPageWithLiveFiguresAndEveryPageIsAccessible
+	// (TestDashboard_ListsPageWithLiveFiguresAndEveryPageIsAccessible
 	// failed so beside a CPU hog).
 	s := startServer(t, map[string]string{"DATABASE_URL": dbURL, "RECONCILE_INTERVAL": "1h"})
 	env := map[string]string{"DATABASE_URL": dbURL}

@@ -9,7 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// walkDashboard_ExtendDuplicateEnable walks in Chromium what issue 15 left
+// TestDashboard_ExtendDuplicateEnable walks in Chromium what issue 15 left
 // for last: a marketer extends a flash sale that sold out (a lower total is
 // refused next to its field; 10 raised to 15 makes 5 more uses to sell, the
 // fast counter with them), then duplicates it into a new voucher with the
@@ -17,7 +17,7 @@ import (
 // lock from the list of locks. Each page and form
 // state has no serious axe-core violation, fits 390 px, and is kept as a
 // screenshot (web/testdata/screenshots/r3-*.png).
-func walkDashboard_ExtendDuplicateEnable(t *testing.T) {
+func TestDashboard_ExtendDuplicateEnable(t *testing.T) {
 	chromiumPath(t)
 	dbURL, _ := ownDatabase(t)
 	s := startServer(t, map[string]string{"DATABASE_URL": dbURL})

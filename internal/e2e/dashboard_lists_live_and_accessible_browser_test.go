@@ -20,14 +20,14 @@ import (
 //go:embed testdata/axe/axe.min.js
 var axeSource string
 
-// walkDashboard_ListsPageWithLiveFiguresAndEveryPageIsAccessible walks the dashboard in Chromium as a marketer and an
+// TestDashboard_ListsPageWithLiveFiguresAndEveryPageIsAccessible walks the dashboard in Chromium as a marketer and an
 // operator over 204 vouchers: the first page after sign-in is in the
 // browser's zone; the list pages through all 204 with a total, live first;
 // the figures update while the keyboard focus stays on a row's link; the
 // drift page refreshes by itself and its alert clears when a pass agrees;
 // every page has no serious or critical axe-core violation and fits a
 // 390 px phone (a screenshot of each).
-func walkDashboard_ListsPageWithLiveFiguresAndEveryPageIsAccessible(t *testing.T) {
+func TestDashboard_ListsPageWithLiveFiguresAndEveryPageIsAccessible(t *testing.T) {
 	chromiumPath(t) // fails now, not after the long set-up, when Chromium is missing
 	dbURL, _ := ownDatabase(t)
 	// The drift passes are the test's own (the page's buttons): a pass of

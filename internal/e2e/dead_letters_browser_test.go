@@ -15,7 +15,7 @@ import (
 	"voucherd/internal/testenv"
 )
 
-// walkDeadLetters_OperatorAppliesAgainOrDiscards walks the dead letters page
+// TestDeadLetters_OperatorAppliesAgainOrDiscards walks the dead letters page
 // in Chromium as an operator, on a kafka-mode server with a database of its
 // own. A gate made too high admits two orders for one use: the database
 // refuses the second (a dead letter). Applying it again while the voucher is
@@ -26,7 +26,7 @@ import (
 // that cannot be read is refused, then discarded. Each action has a
 // confirmation step and is in the audit log with the operator's name; the
 // page has no serious axe-core violation and fits 390 px.
-func walkDeadLetters_OperatorAppliesAgainOrDiscards(t *testing.T) {
+func TestDeadLetters_OperatorAppliesAgainOrDiscards(t *testing.T) {
 	dbURL, db := ownDatabase(t)
 	s := kafkaServer(t, map[string]string{"DATABASE_URL": dbURL, "RECONCILE_INTERVAL": "1h"})
 	const password = "otto's long password"

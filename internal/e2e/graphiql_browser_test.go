@@ -10,12 +10,12 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// walkGraphiQL_DocsListReserveVoucher: outside production GET /graphql is
+// TestGraphiQL_DocsListReserveVoucher: outside production GET /graphql is
 // GraphiQL from the embedded npm files (nothing from another origin), it
 // loads the schema through the depth limit with the development token in
 // its headers pane, and its docs pane lists reserveVoucher. In production
 // neither the page nor its files are served.
-func walkGraphiQL_DocsListReserveVoucher(t *testing.T) {
+func TestGraphiQL_DocsListReserveVoucher(t *testing.T) {
 	chromium := chromiumPath(t)
 	// No tokens set: the development tokens, as with make run.
 	s := startServer(t, map[string]string{"STOREFRONT_TOKENS": "", "ADMIN_TOKENS": ""})

@@ -9,11 +9,11 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// walkVoucherList_ShowsAVoucherCreatedAfterThePageLoaded: the list that
+// TestVoucherList_ShowsAVoucherCreatedAfterThePageLoaded: the list that
 // refreshes itself during a sale also shows a voucher created after it
 // loaded (in its place in the order, with the total), without a reload and
 // with the keyboard focus kept on the link it was on.
-func walkVoucherList_ShowsAVoucherCreatedAfterThePageLoaded(t *testing.T) {
+func TestVoucherList_ShowsAVoucherCreatedAfterThePageLoaded(t *testing.T) {
 	dbURL, _ := ownDatabase(t)
 	s := startServer(t, map[string]string{"DATABASE_URL": dbURL})
 	const password = "mia's long password"

@@ -16,7 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// walkSaleChart_TheVoucherPageDrawsTheSaleAndItsCSV: a sale of 10 uses over
+// TestSaleChart_TheVoucherPageDrawsTheSaleAndItsCSV: a sale of 10 uses over
 // three seconds (8 customers, then 5 of them again and 2 more, then 25
 // late ones) is drawn on a marketer's voucher page in Chromium: admitted
 // bars with ALREADY_USED and OUT_OF_STOCK stacked on them in colours of
@@ -25,7 +25,7 @@ import (
 // column per refusal code, adding up to 10 admitted, 25 OUT_OF_STOCK and 5
 // ALREADY_USED. The page has no serious axe-core violation and the chart
 // fits 390 px.
-func walkSaleChart_TheVoucherPageDrawsTheSaleAndItsCSV(t *testing.T) {
+func TestSaleChart_TheVoucherPageDrawsTheSaleAndItsCSV(t *testing.T) {
 	s := sharedServer(t)
 	email := "sale-marketer-" + strings.ToLower(uniqueOrder()) + "@example.com"
 	const pass = "the sale marketer's password"

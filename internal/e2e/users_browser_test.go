@@ -9,7 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// walkUsers_AdminManagesUsersEndToEnd walks the users page in Chromium as
+// TestUsers_AdminManagesUsersEndToEnd walks the users page in Chromium as
 // the only admin, with a second person on their own session: a user added
 // sets their password with the one-time link, which then works no more; a
 // role change takes effect on their next request; a password reset link
@@ -17,7 +17,7 @@ import (
 // refuses their sign-in; the last admin can neither demote nor disable
 // themselves; every change is in the audit log with who made it. The pages
 // have no serious axe-core violation and fit 390 px.
-func walkUsers_AdminManagesUsersEndToEnd(t *testing.T) {
+func TestUsers_AdminManagesUsersEndToEnd(t *testing.T) {
 	dbURL, _ := ownDatabase(t)
 	s := startServer(t, map[string]string{"DATABASE_URL": dbURL})
 	const adminPassword = "ada's long password"

@@ -11,14 +11,14 @@ import (
 	"voucherd/internal/testenv"
 )
 
-// walkWebhooksPage_AnAdminAddsTestsResendsDisablesAndDeletesAnEndpoint walks
+// TestWebhooksPage_AnAdminAddsTestsResendsDisablesAndDeletesAnEndpoint walks
 // the Webhooks page in Chromium: an admin adds an endpoint, whose secret is
 // shown once with a copy button; a test event sent from the page reaches
 // the receiver signed with that secret and shows in the deliveries with
 // its status, HTTP code and attempts; resend sends it again; disable,
 // enable and delete work, and every action is in the audit list. The pages
 // have no serious axe-core violation and fit 390 px.
-func walkWebhooksPage_AnAdminAddsTestsResendsDisablesAndDeletesAnEndpoint(t *testing.T) {
+func TestWebhooksPage_AnAdminAddsTestsResendsDisablesAndDeletesAnEndpoint(t *testing.T) {
 	dbURL, db := ownDatabase(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	s := startServer(t, env)
