@@ -187,7 +187,6 @@ func campaignLimitsHoldTogether(t *testing.T, s *server, flash bool) {
 	spec := campaignSpec{CodeCount: 100, UsesPerCode: 1, TotalLimit: 50, PerUserLimit: 1, Flash: flash}
 	for _, api := range transports(s) {
 		t.Run(api.name(), func(t *testing.T) {
-
 			t.Run("80ConcurrentReservesOn80CodesTakeExactly50", func(t *testing.T) {
 				id, codes := readyCampaign(t, s, spec)
 				base := time.Now().UnixNano() % 1_000_000_000
