@@ -200,6 +200,19 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return fmt.Errorf("FLASH_WRITE_PATH: %w", err)
 	}
 	defer writePath.Release()
+	// The lock is lost with its connection (a restart of PostgreSQL), and
+	// taken again; when an instance that may not serve beside this one took
+	// it meanwhile, this one stops, as it would have refused to start.
+	holdCtx, stopHolding := context.WithCancel(ctx)
+	lost := make(chan error, 1)
+	holding := make(chan struct{})
+	go func() {
+		defer close(holding)
+		if err := writePath.Hold(holdCtx, writePathCheck); err != nil {
+			lost <- err
+		}
+	}()
+	defer func() { stopHolding(); <-holding }()
 	store := postgres.New(pool)
 
 	rdb, err := gate.NewClient(cfg.RedisURL)
@@ -375,9 +388,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var stopped error
 	select {
 	case err := <-errc:
 		return fmt.Errorf("http: %w", err)
+	case err := <-lost:
+		stopped = fmt.Errorf("FLASH_WRITE_PATH: %w", err)
+		logger.Error("stopping: another instance serves this database on a write path this one may not serve beside", "err", err)
 	case <-ctx.Done():
 	}
 	// Stop accepting, let requests in flight finish, then stop the jobs
@@ -386,10 +403,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+		return errors.Join(stopped, fmt.Errorf("shutdown: %w", err))
 	}
-	return nil
+	return stopped
 }
+
+// writePathCheck is how often serve checks its write path's lock
+// (postgres.WritePath.Hold): once PostgreSQL answers again after a restart,
+// the lock is free for at most about this long before it is taken again.
+const writePathCheck = 5 * time.Second
 
 // serveDebug serves net/http/pprof on a loopback address (DEBUG_ADDR), so a
 // profile of the server under load from outside can be taken; the stop

@@ -3,15 +3,20 @@ package app
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"voucherd/internal/postgres"
 	"voucherd/internal/testdb"
 	"voucherd/internal/testenv"
+	"voucherd/sql/db"
 )
 
 // TestServe_ADatabaseIsServedOnOneWritePathThroughOneBroker: a kafka-mode
@@ -73,6 +78,67 @@ func TestServe_ADatabaseIsServedOnOneWritePathThroughOneBroker(t *testing.T) {
 	refused("an instance with an in-process broker beside them", inProcess, "another instance serves this database on the kafka write path")
 	k1.stop(t)
 	k2.stop(t)
+}
+
+// TestServe_AWritePathLockLostWithItsSessionIsTakenAgainOrServeStops: the
+// lock of the test above ends with its session (a restart of PostgreSQL).
+// serve takes it again, so an instance it may not serve beside is refused
+// after as before; and when such an instance took it first, serve stops,
+// saying why, where it would have refused to start.
+func TestServe_AWritePathLockLostWithItsSessionIsTakenAgainOrServeStops(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.OwnMigrated(t, testenv.DatabaseURL())
+	settings := map[string]string{
+		"HTTP_ADDR": "127.0.0.1:0", "DATABASE_URL": dbURL, "REDIS_URL": testenv.RedisURL(),
+		"STOREFRONT_TOKENS": "write-path-storefront-token-0123", "ADMIN_TOKENS": "write-path-admin-token-0123456789",
+		"LOG_LEVEL": "error", "WARMUP_INTERVAL": "1h", "RECONCILE_INTERVAL": "1h", "EXPIRY_INTERVAL": "1h",
+		"FLASH_WRITE_PATH": "kafka", // with the in-process broker: alone on its database
+	}
+	pool, err := pgxpool.New(context.Background(), testenv.WithQuery(dbURL, "pool_max_conns=2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// What a second instance with an in-process broker claims.
+	second := func() (*postgres.WritePath, error) {
+		return postgres.ClaimWritePath(context.Background(), pool, "kafka", []string{"sync"}, true)
+	}
+
+	s := startServe(t, func(k string) string { return settings[k] })
+	if n := testdb.EndLockSessions(t, dbURL); n != 1 {
+		t.Fatalf("ended %d sessions holding a lock, want serve's one", n)
+	}
+	// Read, not claimed: a claim in the window would be the instance that
+	// stops serve.
+	testenv.EventuallyWithin(t, time.Minute, "serve's lock taken again", func() (bool, string) {
+		held, err := db.New(pool).WritePathHeld(context.Background(), "kafka")
+		return err == nil && held, fmt.Sprintf("held %t, err %v", held, err)
+	})
+	if w, err := second(); !errors.Is(err, postgres.ErrWritePathTaken) {
+		t.Errorf("a second instance's claim once serve took its lock again: %v, want a refusal", err)
+		if w != nil {
+			w.Release()
+		}
+	}
+
+	if n := testdb.EndLockSessions(t, dbURL); n != 1 {
+		t.Fatalf("ended %d sessions holding a lock, want serve's one", n)
+	}
+	w, err := second()
+	if err != nil {
+		t.Fatalf("a second instance's claim while serve's lock is lost: %v", err)
+	}
+	t.Cleanup(w.Release)
+	select {
+	case err := <-s.done:
+		s.cancel()
+		s.cancel = nil // stopped already
+		if !errors.Is(err, postgres.ErrWritePathTaken) || !strings.Contains(err.Error(), "another instance serves this database on the kafka write path") {
+			t.Errorf("serve stopped with %v, want ErrWritePathTaken naming the other instance", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("serve went on serving for a minute beside another instance with an in-process broker")
+	}
 }
 
 // running is a `voucherd serve` run by Run in this process.

@@ -175,3 +175,43 @@ func template(t testing.TB, baseURL, name string) string {
 	}
 	return name
 }
+
+// EndLockSessions ends every session that holds an advisory lock on the
+// database of url (as a restart of PostgreSQL would, for those sessions
+// alone), waits until they are gone, and returns how many it ended: for
+// the tests of a lock an instance keeps for its life (the write path's).
+func EndLockSessions(t testing.TB, url string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	const holders = `SELECT DISTINCT pid FROM pg_catalog.pg_locks
+	  WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+	    AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
+	rows, err := conn.Query(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM (`+holders+`) h`)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	ended, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	for {
+		var left int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM (`+holders+`) h`).Scan(&left); err != nil {
+			t.Fatalf("testdb: sessions holding advisory locks: %v", err)
+		}
+		if left == 0 {
+			return ended
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("testdb: %d sessions still hold advisory locks 30 s after they were ended", left)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -7,7 +7,37 @@ package db
 
 import (
 	"context"
+	"time"
 )
+
+const writePathEndSession = `-- name: WritePathEndSession :one
+SELECT (coalesce((
+    SELECT pg_terminate_backend(pid)
+      FROM pg_catalog.pg_stat_activity
+     WHERE pid = $1::int AND backend_start = $2::timestamptz
+), false) OR EXISTS (
+    SELECT 1
+      FROM pg_catalog.pg_locks
+     WHERE pid = $1::int AND locktype = 'advisory' AND granted
+))::bool AS there
+`
+
+type WritePathEndSessionParams struct {
+	Pid     int32
+	Started time.Time
+}
+
+// WritePathEndSession ends an instance's former session of its lock (its
+// connection was closed, or stopped answering, and the server may not have
+// noticed yet), saying whether it was still there: in pg_stat_activity, or
+// ending (an ending session leaves pg_stat_activity before it gives back
+// its locks; its process id is not another session's before it has).
+func (q *Queries) WritePathEndSession(ctx context.Context, arg WritePathEndSessionParams) (bool, error) {
+	row := q.db.QueryRow(ctx, writePathEndSession, arg.Pid, arg.Started)
+	var there bool
+	err := row.Scan(&there)
+	return there, err
+}
 
 const writePathGiveBack = `-- name: WritePathGiveBack :exec
 SELECT pg_advisory_unlock_all()
@@ -43,6 +73,27 @@ func (q *Queries) WritePathHeld(ctx context.Context, path string) (bool, error) 
 	var exists bool
 	err := row.Scan(&exists)
 	return exists, err
+}
+
+const writePathSession = `-- name: WritePathSession :one
+SELECT pid::int AS pid, backend_start::timestamptz AS started
+  FROM pg_catalog.pg_stat_activity
+ WHERE pid = pg_backend_pid()
+`
+
+type WritePathSessionRow struct {
+	Pid     int32
+	Started time.Time
+}
+
+// WritePathSession is this connection's session: its process id and start,
+// which name it among every session the server has had (a process id
+// alone may be reused after a restart).
+func (q *Queries) WritePathSession(ctx context.Context) (WritePathSessionRow, error) {
+	row := q.db.QueryRow(ctx, writePathSession)
+	var i WritePathSessionRow
+	err := row.Scan(&i.Pid, &i.Started)
+	return i, err
 }
 
 const writePathTakeAlone = `-- name: WritePathTakeAlone :one

@@ -32,3 +32,27 @@ SELECT EXISTS (
 -- gives its locks back, a moment later.
 -- name: WritePathGiveBack :exec
 SELECT pg_advisory_unlock_all();
+
+-- WritePathSession is this connection's session: its process id and start,
+-- which name it among every session the server has had (a process id
+-- alone may be reused after a restart).
+-- name: WritePathSession :one
+SELECT pid::int AS pid, backend_start::timestamptz AS started
+  FROM pg_catalog.pg_stat_activity
+ WHERE pid = pg_backend_pid();
+
+-- WritePathEndSession ends an instance's former session of its lock (its
+-- connection was closed, or stopped answering, and the server may not have
+-- noticed yet), saying whether it was still there: in pg_stat_activity, or
+-- ending (an ending session leaves pg_stat_activity before it gives back
+-- its locks; its process id is not another session's before it has).
+-- name: WritePathEndSession :one
+SELECT (coalesce((
+    SELECT pg_terminate_backend(pid)
+      FROM pg_catalog.pg_stat_activity
+     WHERE pid = sqlc.arg(pid)::int AND backend_start = sqlc.arg(started)::timestamptz
+), false) OR EXISTS (
+    SELECT 1
+      FROM pg_catalog.pg_locks
+     WHERE pid = sqlc.arg(pid)::int AND locktype = 'advisory' AND granted
+))::bool AS there;
