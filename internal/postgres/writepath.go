@@ -72,7 +72,7 @@ func ClaimWritePath(ctx context.Context, pool *pgxpool.Pool, path string, others
 
 // take acquires a connection and takes the lock on it, checking the other
 // paths' locks after; with the lock held it keeps the connection (w.conn).
-// A refusal wraps ErrWritePathTaken.
+// A refusal is ErrWritePathTaken (errors.Is) and says why.
 func (w *WritePath) take(ctx context.Context) error {
 	c, err := w.pool.Acquire(ctx)
 	if err != nil {
