@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -28,15 +29,7 @@ func TestClaimWritePath_InstancesOfOnePathStartingTogetherAllStart(t *testing.T)
 	url := testdb.Own(t, testenv.DatabaseURL())
 	ctx := context.Background()
 	const instances = 16
-	pools := make([]*pgxpool.Pool, instances)
-	for i := range pools {
-		p, err := pgxpool.New(ctx, testenv.WithQuery(url, "pool_max_conns=2"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		pools[i] = p
-	}
+	pools := lockPools(t, url, instances)
 	claimAll := func(path, other string) []*WritePath {
 		t.Helper()
 		claims := make([]*WritePath, instances)
@@ -142,7 +135,7 @@ func TestWritePath_ALockLostInARestartOfPostgreSQLIsTakenAgain(t *testing.T) {
 	cluster.Start(t)
 	testenv.EventuallyWithin(t, time.Minute, "the sync path's lock held again after the restart", func() (bool, string) {
 		held, err := db.New(pools[1]).WritePathHeld(ctx, "sync")
-		return err == nil && held, "held " + map[bool]string{true: "yes", false: "no"}[held] + ", err " + errText(err)
+		return err == nil && held, fmt.Sprintf("held %t, err %v", held, err)
 	})
 	if k, err := ClaimWritePath(ctx, pools[1], "kafka", []string{"sync"}, false); !errors.Is(err, ErrWritePathTaken) {
 		t.Errorf("a kafka claim after the restart: %v, want a refusal (the sync instance serves the database)", err)
@@ -232,16 +225,9 @@ func lockLostWithItsSessionLeft(t *testing.T, round int, pool *pgxpool.Pool) {
 		if errors.Is(err, ErrWritePathTaken) {
 			t.Fatalf("round %d: a check after the former session was ended: %v, want the lock taken again", round, err)
 		}
-		return err == nil, errText(err)
+		return err == nil, fmt.Sprint(err)
 	})
 	if alone.conn == nil || alone.session == first {
 		t.Errorf("round %d: the lock is on session %+v, want a new one (the first was %+v)", round, alone.session, first)
 	}
-}
-
-func errText(err error) string {
-	if err == nil {
-		return "none"
-	}
-	return err.Error()
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"voucherd/internal/testenv"
 	"voucherd/migrations"
 )
 
@@ -192,26 +194,16 @@ func EndLockSessions(t testing.TB, url string) int {
 	const holders = `SELECT DISTINCT pid FROM pg_catalog.pg_locks
 	  WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
 	    AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
-	rows, err := conn.Query(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM (`+holders+`) h`)
-	if err != nil {
+	var ended int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM (`+holders+`) h`).Scan(&ended); err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	ended, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int])
-	if err != nil {
-		t.Fatalf("testdb: %v", err)
-	}
-	for {
+	testenv.EventuallyWithin(t, 30*time.Second, "testdb: the ended sessions gone with their advisory locks", func() (bool, string) {
 		var left int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM (`+holders+`) h`).Scan(&left); err != nil {
 			t.Fatalf("testdb: sessions holding advisory locks: %v", err)
 		}
-		if left == 0 {
-			return ended
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("testdb: %d sessions still hold advisory locks 30 s after they were ended", left)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return left == 0, fmt.Sprintf("%d still hold one", left)
+	})
+	return ended
 }
